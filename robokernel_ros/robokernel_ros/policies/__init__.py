@@ -1,0 +1,21 @@
+"""Policy protocol and providers: mock, scripted, lerobot, remote (ROS)."""
+
+from robokernel_ros.policies.base import (
+    Policy,
+    PolicyAgent,
+    available_providers,
+    create_policy,
+    preflight,
+    provider_class,
+    register_provider,
+)
+
+__all__ = [
+    "Policy",
+    "PolicyAgent",
+    "available_providers",
+    "create_policy",
+    "preflight",
+    "provider_class",
+    "register_provider",
+]

@@ -1,0 +1,146 @@
+"""The Policy protocol, the provider registry, and the adapter that makes a Policy a kernel Agent.
+
+A provider is a named factory of Policy objects (`mock`, `scripted`, `lerobot`,
+`remote`, or one a user registers). The rollout API builds policies through
+`create_policy(provider, **policy_config)` after the provider's class-level
+`preflight(config)` has accepted the config, so a malformed request is refused
+before any robot is claimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+Action = dict[str, float]
+
+
+class Policy:
+    """Base class of every policy provider's policy.
+
+    Subclasses implement `get_actions`; the rest has sensible defaults.
+    `execution_horizon` is the length of the chunks the policy emits (1 for a
+    single-step policy); `supports_rtc` says the policy blends a new chunk with the
+    actions still queued when `get_actions` receives `queued_actions`/`delay_steps`.
+    """
+
+    provider: ClassVar[str] = ""
+    execution_horizon: int = 1
+    supports_rtc: bool = False
+
+    def __init__(self) -> None:
+        self.action_keys: tuple[str, ...] = ()
+        # Binding health: a true flag means the policy saw or emitted keys by position
+        # or by generic names rather than by the robot's own names.
+        self.positional_fallback_used = False
+        self.generic_state_keys_used = False
+        self.missing_state_keys_used = False
+
+    @classmethod
+    def preflight(cls, config: Mapping[str, Any]) -> None:
+        """Refuse a bad config before anything starts (raise ValueError naming the key)."""
+
+    def set_robot_state_keys(self, action_keys: Sequence[str]) -> None:
+        """Bind the policy's output to the robot's action keys (actuator names)."""
+        self.action_keys = tuple(action_keys)
+
+    def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
+        """Start a new episode."""
+
+    def get_actions(self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any) -> list[Action]:
+        raise NotImplementedError
+
+    def is_chunk_emitting(self) -> bool:
+        return self.execution_horizon > 1
+
+    def binding_report(self) -> dict[str, bool]:
+        return {
+            "positional_fallback_used": self.positional_fallback_used,
+            "generic_state_keys_used": self.generic_state_keys_used,
+            "missing_state_keys_used": self.missing_state_keys_used,
+        }
+
+    def close(self) -> None:
+        """Release what the policy holds (threads, ROS nodes, GPU memory)."""
+
+
+PolicyFactory = Callable[..., Policy]
+_PROVIDERS: dict[str, type[Policy] | PolicyFactory] = {}
+
+
+def register_provider(name: str, factory: type[Policy] | PolicyFactory, *, replace: bool = False) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"provider name={name!r}: must be a non-empty string")
+    if name in _PROVIDERS and not replace:
+        raise ValueError(f"policy provider {name!r} is already registered (pass replace=True)")
+    _PROVIDERS[name] = factory
+
+
+def available_providers() -> list[str]:
+    _load_builtin_providers()
+    return sorted(_PROVIDERS)
+
+
+def provider_class(name: str) -> type[Policy] | PolicyFactory:
+    _load_builtin_providers()
+    if not isinstance(name, str) or name not in _PROVIDERS:
+        raise ValueError(f"policy_provider={name!r}: must be one of {sorted(_PROVIDERS)}")
+    return _PROVIDERS[name]
+
+
+def preflight(name: str, config: Mapping[str, Any]) -> None:
+    """The provider's class-level refusal hook (unknown provider refused too)."""
+    factory = provider_class(name)
+    hook = getattr(factory, "preflight", None)
+    if hook is not None:
+        hook(config)
+
+
+def create_policy(name: str, **config: Any) -> Policy:
+    factory = provider_class(name)
+    policy = factory(**config)
+    if not isinstance(policy, Policy):
+        raise TypeError(f"provider {name!r} returned {type(policy).__name__}, not a Policy")
+    return policy
+
+
+_BUILTINS_LOADED = False
+
+
+def _load_builtin_providers() -> None:
+    """Import the built-in providers once; each module registers itself on import."""
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    _BUILTINS_LOADED = True
+    import importlib
+
+    for module in ("mock", "scripted", "lerobot", "remote"):
+        try:
+            importlib.import_module(f"robokernel_ros.policies.{module}")
+        except ModuleNotFoundError as exc:
+            # Only a missing provider module is tolerated (the module itself must
+            # import lazily whatever optional dependency it needs).
+            if exc.name != f"robokernel_ros.policies.{module}":
+                raise
+
+
+class PolicyAgent:
+    """A Policy seen as a kernel Agent: act() asks the policy for one chunk."""
+
+    def __init__(self, policy: Policy, *, action_horizon: int | None = None) -> None:
+        self.policy = policy
+        self.action_horizon = action_horizon
+        self.instruction = ""
+        self.supports_rtc = bool(getattr(policy, "supports_rtc", False))
+        self.policy_kwargs: dict[str, Any] = {}
+
+    def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
+        self.instruction = instruction
+        self.policy.reset(instruction=instruction, seed=seed)
+
+    def act(self, observation: Mapping[str, Any], step: int, **rtc: Any) -> list[Action]:
+        chunk = self.policy.get_actions(observation, self.instruction, **self.policy_kwargs, **rtc)
+        if self.action_horizon is not None:
+            chunk = list(chunk)[: self.action_horizon]
+        return list(chunk)

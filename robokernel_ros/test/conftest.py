@@ -1,0 +1,99 @@
+"""Shared test setup: one ROS_DOMAIN_ID per test run, and processes that are always cleaned up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Each pytest run gets its own DDS domain (0-101 are valid on Linux) so parallel runs
+# on one machine never see each other; discovery stays on this host.
+os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+class ProcessGroup:
+    """Processes a test starts; every one is terminated (then killed) at teardown."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+        log = open(self.log_dir / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
+        proc.log_path = self.log_dir / f"{name}.log"  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    def python(self, name: str, module: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        return self.start(name, [sys.executable, "-m", module, *args], env=env)
+
+    def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+    def log(self, proc: subprocess.Popen) -> str:
+        return Path(proc.log_path).read_text(errors="replace")  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    continue
+        deadline = time.monotonic() + 5
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=5)
+        _remove_fastdds_segments({p.pid for p in self.procs})
+
+
+def _remove_fastdds_segments(pids: set[int]) -> None:
+    """Processes killed with SIGKILL leave Fast DDS shared-memory files in /dev/shm;
+    remove the ones no live process holds open or mapped (Fast DDS cleans its own on
+    a normal exit)."""
+    segments = list(Path("/dev/shm").glob("fastdds_*"))
+    if not segments:
+        return
+    held: set[str] = set()
+    for proc_dir in Path("/proc").glob("[0-9]*"):
+        try:
+            held.update(os.readlink(fd) for fd in (proc_dir / "fd").iterdir())
+        except OSError:
+            pass
+        try:
+            held.update(line.split()[-1] for line in (proc_dir / "maps").read_text().splitlines() if "/dev/shm/" in line)
+        except OSError:
+            pass
+    for path in segments:
+        if str(path) not in held:
+            path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[ProcessGroup]:
+    group = ProcessGroup(tmp_path)
+    try:
+        yield group
+    finally:
+        group.close()
