@@ -27,15 +27,21 @@ class ProcessGroup:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    def start(
+        self, name: str, args: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         log = open(self.log_dir / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True)
+        proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
+        )
         proc.log_path = self.log_dir / f"{name}.log"  # type: ignore[attr-defined]
         self.procs.append(proc)
         return proc
 
-    def python(self, name: str, module: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    def python(
+        self, name: str, module: str, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         return self.start(name, [sys.executable, "-m", module, *args], env=env)
 
     def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
@@ -82,7 +88,11 @@ def _remove_fastdds_segments(pids: set[int]) -> None:
         except OSError:
             pass
         try:
-            held.update(line.split()[-1] for line in (proc_dir / "maps").read_text().splitlines() if "/dev/shm/" in line)
+            held.update(
+                line.split()[-1]
+                for line in (proc_dir / "maps").read_text().splitlines()
+                if "/dev/shm/" in line
+            )
         except OSError:
             pass
     for path in segments:
