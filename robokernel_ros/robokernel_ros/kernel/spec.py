@@ -39,16 +39,16 @@ class EnvSpec:
 
     def __post_init__(self) -> None:
         if self.control not in ("absolute", "delta", "velocity"):
-            raise ValueError(
-                f"control={self.control!r}: must be 'absolute', 'delta' or 'velocity'"
-            )
+            raise ValueError(f"control={self.control!r}: must be 'absolute', 'delta' or 'velocity'")
         if not (isinstance(self.control_hz, int | float) and self.control_hz > 0):
             raise ValueError(f"control_hz={self.control_hz!r}: must be a positive number")
         object.__setattr__(self, "action_keys", tuple(self.action_keys))
         object.__setattr__(self, "gripper_keys", tuple(self.gripper_keys))
         unknown = set(self.action_limits) - set(self.action_keys)
         if unknown:
-            raise ValueError(f"action_limits names keys that are not action keys: {sorted(unknown)}")
+            raise ValueError(
+                f"action_limits names keys that are not action keys: {sorted(unknown)}"
+            )
         for key, (lo, hi) in self.action_limits.items():
             if not lo <= hi:
                 raise ValueError(f"action_limits[{key!r}]=({lo}, {hi}): lower must be <= upper")

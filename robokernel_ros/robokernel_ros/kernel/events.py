@@ -1,0 +1,135 @@
+"""Typed events and a synchronous event bus.
+
+Every observable thing in an episode is an `Event`. The trace is the persisted event
+stream, so the trace writer, live dashboards, online critics and the rosbag mirror all
+subscribe to the same `EventBus`.
+
+Event kinds (the `kind` string) and what their `data` holds are listed below as
+constants; the module docstring of `robokernel_ros.kernel.runner` describes when each
+is emitted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+_log = logging.getLogger(__name__)
+
+EPISODE_START = "episode.start"  # run_id, env, timing, instruction, seed, agent, started_at, **meta
+OBSERVATION = "observation"  # obs (JSON-able), images {camera: array} on image steps
+PRIVILEGED = "privileged"  # state (the env's privileged_state())
+CHUNK_REQUEST = "chunk.request"  # step, request_id
+CHUNK_MERGE = (
+    "chunk.merge"  # obs_step, arrival_step, dropped, kept, inference_s, request_id, keys, actions
+)
+ACTION = "action"  # step, action, hold, reward, terminated, truncated
+SAFETY_INTERVENTION = "safety.intervention"  # step, guard, key, value, limit, action
+OPERATOR_STOP = "operator.stop"
+OPERATOR_ESTOP = "operator.estop"
+OPERATOR_CLEAR_FAULT = "operator.clear_fault"
+OPERATOR_RESET_DONE = "operator.reset_done"
+OPERATOR_VERDICT = "operator.verdict"
+ERROR = "error"  # category, type, message, traceback
+EPISODE_END = "episode.end"  # outcome, status, steps, holds, chunks, safety_interventions, ...
+
+EVENT_KINDS: tuple[str, ...] = (
+    EPISODE_START,
+    OBSERVATION,
+    PRIVILEGED,
+    CHUNK_REQUEST,
+    CHUNK_MERGE,
+    ACTION,
+    SAFETY_INTERVENTION,
+    OPERATOR_STOP,
+    OPERATOR_ESTOP,
+    OPERATOR_CLEAR_FAULT,
+    OPERATOR_RESET_DONE,
+    OPERATOR_VERDICT,
+    ERROR,
+    EPISODE_END,
+)
+
+
+@dataclass(slots=True)
+class Event:
+    """One observable thing in an episode.
+
+    kind: one of EVENT_KINDS (others are allowed for extensions).
+    step: the control step the event belongs to.
+    data: the kind's payload (JSON-serialisable except image arrays).
+    t: episode clock in seconds: the env's sim time when it reports one
+       (StepResult.info["sim_time_s"]), else step / control_hz.
+    wall: monotonic seconds since the episode started.
+    seq: 0, 1, 2, ... within the episode.
+    run_id: the run directory name of the episode ("" when nothing is recorded).
+    """
+
+    kind: str
+    step: int
+    data: dict[str, Any] = field(default_factory=dict)
+    t: float = 0.0
+    wall: float = 0.0
+    seq: int = 0
+    run_id: str = ""
+
+
+Callback = Callable[[Event], Any]
+
+
+class EventBus:
+    """A synchronous publish/subscribe bus.
+
+    `publish` calls every matching subscriber in subscription order, in the
+    publisher's thread, before it returns. A subscriber that raises is logged and
+    skipped: it never ends the episode. Subscribing and unsubscribing are thread-safe
+    (copy on write), so publishing takes no lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # (callback, kinds or None); replaced wholesale on every change.
+        self._subscribers: tuple[tuple[Callback, frozenset[str] | None], ...] = ()
+
+    def subscribe(
+        self, callback: Callback, kinds: Iterable[str] | None = None
+    ) -> Callable[[], None]:
+        """Call `callback(event)` for every published event (only `kinds` when given).
+
+        Returns a callable that unsubscribes; calling it twice is harmless.
+        """
+        if not callable(callback):
+            raise ValueError(f"callback={callback!r}: must be callable")
+        if isinstance(kinds, str):
+            kinds = (kinds,)
+        kind_set = None if kinds is None else frozenset(kinds)
+        entry = (callback, kind_set)
+        with self._lock:
+            self._subscribers = (*self._subscribers, entry)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._subscribers = tuple(s for s in self._subscribers if s is not entry)
+
+        return unsubscribe
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def publish(self, event: Event) -> None:
+        for callback, kinds in self._subscribers:
+            if kinds is not None and event.kind not in kinds:
+                continue
+            try:
+                callback(event)
+            except Exception:
+                _log.exception(
+                    "event subscriber %r raised on %s (step %d); ignored",
+                    callback,
+                    event.kind,
+                    event.step,
+                )

@@ -1,0 +1,61 @@
+"""EventBus: synchronous delivery, kind filters, unsubscribe, a raising subscriber is contained."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from robokernel_ros.kernel import Event, EventBus
+
+
+def test_publish_is_synchronous_and_in_subscription_order() -> None:
+    bus = EventBus()
+    seen: list[tuple[str, int]] = []
+    bus.subscribe(lambda e: seen.append(("a", e.seq)))
+    bus.subscribe(lambda e: seen.append(("b", e.seq)))
+    bus.publish(Event("action", 3, {"x": 1}, seq=7))
+    assert seen == [("a", 7), ("b", 7)]
+
+
+def test_kind_filter_and_unsubscribe() -> None:
+    bus = EventBus()
+    actions: list[Event] = []
+    unsubscribe = bus.subscribe(actions.append, kinds=["action"])
+    bus.publish(Event("observation", 0))
+    bus.publish(Event("action", 0))
+    unsubscribe()
+    unsubscribe()  # twice is harmless
+    bus.publish(Event("action", 1))
+    assert [e.step for e in actions] == [0]
+    assert bus.subscriber_count == 0
+
+
+def test_single_kind_string_is_one_kind() -> None:
+    bus = EventBus()
+    got: list[str] = []
+    bus.subscribe(lambda e: got.append(e.kind), kinds="episode.end")
+    bus.publish(Event("episode.end", 0))
+    bus.publish(Event("e", 0))
+    assert got == ["episode.end"]
+
+
+def test_raising_subscriber_is_logged_and_others_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = EventBus()
+    got: list[int] = []
+
+    def broken(event: Event) -> None:
+        raise RuntimeError("dashboard crashed")
+
+    bus.subscribe(broken)
+    bus.subscribe(lambda e: got.append(e.step))
+    with caplog.at_level(logging.ERROR):
+        bus.publish(Event("action", 5))
+    assert got == [5]
+    assert "dashboard crashed" in caplog.text
+
+
+def test_subscribe_refuses_non_callable() -> None:
+    with pytest.raises(ValueError, match="callback"):
+        EventBus().subscribe("not callable")  # type: ignore[arg-type]

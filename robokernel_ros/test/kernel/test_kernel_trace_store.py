@@ -1,0 +1,146 @@
+"""TraceStore run directories and load_trace: layout, streaming, images, truncation, loaders."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from robokernel_ros.kernel import Event, TraceStore, load_trace, register_trace_loader
+from robokernel_ros.kernel.trace import Trace, trace_loaders
+
+
+def _events(run_id: str) -> list[Event]:
+    image = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+    return [
+        Event(
+            "episode.start",
+            0,
+            {"run_id": run_id, "seed": 3, "instruction": "pick"},
+            seq=0,
+            run_id=run_id,
+        ),
+        Event(
+            "observation",
+            0,
+            {"obs": {"q": [0.0, 1.0]}, "images": {"wrist/cam": image}},
+            seq=1,
+            run_id=run_id,
+        ),
+        Event(
+            "action",
+            0,
+            {"action": {"j": 0.5}, "hold": False, "reward": float("nan")},
+            t=0.02,
+            wall=0.001,
+            seq=2,
+        ),
+        Event(
+            "episode.end", 1, {"outcome": "success", "steps": 1, "value": np.float32(2.5)}, seq=3
+        ),
+    ]
+
+
+def test_run_directory_layout_and_round_trip(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path / "runs")
+    writer = store.open_run()
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", writer.run_id)
+    for event in _events(writer.run_id):
+        writer(event)
+    writer.close()
+    run = store.run_dir(writer.run_id)
+    assert (run / "meta.json").is_file() and (run / "events.jsonl").is_file()
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["seed"] == 3 and meta["outcome"] == "success" and meta["value"] == 2.5
+    lines = (run / "events.jsonl").read_text().splitlines()
+    assert len(lines) == 4
+    first = json.loads(lines[2])
+    assert set(first) == {"seq", "kind", "step", "t", "wall", "data"}
+    assert first["data"]["reward"] == "nan"  # strict JSON: non-finite numbers become strings
+
+    trace = load_trace(run)
+    assert trace.meta["instruction"] == "pick" and not trace.truncated
+    assert [e.kind for e in trace.events] == [
+        "episode.start",
+        "observation",
+        "action",
+        "episode.end",
+    ]
+    assert [e.seq for e in trace.events] == [0, 1, 2, 3]
+    assert trace.events[2].t == pytest.approx(0.02)
+    assert all(e.run_id == writer.run_id for e in trace.events)
+    relative = trace.events[1].data["images"]["wrist/cam"]
+    assert relative == "images/wrist_cam/000000.npy"
+    np.testing.assert_array_equal(
+        trace.image(relative), _events("x")[1].data["images"]["wrist/cam"]
+    )
+    assert store.runs() == [run]
+
+
+def test_live_event_keeps_its_array(tmp_path: Path) -> None:
+    writer = TraceStore(tmp_path).open_run("fixed-id")
+    event = _events("fixed-id")[1]
+    writer(event)
+    writer.close()
+    assert isinstance(event.data["images"]["wrist/cam"], np.ndarray)
+
+
+def test_events_are_streamed_before_close(tmp_path: Path) -> None:
+    writer = TraceStore(tmp_path, flush_interval_s=0.0).open_run()
+    for i in range(10):
+        writer(Event("action", i, {"i": i}, seq=i))
+    lines = (writer.path / "events.jsonl").read_text().splitlines()
+    assert len(lines) == 10  # on disk while the episode still runs
+    writer.close()
+
+
+def test_truncated_last_line_is_tolerated_but_a_bad_middle_line_is_not(tmp_path: Path) -> None:
+    writer = TraceStore(tmp_path).open_run()
+    for i in range(3):
+        writer(Event("action", i, {"i": i}, seq=i))
+    writer.close()
+    events_file = writer.path / "events.jsonl"
+    text = events_file.read_text()
+    events_file.write_text(text + '{"seq": 3, "kind": "act')  # a killed process
+    trace = load_trace(writer.path)
+    assert trace.truncated and [e.step for e in trace.events] == [0, 1, 2]
+    assert load_trace(events_file).path == writer.path
+
+    lines = text.splitlines()
+    events_file.write_text("\n".join([lines[0], "{broken", lines[2]]) + "\n")
+    with pytest.raises(ValueError, match="line 2"):
+        load_trace(writer.path)
+
+
+def test_explicit_run_id_collision_and_bad_paths(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path)
+    store.open_run("same").close()
+    with pytest.raises(ValueError, match="run_id='same'"):
+        store.open_run("same")
+    with pytest.raises(ValueError, match="does not exist"):
+        load_trace(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="not a trace"):
+        load_trace(tmp_path / "empty")
+    with pytest.raises(ValueError, match="flush_interval_s"):
+        TraceStore(tmp_path, flush_interval_s=-1)
+
+
+def test_registered_loader_is_dispatched_by_path_content(tmp_path: Path) -> None:
+    folder = tmp_path / "other_format"
+    folder.mkdir()
+    (folder / "marker.txt").write_text("x")
+
+    def load_other(path: Path) -> Trace:
+        return Trace(meta={"format": "other"}, events=[Event("episode.start", 0)], path=path)
+
+    register_trace_loader("test_other", lambda p: (p / "marker.txt").exists(), load_other)
+    try:
+        assert load_trace(folder).meta == {"format": "other"}
+        assert trace_loaders()[0] == "test_other"
+    finally:
+        import robokernel_ros.kernel.trace as trace_module
+
+        trace_module._LOADERS[:] = [e for e in trace_module._LOADERS if e[0] != "test_other"]
