@@ -30,6 +30,7 @@ class Policy:
 
     def __init__(self) -> None:
         self.action_keys: tuple[str, ...] = ()
+        self.action_limits: dict[str, tuple[float, float]] = {}
         # Binding health: a true flag means the policy saw or emitted keys by position
         # or by generic names rather than by the robot's own names.
         self.positional_fallback_used = False
@@ -44,10 +45,16 @@ class Policy:
         """Bind the policy's output to the robot's action keys (actuator names)."""
         self.action_keys = tuple(action_keys)
 
+    def set_action_limits(self, limits: Mapping[str, tuple[float, float]]) -> None:
+        """The robot's command range per action key (called after set_robot_state_keys)."""
+        self.action_limits = {k: (float(lo), float(hi)) for k, (lo, hi) in limits.items()}
+
     def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
         """Start a new episode."""
 
-    def get_actions(self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any) -> list[Action]:
+    def get_actions(
+        self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any
+    ) -> list[Action]:
         raise NotImplementedError
 
     def is_chunk_emitting(self) -> bool:
@@ -68,7 +75,9 @@ PolicyFactory = Callable[..., Policy]
 _PROVIDERS: dict[str, type[Policy] | PolicyFactory] = {}
 
 
-def register_provider(name: str, factory: type[Policy] | PolicyFactory, *, replace: bool = False) -> None:
+def register_provider(
+    name: str, factory: type[Policy] | PolicyFactory, *, replace: bool = False
+) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError(f"provider name={name!r}: must be a non-empty string")
     if name in _PROVIDERS and not replace:

@@ -1,0 +1,268 @@
+"""Refusals of the rollout API, checked at the entry point before anything starts.
+
+Every check raises ValueError with a message naming the parameter, the value and the
+domain, so the facade can report it as `status="error"` and `PolicyRunner` can raise
+it as is. Nothing here touches a scene or builds a policy.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral, Real
+from pathlib import Path
+from typing import Any
+
+from robokernel_ros.policies.base import Policy
+
+
+def boolean_flag_error(name: str, value: Any, *, allow_none: bool = False) -> str | None:
+    """The shared domain of posture flags: a real bool (or None where that means "resolve").
+
+    A string is refused rather than read by truthiness: "false" is truthy.
+    """
+    if isinstance(value, bool):
+        return None
+    if allow_none and value is None:
+        return None
+    domain = "True, False or None" if allow_none else "True or False"
+    return f"{name}={value!r}: must be a boolean ({domain}), got {type(value).__name__}"
+
+
+def check_flag(name: str, value: Any, *, allow_none: bool = False) -> bool | None:
+    error = boolean_flag_error(name, value, allow_none=allow_none)
+    if error:
+        raise ValueError(error)
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def positive_number(name: str, value: Any) -> float:
+    """A positive finite number (bools refused)."""
+    if not _is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
+        raise ValueError(f"{name}={value!r}: must be a positive finite number")
+    return float(value)
+
+
+def positive_int(name: str, value: Any) -> int:
+    """A positive whole number: 3 and 3.0 are accepted, 3.5, True and "3" are refused."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r}: must be a positive whole number, got a boolean")
+    if isinstance(value, Integral):
+        if int(value) <= 0:
+            raise ValueError(f"{name}={value!r}: must be a positive whole number")
+        return int(value)
+    if (
+        _is_number(value)
+        and math.isfinite(float(value))
+        and float(value).is_integer()
+        and value > 0
+    ):
+        return int(value)
+    raise ValueError(f"{name}={value!r}: must be a positive whole number")
+
+
+def optional_positive_int(name: str, value: Any) -> int | None:
+    return None if value is None else positive_int(name, value)
+
+
+def timeout_seconds(name: str, value: Any) -> float | None:
+    """Positive finite seconds, or None to wait without a deadline."""
+    if value is None:
+        return None
+    if not _is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
+        raise ValueError(
+            f"{name}={value!r}: must be positive finite seconds, or None for no deadline"
+        )
+    return float(value)
+
+
+def seed_value(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 0:
+        raise ValueError(f"{name}={value!r}: must be a non-negative integer or None")
+    return int(value)
+
+
+def config_dict(name: str, value: Any) -> dict[str, Any]:
+    """A dict (None means {}); splatted into create_policy or get_actions."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name}={value!r}: must be a dict, got {type(value).__name__}")
+    bad = [k for k in value if not isinstance(k, str)]
+    if bad:
+        raise ValueError(f"{name}={dict(value)!r}: keys must be strings, got {bad!r}")
+    return dict(value)
+
+
+def text(name: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{name}={value!r}: must be a string, got {type(value).__name__}")
+    return value
+
+
+def optional_callable(name: str, value: Any) -> Callable[..., Any] | None:
+    if value is None:
+        return None
+    if not callable(value) or isinstance(value, type):
+        raise ValueError(
+            f"{name}={value!r}: must be a callable (a function), got {type(value).__name__}"
+        )
+    return value
+
+
+def callables(name: str, value: Any) -> list[Callable[..., Any]]:
+    """None, one callable, or a list of callables."""
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [optional_callable(f"{name}[{i}]", v) for i, v in enumerate(value)]  # type: ignore[misc]
+    return [optional_callable(name, value)]  # type: ignore[list-item]
+
+
+def policy_object(name: str, value: Any) -> Policy | None:
+    """A Policy instance: a provider name or the class is refused by name."""
+    if value is None:
+        return None
+    if isinstance(value, Policy):
+        return value
+    if isinstance(value, str):
+        raise ValueError(
+            f"{name}={value!r}: must be a Policy instance; a provider name goes in policy_provider="
+        )
+    if isinstance(value, type):
+        raise ValueError(
+            f"{name}={value.__name__}: must be a Policy instance, not the class (instantiate it)"
+        )
+    raise ValueError(f"{name}={value!r}: must be a Policy instance, got {type(value).__name__}")
+
+
+def trace_dir(name: str, value: Any) -> Path | None:
+    """A folder for run directories, or None to record no trace."""
+    if value is None:
+        return None
+    if not isinstance(value, str | os.PathLike) or str(value) == "":
+        raise ValueError(f"{name}={value!r}: must be a non-empty path or None")
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name}={str(value)!r}: exists and is not a folder")
+    return path
+
+
+def resolve_horizon(
+    *, n_steps: Any, duration: Any, control_frequency: Any, max_steps: Any = None
+) -> tuple[int, float, float]:
+    """(n_steps, duration_s, control_hz). n_steps wins over duration; max_steps is its legacy alias."""
+    hz = positive_number("control_frequency", control_frequency)
+    duration_s = positive_number("duration", duration)
+    steps = optional_positive_int("n_steps", n_steps)
+    legacy = optional_positive_int("max_steps", max_steps)
+    if steps is not None and legacy is not None and steps != legacy:
+        raise ValueError(
+            f"n_steps={n_steps!r} and max_steps={max_steps!r}: max_steps is a legacy alias of n_steps; give one"
+        )
+    if steps is None:
+        steps = legacy
+    if steps is None:
+        steps = max(1, round(duration_s * hz))
+    else:
+        duration_s = steps / hz
+    return steps, duration_s, hz
+
+
+def per_robot(
+    name: str, value: Any, robots: Sequence[str], check: Callable[[str, Any], Any]
+) -> dict[str, Any]:
+    """A value for every robot, or a {robot: value} mapping whose keys name robots of the call."""
+    if isinstance(value, Mapping):
+        unknown = [k for k in value if k not in robots]
+        if unknown:
+            raise ValueError(
+                f"{name}={dict(value)!r}: keys {unknown!r} name no robot of this call (robots: {list(robots)})"
+            )
+        return {r: check(f"{name}[{r!r}]", value[r]) for r in robots if r in value}
+    return {r: check(name, value) for r in robots}
+
+
+# --- video ---------------------------------------------------------------------------------
+
+VIDEO_ALIASES: dict[str, str] = {
+    "path": "path",
+    "file": "path",
+    "fps": "fps",
+    "frame_rate": "fps",
+    "camera": "camera",
+    "camera_name": "camera",
+    "width": "width",
+    "w": "width",
+    "height": "height",
+    "h": "height",
+}
+VIDEO_DEFAULTS: dict[str, Any] = {"fps": 30.0, "camera": None, "width": 320, "height": 240}
+
+
+def video_config(name: str, value: Any) -> dict[str, Any] | None:
+    """Normalise video={path, fps, camera, width, height}; None disables recording.
+
+    An unknown key, a non-positive size, or one field spelled twice with two values
+    is refused. The camera is probed later, against the scene, before the first episode.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"{name}={value!r}: must be a dict like {{'path': 'out.mp4', 'fps': 30}} or None"
+        )
+    out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, item in value.items():
+        canonical = VIDEO_ALIASES.get(key) if isinstance(key, str) else None
+        if canonical is None:
+            raise ValueError(
+                f"{name}[{key!r}]: unknown key; must be one of path, fps, camera, width, height"
+            )
+        if canonical in out and out[canonical] != item:
+            raise ValueError(
+                f"{name}: {canonical!r} given twice with two values "
+                f"({spelled[canonical]}={out[canonical]!r}, {key}={item!r})"
+            )
+        out[canonical] = item
+        spelled[canonical] = key
+    if (
+        "path" not in out
+        or not isinstance(out["path"], str | os.PathLike)
+        or str(out["path"]) == ""
+    ):
+        raise ValueError(
+            f"{name}['path']={out.get('path')!r}: a non-empty file path is required to record"
+        )
+    path = Path(out["path"])
+    if path.suffix.lower() != ".mp4":
+        if path.suffix:
+            raise ValueError(f"{name}['path']={str(path)!r}: must be an .mp4 file or a folder")
+        path = path / "rollout.mp4"
+    if path.exists() and path.is_dir():
+        raise ValueError(f"{name}['path']={str(path)!r}: is a folder")
+    result = {**VIDEO_DEFAULTS, **{k: v for k, v in out.items() if k != "path"}, "path": str(path)}
+    result["fps"] = positive_number(f"{name}['fps']", result["fps"])
+    result["width"] = positive_int(f"{name}['width']", result["width"])
+    result["height"] = positive_int(f"{name}['height']", result["height"])
+    if result["camera"] is not None and not isinstance(result["camera"], str):
+        raise ValueError(
+            f"{name}['camera']={result['camera']!r}: must be a camera name or None (free camera)"
+        )
+    return result
+
+
+def episode_video_path(path: str, episode: int) -> str:
+    """eval.mp4 -> eval_ep0.mp4, eval_ep1.mp4, ..."""
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}_ep{episode}{p.suffix}"))
