@@ -67,12 +67,15 @@ class GuardContext:
     previous: the command sent before `last` (for acceleration).
     hold: what executes when the action is refused.
     dt: seconds between commands (1 / control_hz for the kernel, measured for the node).
+    dt_last: seconds between `previous` and `last` (0: the same as dt). With a measured,
+      jittery dt the acceleration guard needs both intervals.
     """
 
     last: Mapping[str, float] | None = None
     previous: Mapping[str, float] | None = None
     hold: Mapping[str, float] | None = None
     dt: float = 0.0
+    dt_last: float = 0.0
 
 
 class Guard:
@@ -240,7 +243,7 @@ class AccelerationGuard(_PerKeyGuard):
             p0 = (
                 previous.get(key, p1) if previous is not None else p1
             )  # at rest before the first command
-            v_last = (p1 - p0) / dt
+            v_last = (p1 - p0) / (ctx.dt_last if ctx.dt_last > 0 else dt)
             velocity = (value - p1) / dt
             dv = amax * dt
             if velocity > v_last + dv:
@@ -338,14 +341,18 @@ class SafetyShield:
         self._key_set = frozenset(spec.action_keys)
         self.last: dict[str, float] | None = None
         self.previous: dict[str, float] | None = None
+        self.last_dt = 0.0  # seconds between `previous` and `last` (0: unknown, use dt)
 
     def reset(self) -> None:
         self.last = None
         self.previous = None
+        self.last_dt = 0.0
 
-    def record_sent(self, action: Mapping[str, float]) -> None:
+    def record_sent(self, action: Mapping[str, float], dt: float = 0.0) -> None:
+        """Remember a command that was sent, `dt` seconds after the one before it."""
         self.previous = self.last
         self.last = dict(action)
+        self.last_dt = dt
 
     def review(
         self,
@@ -379,9 +386,8 @@ class SafetyShield:
                 )
                 result = self._refuse(hold, [refusal], missing, unknown)
             else:
-                ctx = GuardContext(
-                    self.last, self.previous, hold, self.default_dt if dt is None else dt
-                )
+                step_dt = self.default_dt if dt is None else dt
+                ctx = GuardContext(self.last, self.previous, hold, step_dt, self.last_dt)
                 interventions = run_guards(self.guards, working, ctx)
                 if interventions and interventions[-1].action == "refused":
                     result = self._refuse(hold, interventions, missing, unknown)
@@ -390,7 +396,7 @@ class SafetyShield:
                         self._contain(working, interventions)
                     result = ShieldResult(working, interventions, False, missing, unknown)
         if record:
-            self.record_sent(result.action)
+            self.record_sent(result.action, self.default_dt if dt is None else dt)
         return result
 
     def _resolve_keys(
