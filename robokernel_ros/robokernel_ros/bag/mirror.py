@@ -1,0 +1,503 @@
+"""The rosbag2 mirror: an EventBus subscriber that writes each episode to a bag as it runs.
+
+    mirror = BagMirror(run_dir / "bag")          # or BagMirror.for_run_dir(run_dir)
+    unsubscribe = mirror.attach(bus)              # closes itself after episode.end
+    ...
+    mirror.close()                                # idempotent; also when the episode failed
+
+Topics (names fixed by the project; `prefix` is "/robokernel"):
+
+    <prefix>/events              robokernel_interfaces/msg/KernelEvent   every kernel event, in order;
+                                 data_json is the run directory's events.jsonl line of the event
+    <prefix>/joint_states        sensor_msgs/msg/JointState              observed joints (obs
+                                 "joint_positions"/"joint_velocities"/"joint_efforts")
+    <prefix>/action              sensor_msgs/msg/JointState              the executed action of every step:
+                                 name = action keys, position = values (in the env's control space),
+                                 header.frame_id = "hold" for a hold, "policy" otherwise
+    <prefix>/action_chunk        robokernel_interfaces/msg/ActionChunk   every merged chunk
+    <prefix>/camera/<name>/image sensor_msgs/msg/Image (rgb8/mono8)      recorded camera frames
+    <prefix>/shield/intervention robokernel_interfaces/msg/ShieldIntervention
+    <prefix>/operator            std_msgs/msg/String                     operator command (stop, estop, ...)
+    <prefix>/operator/verdict    robokernel_interfaces/msg/Verdict
+
+Every message is stamped with the episode clock (Event.t: sim time or robot time), and
+the bag's log time is the same, so playback is in step. metadata.yaml carries the run's
+metadata (the meta.json of the run directory) in custom_data.
+
+Memory is bounded: messages are serialised as they arrive and the storage's chunk is
+closed and flushed to disk at least every `flush_interval_s` (and by size), so a process
+killed mid-episode leaves every flushed chunk readable (`robokernel_ros.bag.recover`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rosbags.interfaces import (
+    Qos,
+    QosDurability,
+    QosHistory,
+    QosLiveliness,
+    QosReliability,
+    QosTime,
+)
+from rosbags.rosbag2 import StoragePlugin, Writer
+
+from ..kernel.events import (
+    ACTION,
+    CHUNK_MERGE,
+    EPISODE_END,
+    EPISODE_START,
+    OBSERVATION,
+    OPERATOR_VERDICT,
+    SAFETY_INTERVENTION,
+    Event,
+)
+from ..kernel.trace import IMAGES_DIR, dumps_line, to_jsonable
+from . import types as T
+
+_log = logging.getLogger(__name__)
+
+BAG_DIR = "bag"  # a mirrored run directory holds its bag at <run_dir>/bag/
+DEFAULT_PREFIX = "/robokernel"
+STORAGES = ("mcap", "sqlite3")
+META_KEY = "robokernel.meta"  # custom_data key: the run's meta.json as JSON
+FORMAT_KEY = "robokernel.format"
+FORMAT_VERSION = "1"
+
+
+def _qos(reliable: bool, transient_local: bool = False, depth: int = 10) -> Qos:
+    zero = QosTime(0, 0)
+    return Qos(
+        QosHistory.KEEP_LAST,
+        depth,
+        QosReliability.RELIABLE if reliable else QosReliability.BEST_EFFORT,
+        QosDurability.TRANSIENT_LOCAL if transient_local else QosDurability.VOLATILE,
+        zero,
+        zero,
+        QosLiveliness.AUTOMATIC,
+        zero,
+        False,
+    )
+
+
+QOS_RELIABLE = _qos(True, depth=100)
+QOS_SENSOR = _qos(False, depth=5)  # rclpy's qos_profile_sensor_data
+QOS_LATCHED = _qos(True, transient_local=True, depth=1)
+
+
+def camera_folder(camera: str) -> str:
+    """The folder name the run directory uses for a camera (kernel.trace's rule)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(camera)) or "camera"
+
+
+def image_relative_path(camera: str, step: int) -> str:
+    """The run directory's relative path of a frame: images/<camera>/<step:06d>.npy."""
+    return f"{IMAGES_DIR}/{camera_folder(camera)}/{step:06d}.npy"
+
+
+def camera_topic(camera: str, prefix: str = DEFAULT_PREFIX) -> str:
+    name = "".join(ch if (ch.isalnum() or ch == "_") else "_" for ch in str(camera)) or "camera"
+    if name[0].isdigit():
+        name = "c" + name
+    return f"{prefix}/camera/{name}/image"
+
+
+def bag_path_for(run_dir: str | Path) -> Path:
+    """Where a mirrored run directory keeps its bag: <run_dir>/bag."""
+    return Path(run_dir) / BAG_DIR
+
+
+def _stamp_ns(t: float) -> int:
+    ns = round(float(t) * 1e9)
+    return ns if ns > 0 else 0
+
+
+class BagMirror:
+    """Writes one episode's events to a rosbag2 as they are published.
+
+    path: the bag folder to create (it must not exist; its parent is created).
+    storage: "mcap" (default) or "sqlite3".
+    flush_interval_s: the longest time written messages stay in memory before they
+        reach the file (the MCAP chunk is closed and flushed; sqlite3 commits).
+    prefix: the topic namespace ("/robokernel").
+    image_loader: for events whose images are already relative paths (a loaded run
+        directory being converted), a callable relative_path -> array; None skips them.
+
+    A disk error is logged once and stops the mirror; the episode goes on.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        storage: str = "mcap",
+        flush_interval_s: float = 0.5,
+        prefix: str = DEFAULT_PREFIX,
+        image_loader: Callable[[str], np.ndarray] | None = None,
+    ) -> None:
+        if not isinstance(path, str | Path) or str(path) == "":
+            raise ValueError(f"path={path!r}: must be a non-empty path")
+        if storage not in STORAGES:
+            raise ValueError(f"storage={storage!r}: must be one of {', '.join(STORAGES)}")
+        if not (
+            isinstance(flush_interval_s, int | float)
+            and not isinstance(flush_interval_s, bool)
+            and flush_interval_s >= 0
+        ):
+            raise ValueError(f"flush_interval_s={flush_interval_s!r}: must be a number >= 0")
+        if not (isinstance(prefix, str) and prefix.startswith("/") and not prefix.endswith("/")):
+            raise ValueError(
+                f"prefix={prefix!r}: must be an absolute ROS namespace like '/robokernel'"
+            )
+        self.path = Path(path)
+        if self.path.exists():
+            raise ValueError(f"path={str(path)!r}: already exists (a bag is never overwritten)")
+        self.storage = storage
+        self.flush_interval_s = float(flush_interval_s)
+        self.prefix = prefix
+        self.image_loader = image_loader
+        self.failed = False
+        self.closed = False
+        self.events_written = 0
+        self.messages_written = 0
+        self._lock = threading.Lock()
+        self._meta: dict[str, Any] = {}
+        self._store = T.typestore()
+        self._types = self._store.types
+        self._time = self._types["builtin_interfaces/msg/Time"]
+        self._header = self._types["std_msgs/msg/Header"]
+        self._connections: dict[str, Any] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+        self._writer = Writer(self.path, version=9, storage_plugin=plugin)
+        self._writer.open()
+        self._writer.set_custom_data(FORMAT_KEY, FORMAT_VERSION)
+        self._connection(f"{prefix}/events", T.KERNEL_EVENT, QOS_RELIABLE)
+        self._last_flush = time.monotonic()
+
+    @classmethod
+    def for_run_dir(cls, run_dir: str | Path, **kwargs: Any) -> BagMirror:
+        """A mirror writing to <run_dir>/bag."""
+        return cls(bag_path_for(run_dir), **kwargs)
+
+    # -- subscription -------------------------------------------------------------
+
+    def attach(self, bus: Any) -> Callable[[], None]:
+        """Subscribe to every event of `bus`; returns the unsubscribe callable.
+
+        The mirror closes itself (writing metadata.yaml) after episode.end.
+        """
+        self._unsubscribe = bus.subscribe(self.write)
+        return self._unsubscribe
+
+    def __call__(self, event: Event) -> None:
+        self.write(event)
+
+    def __enter__(self) -> BagMirror:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ------------------------------------------------------------------
+
+    def _connection(self, topic: str, msgtype: str, qos: Qos) -> Any:
+        conn = self._connections.get(topic)
+        if conn is None:
+            conn = self._writer.add_connection(
+                topic, msgtype, typestore=self._store, offered_qos_profiles=[qos]
+            )
+            self._connections[topic] = conn
+        return conn
+
+    def _put(self, topic: str, msgtype: str, qos: Qos, msg: Any, ns: int) -> None:
+        conn = self._connection(topic, msgtype, qos)
+        self._writer.write(conn, ns, self._store.serialize_cdr(msg, msgtype))
+        self.messages_written += 1
+
+    def write(self, event: Event) -> None:
+        """Mirror one event (a bus callback)."""
+        if self.failed or self.closed:
+            return
+        try:
+            with self._lock:
+                if self.closed:
+                    return
+                self._write(event)
+                now = time.monotonic()
+                if now - self._last_flush >= self.flush_interval_s:
+                    self._flush()
+                    self._last_flush = now
+        except OSError:
+            self.failed = True
+            _log.exception(
+                "bag mirror %s failed; the rest of the episode is not mirrored", self.path
+            )
+            return
+        if event.kind == EPISODE_END:
+            self.close()
+
+    def _write(self, event: Event) -> None:
+        ns = _stamp_ns(event.t)
+        sec, nanosec = divmod(ns, 1_000_000_000)
+        stamp = self._time(sec=sec, nanosec=nanosec)
+        data = event.data
+        images: Mapping[str, Any] | None = None
+        if event.kind == OBSERVATION and data.get("images"):
+            images = data["images"]
+            data = {
+                **data,
+                "images": {str(c): self._image_path(c, v, event.step) for c, v in images.items()},
+            }
+        line = dumps_line(
+            {
+                "seq": event.seq,
+                "kind": event.kind,
+                "step": event.step,
+                "t": event.t,
+                "wall": event.wall,
+                "data": data,
+            }
+        )
+        kernel_event = self._types[T.KERNEL_EVENT](
+            stamp=stamp,
+            run_id=event.run_id,
+            seq=max(0, int(event.seq)),
+            kind=event.kind,
+            step=int(event.step),
+            data_json=line,
+        )
+        self._put(f"{self.prefix}/events", T.KERNEL_EVENT, QOS_RELIABLE, kernel_event, ns)
+        self.events_written += 1
+
+        kind = event.kind
+        if kind == OBSERVATION:
+            self._joint_state(event.data.get("obs"), stamp, ns)
+            if images:
+                for camera, image in images.items():
+                    self._image(str(camera), image, event.step, stamp, ns)
+        elif kind == ACTION:
+            self._action(data, stamp, ns)
+        elif kind == CHUNK_MERGE:
+            self._chunk(event, data, stamp, ns)
+        elif kind == SAFETY_INTERVENTION:
+            self._intervention(data, stamp, ns)
+        elif kind.startswith("operator."):
+            self._operator(kind, data, stamp, ns)
+        if kind == EPISODE_START:
+            self._meta = {
+                "run_id": event.run_id or str(data.get("run_id", "")),
+                **to_jsonable(data),
+            }
+        elif kind == EPISODE_END:
+            self._meta.update(to_jsonable(data))
+
+    def _image_path(self, camera: Any, value: Any, step: int) -> str:
+        return value if isinstance(value, str) else image_relative_path(str(camera), step)
+
+    def _header_of(self, stamp: Any, frame_id: str = "") -> Any:
+        return self._header(stamp=stamp, frame_id=frame_id)
+
+    def _joint_state(self, obs: Any, stamp: Any, ns: int) -> None:
+        if not isinstance(obs, Mapping):
+            return
+        positions = obs.get("joint_positions")
+        if not isinstance(positions, Mapping) or not positions:
+            return
+        names = [str(k) for k in positions]
+        velocities = obs.get("joint_velocities")
+        efforts = obs.get("joint_efforts")
+
+        def column(values: Any) -> np.ndarray:
+            if isinstance(values, Mapping) and all(n in values for n in names):
+                return np.asarray([float(values[n]) for n in names], dtype=np.float64)
+            return np.empty(0, dtype=np.float64)
+
+        msg = self._types[T.JOINT_STATE](
+            header=self._header_of(stamp),
+            name=names,
+            position=np.asarray([float(positions[n]) for n in names], dtype=np.float64),
+            velocity=column(velocities),
+            effort=column(efforts),
+        )
+        self._put(f"{self.prefix}/joint_states", T.JOINT_STATE, QOS_SENSOR, msg, ns)
+
+    def _image(self, camera: str, image: Any, step: int, stamp: Any, ns: int) -> None:
+        if isinstance(image, str):
+            if self.image_loader is None:
+                return
+            try:
+                image = self.image_loader(image)
+            except OSError:
+                _log.warning(
+                    "camera %s step %d: frame %s not readable; skipped", camera, step, image
+                )
+                return
+        array = np.ascontiguousarray(np.asarray(image))
+        if (
+            array.dtype != np.uint8
+            or array.ndim not in (2, 3)
+            or (array.ndim == 3 and array.shape[2] not in (1, 3))
+        ):
+            _log.warning(
+                "camera %s: frame of shape %s dtype %s is not HxW(x1|x3) uint8; skipped",
+                camera,
+                array.shape,
+                array.dtype,
+            )
+            return
+        height, width = array.shape[:2]
+        channels = 1 if array.ndim == 2 else array.shape[2]
+        msg = self._types[T.IMAGE](
+            header=self._header_of(stamp, camera),
+            height=height,
+            width=width,
+            encoding="rgb8" if channels == 3 else "mono8",
+            is_bigendian=0,
+            step=width * channels,
+            data=array.reshape(-1),
+        )
+        self._put(camera_topic(camera, self.prefix), T.IMAGE, QOS_SENSOR, msg, ns)
+
+    def _action(self, data: Mapping[str, Any], stamp: Any, ns: int) -> None:
+        action = data.get("action")
+        if not isinstance(action, Mapping):
+            return
+        hold = bool(data.get("hold", False))
+        msg = self._types[T.JOINT_STATE](
+            header=self._header_of(stamp, "hold" if hold else "policy"),
+            name=[str(k) for k in action],
+            position=np.asarray([_float(v) for v in action.values()], dtype=np.float64),
+            velocity=np.empty(0, dtype=np.float64),
+            effort=np.empty(0, dtype=np.float64),
+        )
+        self._put(f"{self.prefix}/action", T.JOINT_STATE, QOS_RELIABLE, msg, ns)
+
+    def _chunk(self, event: Event, data: Mapping[str, Any], stamp: Any, ns: int) -> None:
+        keys = [str(k) for k in (data.get("keys") or [])]
+        rows = data.get("actions") or []
+        flat: list[float] = []
+        for row in rows:
+            if isinstance(row, Mapping):
+                flat.extend(_float(row.get(k)) for k in keys)
+            else:
+                flat.extend(_float(v) for v in row)
+        msg = self._types[T.ACTION_CHUNK](
+            header=self._header_of(stamp),
+            run_id=event.run_id,
+            obs_step=max(0, int(data.get("obs_step", event.step) or 0)),
+            keys=keys,
+            horizon=len(rows),
+            actions=np.asarray(flat, dtype=np.float64),
+            inference_time_s=_float(data.get("inference_s")),
+        )
+        self._put(f"{self.prefix}/action_chunk", T.ACTION_CHUNK, QOS_RELIABLE, msg, ns)
+
+    def _intervention(self, data: Mapping[str, Any], stamp: Any, ns: int) -> None:
+        detail = {
+            k: v for k, v in data.items() if k not in ("guard", "key", "value", "limit", "action")
+        }
+        msg = self._types[T.SHIELD_INTERVENTION](
+            stamp=stamp,
+            guard=str(data.get("guard", "")),
+            joint=str(data.get("key") or ""),
+            value=_float(data.get("value")),
+            limit=_float(data.get("limit")),
+            action=str(data.get("action", "")),
+            detail=dumps_line(detail) if detail else "",
+        )
+        self._put(
+            f"{self.prefix}/shield/intervention", T.SHIELD_INTERVENTION, QOS_RELIABLE, msg, ns
+        )
+
+    def _operator(self, kind: str, data: Mapping[str, Any], stamp: Any, ns: int) -> None:
+        command = kind.split(".", 1)[1]
+        self._put(
+            f"{self.prefix}/operator",
+            T.STRING,
+            QOS_RELIABLE,
+            self._types[T.STRING](data=command),
+            ns,
+        )
+        if kind == OPERATOR_VERDICT:
+            msg = self._types[T.VERDICT](
+                outcome=str(data.get("outcome", "")), note=str(data.get("note", "") or "")
+            )
+            self._put(f"{self.prefix}/operator/verdict", T.VERDICT, QOS_LATCHED, msg, ns)
+
+    # -- durability -----------------------------------------------------------------
+
+    def _flush(self) -> None:
+        storage = self._writer.storage
+        if storage is None:
+            return
+        # rosbags has no public flush: close the pending MCAP chunk (or commit the
+        # sqlite3 transaction) so what was written so far survives a SIGKILL.
+        chunk = getattr(storage, "chunk", None)
+        if chunk is not None and hasattr(storage, "close_chunk"):
+            if chunk.msgs:
+                storage.close_chunk()
+            storage.bio.flush()
+        elif hasattr(storage, "conn"):
+            storage.conn.commit()
+
+    def flush(self) -> None:
+        """Push everything written so far to the file."""
+        with self._lock:
+            if not self.closed and not self.failed:
+                self._flush()
+                self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        """Finish the bag (index, metadata.yaml); idempotent. Unsubscribes when attached."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+            try:
+                if self._meta:
+                    self._writer.set_custom_data(META_KEY, dumps_line(self._meta))
+                self._writer.set_custom_data("robokernel.events", str(self.events_written))
+                self._writer.close()
+            except OSError:
+                self.failed = True
+                _log.exception("closing bag %s failed", self.path)
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def mirror_trace(trace: Any, path: str | Path | None = None, **kwargs: Any) -> Path:
+    """Write a bag of an already recorded episode (a loaded Trace or a run directory).
+
+    path: the bag folder (default <run_dir>/bag). Frames referenced by the run
+    directory are read back from it. Returns the bag path.
+    """
+    if isinstance(trace, str | Path):
+        from ..kernel.trace import load_trace
+
+        trace = load_trace(trace)
+    out = Path(path) if path is not None else bag_path_for(trace.path)
+    mirror = BagMirror(out, image_loader=trace.image, **kwargs)
+    try:
+        for event in trace.events:
+            mirror.write(event)
+    finally:
+        mirror.close()
+    return out
