@@ -1,0 +1,673 @@
+"""The `remote` policy provider: a policy hosted by a policy_server node, reached over ROS 2.
+
+    create_policy("remote", namespace="/robokernel", ready_timeout_s=10.0)
+
+The provider publishes each observation on `<ns>/observation` and waits for the
+`ActionChunk` on `<ns>/action_chunk` whose `run_id` and `obs_step` answer it (mode
+"topic", the default), or calls `<ns>/get_action_chunk` (mode "service", for
+synchronous evaluation). Chunks that answer an older request are dropped, so the
+kernel's aligned merge always works from the observation step the chunk was computed
+from. The server's heartbeat (`<ns>/policy_server/status`, `PolicyServerStatus`) is
+watched: creating the policy against a server that is not ready is refused with the
+server's own reason, and a chunk that does not come within `chunk_timeout_s` raises
+TimeoutError (the kernel's hold watchdog usually ends the episode first).
+
+This module also holds the wire format both sides share: observation dicts to and
+from `Observation` messages, action chunks to and from `ActionChunk` messages.
+
+ROS plumbing: inside the runner node the provider uses the node the runner lends it
+(`set_host_node`); anywhere else it starts one private rclpy context with an executor
+thread for the whole process, shared by every remote policy and released with the last.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from robokernel_ros.policies.base import Action, Policy, register_provider
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACE = "/robokernel"
+STATUS_TOPIC = "policy_server/status"
+OBSERVATION_TOPIC = "observation"
+CHUNK_TOPIC = "action_chunk"
+CHUNK_SERVICE = "get_action_chunk"
+
+# --- wire format ----------------------------------------------------------------------------
+
+_IMAGE_ENCODINGS = {
+    ("uint8", 3): "rgb8",
+    ("uint8", 1): "mono8",
+    ("float32", 1): "32FC1",
+    ("uint16", 1): "16UC1",
+}
+_ENCODING_DTYPES = {
+    "rgb8": (np.uint8, 3),
+    "bgr8": (np.uint8, 3),
+    "mono8": (np.uint8, 1),
+    "32FC1": (np.float32, 1),
+    "16UC1": (np.uint16, 1),
+    "rgba8": (np.uint8, 4),
+}
+
+
+def _image_msg(name: str, image: Any) -> Any:
+    from sensor_msgs.msg import Image
+
+    array = np.ascontiguousarray(np.asarray(image))
+    if array.ndim == 2:
+        array = array[:, :, None]
+    if array.ndim != 3:
+        raise ValueError(f"image {name!r}: shape {array.shape} is not HxW or HxWxC")
+    encoding = _IMAGE_ENCODINGS.get((array.dtype.name, array.shape[2]))
+    if encoding is None:
+        raise ValueError(
+            f"image {name!r}: dtype {array.dtype} with {array.shape[2]} channels has no ROS encoding "
+            f"(supported: {sorted(_IMAGE_ENCODINGS)})"
+        )
+    msg = Image()
+    msg.height, msg.width = int(array.shape[0]), int(array.shape[1])
+    msg.encoding = encoding
+    msg.is_bigendian = 0
+    msg.step = int(array.strides[0])
+    msg.data = array.tobytes()
+    return msg
+
+
+def image_from_msg(msg: Any) -> np.ndarray:
+    """A sensor_msgs/Image as an HxWxC (or HxW for one channel) numpy array."""
+    dtype, channels = _ENCODING_DTYPES.get(msg.encoding, (None, None))
+    if dtype is None:
+        raise ValueError(
+            f"image encoding {msg.encoding!r} is not supported (supported: {sorted(_ENCODING_DTYPES)})"
+        )
+    row = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+    itemsize = np.dtype(dtype).itemsize
+    array = (
+        row[:, : msg.width * channels * itemsize]
+        .copy()
+        .view(dtype)
+        .reshape(msg.height, msg.width, channels)
+    )
+    if msg.encoding == "bgr8":
+        array = array[:, :, ::-1].copy()
+    return array[:, :, 0] if channels == 1 else array
+
+
+def observation_to_msg(
+    observation: Mapping[str, Any],
+    *,
+    run_id: str,
+    step: int,
+    instruction: str = "",
+    queued_actions: Sequence[Mapping[str, float]] | np.ndarray | None = None,
+    queued_keys: Sequence[str] = (),
+    delay_steps: int = 0,
+) -> Any:
+    """An observation dict as an `Observation` message.
+
+    `joint_positions` / `joint_velocities` ({joint: float}) become the JointState;
+    `images` ({camera: array}) the images; any other entry that is a {name: float}
+    mapping becomes NamedArrays `<entry>/<name>` and any flat numeric vector a
+    NamedArray `<entry>`. Anything else is not sent.
+    """
+    from robokernel_interfaces.msg import NamedArray, Observation
+
+    msg = Observation()
+    msg.run_id = run_id
+    msg.step = int(step)
+    msg.instruction = instruction or ""
+    positions = dict(observation.get("joint_positions") or {})
+    velocities = dict(observation.get("joint_velocities") or {})
+    names = list(positions) + [n for n in velocities if n not in positions]
+    msg.joint_state.name = names
+    msg.joint_state.position = [float(positions.get(n, math.nan)) for n in names]
+    if velocities:
+        msg.joint_state.velocity = [float(velocities.get(n, math.nan)) for n in names]
+    images = observation.get("images") or {}
+    msg.image_names = [str(n) for n in images]
+    msg.images = [_image_msg(str(n), img) for n, img in images.items()]
+    arrays = []
+    for key, value in observation.items():
+        if key in ("joint_positions", "joint_velocities", "images"):
+            continue
+        if isinstance(value, Mapping):
+            for sub, item in value.items():
+                if isinstance(item, int | float | np.number) and not isinstance(item, bool):
+                    arrays.append(NamedArray(name=f"{key}/{sub}", data=[float(item)]))
+        elif isinstance(value, list | tuple | np.ndarray):
+            vector = np.asarray(value)
+            if vector.ndim == 1 and vector.dtype.kind in "fiu":
+                arrays.append(NamedArray(name=str(key), data=vector.astype(float).tolist()))
+    msg.arrays = arrays
+    if queued_actions is not None and len(queued_actions):
+        msg.queued_actions = _queued_to_flat(queued_actions, queued_keys)
+    msg.delay_steps = max(0, int(delay_steps or 0))
+    return msg
+
+
+def _queued_to_flat(
+    queued: Sequence[Mapping[str, float]] | np.ndarray, keys: Sequence[str]
+) -> list[float]:
+    if isinstance(queued, np.ndarray):
+        return queued.astype(float).ravel().tolist()
+    rows = list(queued)
+    columns = list(keys) or list(rows[0])
+    return [float(row.get(k, math.nan)) for row in rows for k in columns]
+
+
+def msg_to_observation(msg: Any) -> dict[str, Any]:
+    """The observation dict an `Observation` message carries (the inverse of observation_to_msg)."""
+    names = list(msg.joint_state.name)
+    observation: dict[str, Any] = {
+        "joint_positions": {
+            n: float(v) for n, v in zip(names, msg.joint_state.position, strict=False)
+        },
+    }
+    if len(msg.joint_state.velocity):
+        observation["joint_velocities"] = {
+            n: float(v) for n, v in zip(names, msg.joint_state.velocity, strict=False)
+        }
+    if len(msg.images):
+        observation["images"] = {
+            name: image_from_msg(img)
+            for name, img in zip(msg.image_names, msg.images, strict=False)
+        }
+    for array in msg.arrays:
+        if "/" in array.name:
+            entry, sub = array.name.split("/", 1)
+            observation.setdefault(entry, {})[sub] = (
+                float(array.data[0]) if len(array.data) else math.nan
+            )
+        else:
+            observation[array.name] = np.asarray(array.data, dtype=float)
+    return observation
+
+
+def queued_actions_from_msg(msg: Any, keys: Sequence[str]) -> list[Action]:
+    """The RTC context's queued actions as action dicts over `keys` (the policy's action keys)."""
+    flat = list(msg.queued_actions)
+    if not flat or not keys:
+        return []
+    if len(flat) % len(keys):
+        raise ValueError(
+            f"queued_actions has {len(flat)} values, not a multiple of the {len(keys)} action keys {list(keys)}"
+        )
+    width = len(keys)
+    return [dict(zip(keys, flat[i : i + width], strict=True)) for i in range(0, len(flat), width)]
+
+
+def chunk_to_msg(
+    actions: Sequence[Mapping[str, float]],
+    *,
+    run_id: str,
+    obs_step: int,
+    inference_time_s: float,
+    keys: Sequence[str] | None = None,
+) -> Any:
+    """A chunk of action dicts as an `ActionChunk` (columns: `keys`, else the first action's keys;
+    a key a row lacks is sent as NaN and dropped again on the way back)."""
+    from robokernel_interfaces.msg import ActionChunk
+
+    rows = [dict(a) for a in actions]
+    columns = list(keys) if keys else (list(rows[0]) if rows else [])
+    msg = ActionChunk()
+    msg.run_id = run_id
+    msg.obs_step = int(obs_step)
+    msg.keys = columns
+    msg.horizon = len(rows)
+    msg.actions = [float(row.get(k, math.nan)) for row in rows for k in columns]
+    msg.inference_time_s = float(inference_time_s)
+    return msg
+
+
+def msg_to_chunk(msg: Any) -> list[Action]:
+    """The action dicts an `ActionChunk` carries (NaN entries dropped)."""
+    keys = list(msg.keys)
+    flat = list(msg.actions)
+    width = len(keys)
+    if width == 0 or msg.horizon == 0:
+        return []
+    if len(flat) != width * msg.horizon:
+        raise ValueError(
+            f"ActionChunk has {len(flat)} values for horizon {msg.horizon} x {width} keys"
+        )
+    chunk = []
+    for i in range(msg.horizon):
+        row = flat[i * width : (i + 1) * width]
+        chunk.append({k: float(v) for k, v in zip(keys, row, strict=True) if not math.isnan(v)})
+    return chunk
+
+
+# --- ROS plumbing ----------------------------------------------------------------------------
+
+_host_lock = threading.Lock()
+_host_node: Any = None
+
+
+def set_host_node(node: Any) -> None:
+    """Lend a spinning node (with a multi-threaded executor) to every remote policy of
+    this process; None takes it back. The runner node does this."""
+    global _host_node
+    with _host_lock:
+        _host_node = node
+
+
+class _PrivateLink:
+    """One rclpy context + node + executor thread for the process, reference-counted."""
+
+    _lock = threading.Lock()
+    _instance: _PrivateLink | None = None
+    _refs = 0
+
+    def __init__(self) -> None:
+        import rclpy
+        from rclpy.executors import MultiThreadedExecutor
+
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(f"remote_policy_{secrets.token_hex(3)}", context=self.context)
+        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        self.executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name="remote-policy-spin", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.1)
+            except Exception:  # noqa: BLE001 - shutdown races end the loop
+                if not self.context.ok():
+                    return
+                _log.exception("remote policy executor")
+
+    def _close(self) -> None:
+        import rclpy
+
+        # Stop spinning and join the thread before shutting the context down: shutting
+        # rclpy down under a spinning executor aborts the process in this build.
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+
+    @classmethod
+    def acquire(cls) -> _PrivateLink:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            cls._refs += 1
+            return cls._instance
+
+    @classmethod
+    def release(cls) -> None:
+        with cls._lock:
+            cls._refs -= 1
+            if cls._refs > 0 or cls._instance is None:
+                return
+            instance, cls._instance = cls._instance, None
+        instance._close()
+
+
+def _join(namespace: str, name: str) -> str:
+    return f"{namespace.rstrip('/')}/{name}" if namespace else name
+
+
+@dataclass
+class ServerState:
+    ready: bool = False
+    detail: str = "no heartbeat received yet"
+    provider: str = ""
+    action_keys: tuple[str, ...] = ()
+    chunk_emitting: bool = False
+    rtc_supported: bool = False
+    chunks_served: int = 0
+    received_at: float | None = None  # monotonic
+
+
+class ServerWatch:
+    """Follows a policy server's heartbeat on `<ns>/policy_server/status`."""
+
+    def __init__(self, node: Any, namespace: str, *, stale_after_s: float = 3.0) -> None:
+        from rclpy.callback_groups import ReentrantCallbackGroup
+        from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+        from robokernel_interfaces.msg import PolicyServerStatus
+
+        self.node = node
+        self.namespace = namespace
+        self.stale_after_s = stale_after_s
+        self.state = ServerState()
+        self._cond = threading.Condition()
+        qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST,
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
+        self._sub = node.create_subscription(
+            PolicyServerStatus,
+            _join(namespace, STATUS_TOPIC),
+            self._on_status,
+            qos,
+            callback_group=ReentrantCallbackGroup(),
+        )
+
+    def _on_status(self, msg: Any) -> None:
+        with self._cond:
+            self.state = ServerState(
+                ready=bool(msg.ready),
+                detail=msg.detail,
+                provider=msg.provider,
+                action_keys=tuple(msg.action_keys),
+                chunk_emitting=bool(msg.chunk_emitting),
+                rtc_supported=bool(msg.rtc_supported),
+                chunks_served=int(msg.chunks_served),
+                received_at=time.monotonic(),
+            )
+            self._cond.notify_all()
+
+    def alive(self) -> bool:
+        at = self.state.received_at
+        return at is not None and time.monotonic() - at <= self.stale_after_s
+
+    def ready(self) -> bool:
+        return self.state.ready and self.alive()
+
+    def wait_ready(self, timeout_s: float) -> ServerState:
+        """Wait for a fresh ready heartbeat; raise RuntimeError naming why the server is not ready."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not self.ready():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(timeout=min(left, 0.1))
+            if self.ready():
+                return self.state
+            state = self.state
+        topic = _join(self.namespace, STATUS_TOPIC)
+        if state.received_at is None:
+            why = f"no heartbeat on {topic} within {timeout_s:g} s (is the policy_server running on this ROS_DOMAIN_ID?)"
+        elif not self.alive():
+            why = (
+                f"its last heartbeat on {topic} is {time.monotonic() - state.received_at:.1f} s old"
+            )
+        else:
+            why = f"it reports not ready: {state.detail or 'no detail'}"
+        raise RuntimeError(
+            f"policy server {self.namespace or '/'} ({state.provider or 'unknown provider'}) is not ready: {why}"
+        )
+
+    def destroy(self) -> None:
+        self.node.destroy_subscription(self._sub)
+
+
+def check_server_ready(
+    node: Any, namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 2.0
+) -> ServerState:
+    """Raise RuntimeError unless the policy server at `namespace` reports ready within `timeout_s`."""
+    watch = ServerWatch(node, namespace)
+    try:
+        return watch.wait_ready(timeout_s)
+    finally:
+        watch.destroy()
+
+
+# --- the provider --------------------------------------------------------------------------
+
+_CONFIG_KEYS = {"namespace", "mode", "ready_timeout_s", "chunk_timeout_s", "stale_after_s"}
+
+
+class RemotePolicy(Policy):
+    """A policy served by a policy_server node (see the module docstring)."""
+
+    provider = "remote"
+
+    def __init__(
+        self,
+        namespace: str = DEFAULT_NAMESPACE,
+        mode: str = "topic",
+        ready_timeout_s: float = 10.0,
+        chunk_timeout_s: float = 10.0,
+        stale_after_s: float = 3.0,
+    ) -> None:
+        super().__init__()
+        self.preflight(
+            {
+                "namespace": namespace,
+                "mode": mode,
+                "ready_timeout_s": ready_timeout_s,
+                "chunk_timeout_s": chunk_timeout_s,
+                "stale_after_s": stale_after_s,
+            }
+        )
+        self.namespace = namespace
+        self.mode = mode
+        self.chunk_timeout_s = float(chunk_timeout_s)
+        self._run_id = secrets.token_hex(4)
+        self._counter = 0
+        self._cond = threading.Condition()
+        self._pending: tuple[str, int] | None = None
+        self._answer: Any = None
+        self._closed = False
+        # Figures for reports: per chunk (obs_step, inference_time_s, round_trip_s).
+        self.chunk_log: list[tuple[int, float, float]] = []
+        self.stale_chunks_dropped = 0
+        self.last_inference_time_s = math.nan
+
+        with _host_lock:
+            host = _host_node
+        self._private = host is None
+        self.node = _PrivateLink.acquire().node if self._private else host
+        try:
+            self._setup_ros(stale_after_s)
+            state = self._watch.wait_ready(float(ready_timeout_s))
+        except BaseException:
+            self.close()
+            raise
+        self.server_provider = state.provider
+        self.server_action_keys = state.action_keys
+        self.supports_rtc = state.rtc_supported
+        self.execution_horizon = 2 if state.chunk_emitting else 1
+
+    @classmethod
+    def preflight(cls, config: Mapping[str, Any]) -> None:
+        unknown = sorted(set(config) - _CONFIG_KEYS)
+        if unknown:
+            raise ValueError(
+                f"policy_config keys {unknown} are unknown to the remote provider (known: {sorted(_CONFIG_KEYS)})"
+            )
+        ns = config.get("namespace", DEFAULT_NAMESPACE)
+        if not isinstance(ns, str) or (ns and not ns.startswith("/")):
+            raise ValueError(
+                f"policy_config['namespace']={ns!r}: must be an absolute ROS namespace like '/robokernel'"
+            )
+        mode = config.get("mode", "topic")
+        if mode not in ("topic", "service"):
+            raise ValueError(f"policy_config['mode']={mode!r}: must be 'topic' or 'service'")
+        for key in ("ready_timeout_s", "chunk_timeout_s", "stale_after_s"):
+            if key in config:
+                value = config[key]
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                    or not math.isfinite(value)
+                    or value <= 0
+                ):
+                    raise ValueError(
+                        f"policy_config[{key!r}]={value!r}: must be positive finite seconds"
+                    )
+
+    def _setup_ros(self, stale_after_s: float) -> None:
+        from rclpy.callback_groups import ReentrantCallbackGroup
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+        from robokernel_interfaces.msg import ActionChunk, Observation
+        from robokernel_interfaces.srv import GetActionChunk
+
+        group = ReentrantCallbackGroup()
+        qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
+        )
+        self._watch = ServerWatch(self.node, self.namespace, stale_after_s=stale_after_s)
+        self._obs_pub = self.node.create_publisher(
+            Observation, _join(self.namespace, OBSERVATION_TOPIC), qos
+        )
+        self._chunk_sub = self.node.create_subscription(
+            ActionChunk,
+            _join(self.namespace, CHUNK_TOPIC),
+            self._on_chunk,
+            qos,
+            callback_group=group,
+        )
+        self._client = self.node.create_client(
+            GetActionChunk, _join(self.namespace, CHUNK_SERVICE), callback_group=group
+        )
+
+    # Policy API -------------------------------------------------------------------------------
+
+    def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
+        # A new run id tells the server a new episode starts (it resets its policy).
+        self._run_id = secrets.token_hex(4)
+        self._counter = 0
+
+    def is_chunk_emitting(self) -> bool:
+        return self.execution_horizon > 1
+
+    def get_actions(
+        self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any
+    ) -> list[Action]:
+        step = kwargs.get(
+            "step", observation.get("step") if isinstance(observation, Mapping) else None
+        )
+        if step is None:
+            step = self._counter
+        self._counter = int(step) + 1
+        msg = observation_to_msg(
+            observation,
+            run_id=self._run_id,
+            step=int(step),
+            instruction=instruction,
+            queued_actions=kwargs.get("queued_actions"),
+            queued_keys=self.server_action_keys or self.action_keys,
+            delay_steps=int(kwargs.get("delay_steps") or 0),
+        )
+        started = time.monotonic()
+        chunk_msg = self._call_service(msg) if self.mode == "service" else self._exchange(msg)
+        round_trip = time.monotonic() - started
+        self.last_inference_time_s = float(chunk_msg.inference_time_s)
+        self.chunk_log.append((int(chunk_msg.obs_step), self.last_inference_time_s, round_trip))
+        return self._bind(msg_to_chunk(chunk_msg))
+
+    def _exchange(self, msg: Any) -> Any:
+        key = (msg.run_id, int(msg.step))
+        with self._cond:
+            self._pending = key
+            self._answer = None
+        self._obs_pub.publish(msg)
+        deadline = time.monotonic() + self.chunk_timeout_s
+        with self._cond:
+            while self._answer is None and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._pending = None
+                    raise TimeoutError(self._timeout_message(msg.step))
+                self._cond.wait(timeout=min(left, 0.1))
+            if self._closed:
+                raise RuntimeError("remote policy closed while waiting for a chunk")
+            answer, self._answer, self._pending = self._answer, None, None
+        return answer
+
+    def _on_chunk(self, msg: Any) -> None:
+        with self._cond:
+            if self._pending is not None and (msg.run_id, int(msg.obs_step)) == self._pending:
+                self._answer = msg
+                self._cond.notify_all()
+            elif msg.run_id == self._run_id:
+                self.stale_chunks_dropped += 1
+
+    def _call_service(self, msg: Any) -> Any:
+        from robokernel_interfaces.srv import GetActionChunk
+
+        if not self._client.wait_for_service(timeout_sec=min(self.chunk_timeout_s, 5.0)):
+            raise TimeoutError(self._timeout_message(msg.step))
+        done = threading.Event()
+        future = self._client.call_async(GetActionChunk.Request(observation=msg))
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(self.chunk_timeout_s):
+            future.cancel()
+            raise TimeoutError(self._timeout_message(msg.step))
+        response = future.result()
+        if not response.ok:
+            raise RuntimeError(
+                f"policy server {self.namespace} refused the observation of step {msg.step}: {response.message}"
+            )
+        return response.chunk
+
+    def _timeout_message(self, step: int) -> str:
+        alive = "alive" if self._watch.alive() else "silent (no recent heartbeat)"
+        return (
+            f"no action chunk from the policy server at {self.namespace} for the observation of step {step} "
+            f"within chunk_timeout_s={self.chunk_timeout_s:g} (server {alive})"
+        )
+
+    def _bind(self, chunk: list[Action]) -> list[Action]:
+        """Chunk keys are bound by name; a chunk naming none of the robot's keys but of the
+        same width is bound by position (and reported as positional_fallback_used)."""
+        if not chunk or not self.action_keys:
+            return chunk
+        keys = list(chunk[0])
+        if set(keys) & set(self.action_keys) or len(keys) != len(self.action_keys):
+            return chunk
+        self.positional_fallback_used = True
+        return [dict(zip(self.action_keys, row.values(), strict=False)) for row in chunk]
+
+    def server_ready(self) -> bool:
+        return self._watch.ready()
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+        node = getattr(self, "node", None)
+        if node is not None:
+            for attr, destroy in (
+                ("_watch", None),
+                ("_obs_pub", node.destroy_publisher),
+                ("_chunk_sub", node.destroy_subscription),
+                ("_client", node.destroy_client),
+            ):
+                obj = getattr(self, attr, None)
+                if obj is None:
+                    continue
+                try:
+                    obj.destroy() if destroy is None else destroy(obj)
+                except Exception:  # noqa: BLE001 - best effort during teardown
+                    _log.debug("remote policy: destroying %s failed", attr, exc_info=True)
+        if getattr(self, "_private", False):
+            self._private = False
+            _PrivateLink.release()
+
+    def __del__(self) -> None:  # a policy dropped without close() must not keep the link alive
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+register_provider("remote", RemotePolicy, replace=True)
