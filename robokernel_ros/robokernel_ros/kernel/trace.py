@@ -334,10 +334,33 @@ def load_trace(path: str | Path) -> Trace:
     p = Path(path)
     if not p.exists():
         raise ValueError(f"path={str(path)!r}: does not exist")
-    for _, accepts, loader in _LOADERS:
-        if accepts(p):
-            return loader(p)
+    for attempt in range(2):
+        for _, accepts, loader in _LOADERS:
+            if accepts(p):
+                return loader(p)
+        if attempt == 0 and not _load_optional_readers():
+            break
     raise ValueError(f"path={str(path)!r}: not a trace (readers: {', '.join(trace_loaders())})")
+
+
+_OPTIONAL_READERS = ("robokernel_ros.bag",)  # registers the rosbag2 reader on import
+_optional_readers_loaded = False
+
+
+def _load_optional_readers() -> bool:
+    """Import the optional readers once (lazily: the kernel itself imports no rosbags)."""
+    global _optional_readers_loaded
+    if _optional_readers_loaded:
+        return False
+    _optional_readers_loaded = True
+    import importlib
+
+    for module in _OPTIONAL_READERS:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            _log.debug("optional trace reader %s not available: %s", module, exc)
+    return True
 
 
 def _is_run_dir(path: Path) -> bool:
