@@ -1,7 +1,15 @@
 """The one episode loop (driven and served), its timing, safety shield, events, trace
-and operator channel. Imports no ROS, torch or MuJoCo, ever."""
+and operator channel. Imports no ROS, torch or MuJoCo, ever.
 
-from .events import Event, EventBus
+    from robokernel_ros.kernel import EpisodeRunner, Timing, TraceStore
+    record = EpisodeRunner(env, agent, trace=TraceStore("runs")).run(200, seed=0)
+"""
+
+from .events import EVENT_KINDS, Event, EventBus
+from .operator import OperatorChannel
+from .recorder import CompatReport, EpisodeOutcome, EpisodeRecord
+from .runner import EpisodeRunner
+from .served import ServedSession
 from .shield import (
     AccelerationGuard,
     DeltaGuard,
@@ -16,29 +24,51 @@ from .shield import (
     build_guards,
     run_guards,
 )
-from .spec import Capabilities, EnvSpec, StepResult
+from .spec import (
+    Agent,
+    Capabilities,
+    Environment,
+    EnvSpec,
+    HoldActionSource,
+    PrivilegedStateSource,
+    StepResult,
+)
+from .timing import Timing, delay_steps
 from .trace import RunWriter, Trace, TraceStore, load_trace, register_trace_loader
 
 __all__ = [
+    "EVENT_KINDS",
     "AccelerationGuard",
+    "Agent",
     "Capabilities",
+    "CompatReport",
     "DeltaGuard",
     "EnvSpec",
+    "Environment",
+    "EpisodeOutcome",
+    "EpisodeRecord",
+    "EpisodeRunner",
     "Event",
     "EventBus",
     "FiniteGuard",
     "Guard",
     "GuardContext",
+    "HoldActionSource",
     "Intervention",
     "LimitGuard",
+    "OperatorChannel",
+    "PrivilegedStateSource",
     "RunWriter",
     "SafetyShield",
+    "ServedSession",
     "ShieldResult",
     "StepResult",
+    "Timing",
     "Trace",
     "TraceStore",
     "VelocityGuard",
     "build_guards",
+    "delay_steps",
     "load_trace",
     "register_trace_loader",
     "run_guards",

@@ -1,0 +1,137 @@
+"""The operator channel: thread-safe stop, latched e-stop, reset confirmation, verdicts.
+
+Any thread (a ROS service callback, a UI, a test) calls the methods; the episode loop
+reads the flags at every step boundary and publishes an `operator.*` event for each
+call it sees during an episode.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+VERDICT_OUTCOMES = ("success", "failure")
+
+
+class OperatorChannel:
+    """Operator input for an EpisodeRunner (or ServedSession).
+
+    stop(): end the episode at the next step boundary (outcome "stopped"; the hold
+        action executes last).
+    estop(): end it at once (outcome "estopped") and latch: later runs return at once
+        until clear_fault().
+    clear_fault(): release the latched e-stop.
+    reset_done(): confirm the workcell was reset (when the env requires confirmation).
+    verdict(outcome, note=""): "success" or "failure" from the operator; decides the
+        outcome of the current episode, or of the one that just ended.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._estopped = False
+        self._stop_requested = False
+        self._reset_confirmed = threading.Event()
+        self._wake = threading.Event()  # set on every call: interrupts the loop's waits
+        self._verdict: dict[str, Any] | None = None
+        self._notices: list[tuple[str, dict[str, Any]]] = []
+        self.has_notices = False  # read without the lock by the loop (a cheap per-step check)
+        self._late_verdict: Callable[[dict[str, Any]], None] | None = None
+
+    # -- operator side ---------------------------------------------------------------
+    def stop(self) -> None:
+        with self._lock:
+            self._stop_requested = True
+            self._notice("operator.stop", {})
+
+    def estop(self) -> None:
+        with self._lock:
+            self._estopped = True
+            self._notice("operator.estop", {})
+
+    def clear_fault(self) -> None:
+        with self._lock:
+            self._estopped = False
+            self._notice("operator.clear_fault", {})
+
+    def reset_done(self) -> None:
+        with self._lock:
+            self._reset_confirmed.set()
+            self._notice("operator.reset_done", {})
+
+    def verdict(self, outcome: str, note: str = "") -> None:
+        outcome = getattr(outcome, "value", outcome)
+        if outcome not in VERDICT_OUTCOMES:
+            raise ValueError(f"outcome={outcome!r}: must be one of {list(VERDICT_OUTCOMES)}")
+        if not isinstance(note, str):
+            raise ValueError(f"note={note!r}: must be a string")
+        data = {"outcome": outcome, "note": note, "at": time.time()}
+        with self._lock:
+            late = self._late_verdict
+            if late is None:
+                self._verdict = data
+                self._notice("operator.verdict", data)
+        if late is not None:
+            late(data)
+
+    @property
+    def estopped(self) -> bool:
+        return self._estopped
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+    # -- loop side -------------------------------------------------------------------
+    def _notice(self, kind: str, data: dict[str, Any]) -> None:
+        self._notices.append((kind, data))
+        self.has_notices = True
+        self._wake.set()
+
+    def take_notices(self) -> list[tuple[str, dict[str, Any]]]:
+        """The operator calls since the last take, oldest first."""
+        with self._lock:
+            notices, self._notices = self._notices, []
+            self.has_notices = False
+            return notices
+
+    def begin_episode(self) -> None:
+        """Forget the previous episode's stop, verdict and notices (the e-stop stays latched)."""
+        with self._lock:
+            self._stop_requested = False
+            self._verdict = None
+            self._notices = []
+            self.has_notices = False
+            self._late_verdict = None
+            self._wake.clear()
+
+    def take_verdict(self) -> dict[str, Any] | None:
+        with self._lock:
+            return self._verdict
+
+    def set_late_verdict_handler(self, handler: Callable[[dict[str, Any]], None] | None) -> None:
+        """Where a verdict given after the episode ended goes (the runner updates its record)."""
+        with self._lock:
+            self._late_verdict = handler
+
+    def clear_reset_confirmation(self) -> None:
+        self._reset_confirmed.clear()
+
+    def wait_reset_done(self, timeout_s: float | None = None) -> bool:
+        """Wait for reset_done(); returns early (False) on stop or e-stop, or at the timeout."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self._reset_confirmed.is_set():
+            if self._estopped or self._stop_requested:
+                return False
+            remaining = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
+            if remaining <= 0:
+                return False
+            self._wake.wait(remaining)
+            self._wake.clear()
+        return True
+
+    def wait(self, timeout_s: float) -> None:
+        """Sleep up to timeout_s, waking early when the operator calls anything."""
+        if self._wake.wait(timeout_s):
+            self._wake.clear()

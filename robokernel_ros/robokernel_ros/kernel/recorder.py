@@ -1,0 +1,201 @@
+"""Shared bookkeeping of one episode: events with seq/t/wall, the trace writer, counters.
+
+Both the driven EpisodeRunner and the served ServedSession record through this, so
+their events and run directories are the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from . import events as ev
+from .events import Event, EventBus
+from .shield import Intervention, ShieldResult
+from .spec import EnvSpec
+from .trace import RunWriter, TraceStore, to_jsonable
+
+
+class EpisodeOutcome(StrEnum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    TRUNCATED = "truncated"  # the env truncated, or max_steps was reached
+    STOPPED = "stopped"  # operator stop()
+    ESTOPPED = "estopped"  # operator estop() (latched)
+    WATCHDOG = "watchdog"  # max_hold_steps consecutive holds
+    ERROR = "error"  # policy error, policy timeout or env error
+
+
+# Outcomes an operator verdict may turn into success or failure (safety and
+# infrastructure outcomes stay what they were; the verdict is still kept).
+VERDICT_OVERRIDABLE = frozenset(
+    {
+        EpisodeOutcome.SUCCESS,
+        EpisodeOutcome.FAILURE,
+        EpisodeOutcome.TRUNCATED,
+        EpisodeOutcome.STOPPED,
+    }
+)
+
+
+@dataclass
+class CompatReport:
+    """How well the agent's actions matched the env's action keys.
+
+    actions: agent actions reviewed; resolved: those naming exactly the action keys.
+    missing_keys / unknown_keys: keys filled from the hold action / dropped, each
+    with how many actions it affected in missing_counts / unknown_counts.
+    """
+
+    actions: int = 0
+    resolved: int = 0
+    missing_counts: Counter[str] = field(default_factory=Counter)
+    unknown_counts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def missing_keys(self) -> list[str]:
+        return sorted(self.missing_counts)
+
+    @property
+    def unknown_keys(self) -> list[str]:
+        return sorted(self.unknown_counts)
+
+    @property
+    def action_resolution_rate(self) -> float:
+        return self.resolved / self.actions if self.actions else 1.0
+
+    def count(self, result: ShieldResult, mapping: bool) -> None:
+        self.actions += 1
+        if not mapping:
+            return
+        if result.missing_keys:
+            self.missing_counts.update(result.missing_keys)
+        if result.unknown_keys:
+            self.unknown_counts.update(result.unknown_keys)
+        if not result.missing_keys and not result.unknown_keys:
+            self.resolved += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "missing_keys": self.missing_keys,
+            "unknown_keys": self.unknown_keys,
+            "action_resolution_rate": self.action_resolution_rate,
+            "actions": self.actions,
+            "resolved": self.resolved,
+            "missing_counts": dict(self.missing_counts),
+            "unknown_counts": dict(self.unknown_counts),
+        }
+
+
+@dataclass
+class EpisodeRecord:
+    """The summary of one episode (the trace holds the rest)."""
+
+    outcome: EpisodeOutcome
+    safety_interventions: int
+    events: int
+    compat: CompatReport
+    holds: int = 0
+    chunks: int = 0
+    verdict: dict[str, Any] | None = None
+    status: str = ""
+    steps: int = 0
+    trace_path: Path | None = None
+    run_id: str = ""
+    total_reward: float = 0.0
+    elapsed_s: float = 0.0
+    error: dict[str, Any] | None = None  # category, type, message, traceback
+
+    @property
+    def success(self) -> bool:
+        return self.outcome == EpisodeOutcome.SUCCESS
+
+
+def env_description(spec: EnvSpec) -> dict[str, Any]:
+    return {
+        "action_keys": list(spec.action_keys),
+        "control": spec.control,
+        "control_hz": spec.control_hz,
+        "action_limits": {k: [float(lo), float(hi)] for k, (lo, hi) in spec.action_limits.items()},
+        "gripper_keys": list(spec.gripper_keys),
+    }
+
+
+class EpisodeRecorder:
+    """Publishes one episode's events (seq, t, wall, run_id filled in) and writes its trace."""
+
+    def __init__(self, bus: EventBus, trace: TraceStore | None, *, image_every: int = 1) -> None:
+        self.bus = bus
+        self.trace = trace
+        self.image_every = image_every
+        self.writer: RunWriter | None = None
+        self._unsubscribe = None
+        self.run_id = ""
+        self.seq = 0
+        self.t = 0.0  # the episode clock of the step being recorded
+        self.t0 = time.monotonic()
+        self.safety_interventions = 0
+        self.compat = CompatReport()
+
+    def start(self, data: dict[str, Any]) -> None:
+        self.t0 = time.monotonic()
+        if self.trace is not None:
+            self.writer = self.trace.open_run()
+            self.run_id = self.writer.run_id
+            self._unsubscribe = self.bus.subscribe(self.writer)
+        data = {"run_id": self.run_id, **data}
+        self.emit(ev.EPISODE_START, 0, data)
+
+    @property
+    def trace_path(self) -> Path | None:
+        return self.writer.path if self.writer is not None else None
+
+    @property
+    def listening(self) -> bool:
+        return self.bus.subscriber_count > 0
+
+    def emit(self, kind: str, step: int, data: dict[str, Any]) -> None:
+        seq = self.seq
+        self.seq = seq + 1
+        self.bus.publish(
+            Event(kind, step, data, self.t, time.monotonic() - self.t0, seq, self.run_id)
+        )
+
+    def observation(self, step: int, observation: Any) -> None:
+        if not self.listening:
+            self.seq += 1  # counted all the same, so seq numbers do not depend on listeners
+            return
+        images = None
+        if isinstance(observation, Mapping):
+            obs = {str(k): to_jsonable(v) for k, v in observation.items() if k != "images"}
+            if self.image_every and step % self.image_every == 0:
+                images = observation.get("images")
+        else:
+            obs = to_jsonable(observation)
+        data: dict[str, Any] = {"obs": obs}
+        if images:
+            data["images"] = dict(images)
+        self.emit(ev.OBSERVATION, step, data)
+
+    def interventions(self, step: int, interventions: Sequence[Intervention]) -> None:
+        for iv in interventions:
+            self.safety_interventions += 1
+            self.emit(ev.SAFETY_INTERVENTION, step, {"step": step, **iv.to_dict()})
+
+    def end(self, summary: dict[str, Any], step: int) -> None:
+        try:
+            self.emit(ev.EPISODE_END, step, summary)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self.writer is not None:
+            self.writer.close()

@@ -1,0 +1,829 @@
+"""Execution kernel: the one episode loop, used for evaluation, learning rollouts and deployment.
+
+    env.reset -> [wait for reset_done] -> agent.reset -> loop[ request a chunk (when the
+      queue runs low) -> merge it when it arrives -> SafetyShield.review -> env.step ->
+      agent.on_step ] -> episode.end -> agent.on_episode_end
+
+Timing (see timing.py) decides when chunks are requested and merged. Events published
+at step s, in this order:
+    observation(s) [privileged(s)] [chunk.merge (a chunk arriving at s)]
+    [chunk.request(s) [chunk.merge (when it arrives at once)]] safety.intervention(s)*
+    action(s)
+then, after the last step, observation(steps) and episode.end. Operator calls seen at a
+step boundary are published there as operator.* events; errors as an `error` event.
+
+Outcome: terminated -> success (failure when info["success"] is False); env truncation or
+max_steps -> truncated; operator stop -> stopped; e-stop -> estopped; max_hold_steps
+consecutive holds -> watchdog; an exception in act/on_step/agent.reset (policy_error), an
+act slower than act_timeout_s (policy_timeout), an exception in env.reset/env.step
+(env_error) -> error. An operator verdict turns success/failure/truncated/stopped into
+the verdict's outcome.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import datetime
+import logging
+import math
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import events as ev
+from .events import EventBus
+from .operator import OperatorChannel
+from .recorder import (
+    VERDICT_OVERRIDABLE,
+    CompatReport,
+    EpisodeOutcome,
+    EpisodeRecord,
+    EpisodeRecorder,
+    env_description,
+)
+from .shield import SafetyShield, ShieldResult, build_guards
+from .spec import EnvSpec, HoldActionSource, PrivilegedStateSource
+from .timing import Timing, delay_steps
+from .trace import EVENTS_FILE, META_FILE, TraceStore, dumps_line, to_jsonable
+
+_log = logging.getLogger(__name__)
+
+POLICY_ERROR = "policy_error"
+POLICY_TIMEOUT = "policy_timeout"
+ENV_ERROR = "env_error"
+
+
+class _EpisodeOver(Exception):  # noqa: N818 - control flow, never leaves this module
+    """Ends the loop early with an outcome (raised inside the loop only)."""
+
+    def __init__(
+        self, outcome: EpisodeOutcome, status: str, error: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(status)
+        self.outcome = outcome
+        self.status = status
+        self.error = error
+
+
+def _error_info(
+    category: str, exc: BaseException | None, message: str | None = None
+) -> dict[str, Any]:
+    if exc is None:
+        return {
+            "category": category,
+            "type": "TimeoutError",
+            "message": message or "",
+            "traceback": "",
+        }
+    return {
+        "category": category,
+        "type": type(exc).__name__,
+        "message": message or str(exc),
+        "traceback": "".join(traceback.format_exception(exc)),
+    }
+
+
+@dataclass
+class _Pending:
+    """A chunk request in flight."""
+
+    request_id: int
+    obs_step: int
+    arrival_step: int | None = None  # virtual clock: known at request time
+    chunk: Any = None
+    inference_s: float = 0.0
+    future: concurrent.futures.Future | None = None  # wall clock
+    submitted: float = 0.0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class EpisodeRunner:
+    """Runs an environment and an agent through the SafetyShield, one episode per run().
+
+    EpisodeRunner(env, agent, *, trace=None, bus=None, safety=None, act_timeout_s=None,
+    record_privileged=True, image_every=1, timing=None, operator=None)
+
+    trace: a TraceStore: each run() writes one run directory.
+    bus: an EventBus to publish on (a fresh one when None): subscribe for per-step callbacks.
+    safety: build_guards() config; clip_tolerance for the limit guard (default 0.05).
+    act_timeout_s: an act() slower than this ends the episode (policy_timeout).
+    record_privileged: record the env's privileged_state() each step (when it offers one).
+    image_every: record images on every n-th step's observation (0: never).
+    timing: Timing() (sync) when None.
+    operator: an OperatorChannel (a fresh one when None; reachable as .operator).
+    reset_timeout_s (extra): how long to wait for reset_done() (None: forever).
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        agent: Any,
+        *,
+        trace: TraceStore | None = None,
+        bus: EventBus | None = None,
+        safety: Mapping[str, Any] | None = None,
+        act_timeout_s: float | None = None,
+        record_privileged: bool = True,
+        image_every: int = 1,
+        timing: Timing | None = None,
+        operator: OperatorChannel | None = None,
+        reset_timeout_s: float | None = None,
+    ) -> None:
+        spec = getattr(env, "env_spec", None)
+        if not isinstance(spec, EnvSpec):
+            raise ValueError(
+                f"env={type(env).__name__}: env.env_spec must be an EnvSpec, got {spec!r}"
+            )
+        for name in ("reset", "step"):
+            if not callable(getattr(env, name, None)):
+                raise ValueError(f"env={type(env).__name__}: has no {name}() method")
+        for name in ("reset", "act"):
+            if not callable(getattr(agent, name, None)):
+                raise ValueError(f"agent={type(agent).__name__}: has no {name}() method")
+        if trace is not None and not isinstance(trace, TraceStore):
+            raise ValueError(f"trace={trace!r}: must be a TraceStore or None")
+        if bus is not None and not isinstance(bus, EventBus):
+            raise ValueError(f"bus={bus!r}: must be an EventBus or None")
+        if not isinstance(record_privileged, bool):
+            raise ValueError(f"record_privileged={record_privileged!r}: must be a bool")
+        if not (_is_int(image_every) and image_every >= 0):
+            raise ValueError(f"image_every={image_every!r}: must be an integer >= 0 (0: no images)")
+        for name, value in (("act_timeout_s", act_timeout_s), ("reset_timeout_s", reset_timeout_s)):
+            if value is not None and not (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and value > 0
+            ):
+                raise ValueError(f"{name}={value!r}: must be a positive number or None")
+        if timing is not None and not isinstance(timing, Timing):
+            raise ValueError(f"timing={timing!r}: must be a Timing or None")
+        if operator is not None and not isinstance(operator, OperatorChannel):
+            raise ValueError(f"operator={operator!r}: must be an OperatorChannel or None")
+        if safety is not None and not isinstance(safety, Mapping):
+            raise ValueError(f"safety={safety!r}: must be a mapping or None")
+        safety = dict(safety or {})
+
+        self.env = env
+        self.agent = agent
+        self.env_spec: EnvSpec = spec
+        self.trace = trace
+        self.bus = bus if bus is not None else EventBus()
+        self.shield = SafetyShield(
+            self.env_spec,
+            build_guards(safety),
+            clip_tolerance=float(safety.get("clip_tolerance", 0.05)),
+        )
+        self.act_timeout_s = act_timeout_s
+        self.reset_timeout_s = reset_timeout_s
+        self.record_privileged = (
+            record_privileged
+            and isinstance(env, PrivilegedStateSource)
+            and self.env_spec.capabilities.privileged_state
+        )
+        self.image_every = image_every
+        self.timing = timing if timing is not None else Timing()
+        self.operator = operator if operator is not None else OperatorChannel()
+        self.supports_rtc = getattr(agent, "supports_rtc", False) is True
+        self._on_step = getattr(agent, "on_step", None)
+        self._env_hold = env.hold_action if isinstance(env, HoldActionSource) else None
+        self._last_observation: Any = None
+        self.last_record: EpisodeRecord | None = None
+
+    # -- hold action -----------------------------------------------------------------
+    def hold_action(self, last: Mapping[str, float] | None) -> dict[str, float]:
+        """What to execute when no action is queued: the env's own hold_action(last), the
+        last target for absolute control, or zero motion (gripper kept) for delta /
+        velocity control. Without a last action, absolute control holds the action keys'
+        values in the current observation when it has them (else the middle of the limits,
+        else 0.0): an env for real hardware should implement hold_action."""
+        if self._env_hold is not None:
+            return dict(self._env_hold(last))
+        spec = self.env_spec
+        if spec.control == "absolute":
+            if last is not None:
+                return dict(last)
+            return {key: self._initial_value(key) for key in spec.action_keys}
+        grippers = spec.gripper_keys
+        return {
+            key: (self._gripper_value(key, last) if key in grippers else 0.0)
+            for key in spec.action_keys
+        }
+
+    def _gripper_value(self, key: str, last: Mapping[str, float] | None) -> float:
+        if last is not None and key in last:
+            return float(last[key])
+        return self._initial_value(key)
+
+    def _initial_value(self, key: str) -> float:
+        obs = self._last_observation
+        if isinstance(obs, Mapping):
+            value = obs.get(key)
+            if (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            ):
+                return float(value)
+        limits = self.env_spec.action_limits.get(key)
+        if limits is not None:
+            return (float(limits[0]) + float(limits[1])) / 2.0
+        return 0.0
+
+    # -- the episode -----------------------------------------------------------------
+    def run(
+        self,
+        max_steps: int,
+        *,
+        seed: int | None = None,
+        instruction: str = "",
+        meta: Mapping[str, Any] | None = None,
+    ) -> EpisodeRecord:
+        """Run one episode of at most max_steps steps; never raises for agent/env failures."""
+        if not (_is_int(max_steps) and max_steps >= 0):
+            raise ValueError(f"max_steps={max_steps!r}: must be an integer >= 0")
+        if seed is not None and not _is_int(seed):
+            raise ValueError(f"seed={seed!r}: must be an integer or None")
+        if not isinstance(instruction, str):
+            raise ValueError(f"instruction={instruction!r}: must be a string")
+        if meta is not None and not isinstance(meta, Mapping):
+            raise ValueError(f"meta={meta!r}: must be a mapping or None")
+
+        op = self.operator
+        if op.estopped:
+            record = EpisodeRecord(
+                outcome=EpisodeOutcome.ESTOPPED,
+                safety_interventions=0,
+                events=0,
+                compat=CompatReport(),
+                status="estopped: the e-stop is latched; call clear_fault() before running",
+            )
+            self.last_record = record
+            return record
+        return _Episode(self, max_steps, seed, instruction, dict(meta or {})).run()
+
+
+class _Episode:
+    """The state of one run(); a fresh object per episode keeps run() re-entrant-free and simple."""
+
+    def __init__(
+        self,
+        runner: EpisodeRunner,
+        max_steps: int,
+        seed: int | None,
+        instruction: str,
+        meta: dict[str, Any],
+    ) -> None:
+        self.r = runner
+        self.max_steps = max_steps
+        self.seed = seed
+        self.instruction = instruction
+        self.meta = meta
+        self.timing = runner.timing
+        self.spec = runner.env_spec
+        self.rec = EpisodeRecorder(runner.bus, runner.trace, image_every=runner.image_every)
+        self.queue: collections.deque[Any] = collections.deque()
+        self.pending: _Pending | None = None
+        self.requests = 0
+        self.chunks = 0
+        self.holds = 0
+        self.consecutive_holds = 0
+        self.total_reward = 0.0
+        self.steps = 0
+        self.last_sent: dict[str, float] | None = None
+        self.last_delay = 0  # steps the previous request took (for RTC's delay hint)
+        self.executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self.sim_time: float | None = None
+        self._final_observation: Any = None  # the observation after the last step
+
+    # -- helpers -----------------------------------------------------------------------
+    def clock(self, step: int) -> float:
+        return self.sim_time if self.sim_time is not None else step / self.spec.control_hz
+
+    def publish_operator_notices(self, step: int) -> None:
+        for kind, data in self.r.operator.take_notices():
+            self.rec.emit(kind, step, dict(data))
+
+    def start_data(self) -> dict[str, Any]:
+        return {
+            "env": env_description(self.spec),
+            "timing": self.timing.to_dict(),
+            "instruction": self.instruction,
+            "seed": self.seed,
+            "agent": type(self.r.agent).__name__,
+            "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds"),
+            **self.meta,
+        }
+
+    # -- policy calls ----------------------------------------------------------------
+    def call_act(self, observation: Any, step: int) -> Any:
+        kwargs: dict[str, Any] = {}
+        if self.r.supports_rtc:
+            kwargs = {
+                "queued_actions": [dict(a) if isinstance(a, Mapping) else a for a in self.queue],
+                "delay_steps": self.expected_delay(),
+            }
+        return self.r.agent.act(observation, step, **kwargs)
+
+    def expected_delay(self) -> int:
+        if self.timing.mode == "sync":
+            return 0
+        if self.timing.clock == "virtual" and self.timing.latency_s is not None:
+            return delay_steps(self.timing.latency_s, self.spec.control_hz)
+        return self.last_delay
+
+    def act_inline(self, observation: Any, step: int) -> tuple[Any, float]:
+        """act() in this thread (or a worker when act_timeout_s must be enforced)."""
+        timeout = self.r.act_timeout_s
+        start = time.monotonic()
+        if timeout is None:
+            try:
+                chunk = self.call_act(observation, step)
+            except Exception as exc:
+                raise _EpisodeOver(
+                    EpisodeOutcome.ERROR,
+                    f"error: {POLICY_ERROR}: {type(exc).__name__}: {exc}",
+                    _error_info(POLICY_ERROR, exc),
+                ) from exc
+            return chunk, time.monotonic() - start
+        future = self.worker().submit(self.call_act, observation, step)
+        try:
+            chunk = future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            self.abandon_worker()
+            raise self.timeout_error(timeout) from None
+        except Exception as exc:
+            raise _EpisodeOver(
+                EpisodeOutcome.ERROR,
+                f"error: {POLICY_ERROR}: {type(exc).__name__}: {exc}",
+                _error_info(POLICY_ERROR, exc),
+            ) from exc
+        return chunk, time.monotonic() - start
+
+    def timeout_error(self, timeout: float) -> _EpisodeOver:
+        message = f"act() took longer than act_timeout_s={timeout}"
+        return _EpisodeOver(
+            EpisodeOutcome.ERROR,
+            f"error: {POLICY_TIMEOUT}: {message}",
+            _error_info(POLICY_TIMEOUT, None, message),
+        )
+
+    def worker(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self.executor is None:
+            self.executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="kernel-act"
+            )
+        return self.executor
+
+    def abandon_worker(self) -> None:
+        # A hung act() cannot be killed: leave its thread behind, never wait for it.
+        if self.executor is not None:
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            self.executor = None
+
+    # -- chunks ----------------------------------------------------------------------
+    def request(self, step: int, observation: Any) -> None:
+        """Ask for a chunk computed from the observation of `step`."""
+        request_id = self.requests
+        self.requests += 1
+        self.rec.emit(ev.CHUNK_REQUEST, step, {"step": step, "request_id": request_id})
+        timing = self.timing
+        if timing.mode == "realtime" and timing.clock == "wall":
+            pending = _Pending(request_id, step, submitted=time.monotonic())
+            pending.future = self.worker().submit(self.timed_act, observation, step)
+            self.pending = pending
+            return
+        chunk, measured = self.act_inline(observation, step)
+        if timing.mode == "sync":
+            self.merge(_Pending(request_id, step, step, chunk, measured), step)
+            return
+        latency = timing.latency_s if timing.latency_s is not None else measured
+        delay = delay_steps(latency, self.spec.control_hz)
+        self.last_delay = delay
+        pending = _Pending(request_id, step, step + delay, chunk, latency)
+        if delay == 0:
+            self.merge(pending, step)
+        else:
+            self.pending = pending
+
+    def timed_act(self, observation: Any, step: int) -> tuple[Any, float]:
+        start = time.monotonic()
+        chunk = self.call_act(observation, step)
+        return chunk, time.monotonic() - start
+
+    def poll_arrival(self, step: int) -> None:
+        """Merge the chunk in flight if it has arrived by `step`."""
+        pending = self.pending
+        if pending is None:
+            return
+        if pending.future is None:  # virtual clock
+            if pending.arrival_step is not None and step >= pending.arrival_step:
+                self.pending = None
+                self.merge(pending, step)
+            return
+        if not pending.future.done():
+            timeout = self.r.act_timeout_s
+            if timeout is not None and time.monotonic() - pending.submitted > timeout:
+                self.abandon_worker()
+                raise self.timeout_error(timeout)
+            return
+        self.pending = None
+        try:
+            pending.chunk, pending.inference_s = pending.future.result()
+        except Exception as exc:
+            raise _EpisodeOver(
+                EpisodeOutcome.ERROR,
+                f"error: {POLICY_ERROR}: {type(exc).__name__}: {exc}",
+                _error_info(POLICY_ERROR, exc),
+            ) from exc
+        if self.r.act_timeout_s is not None and pending.inference_s > self.r.act_timeout_s:
+            raise self.timeout_error(self.r.act_timeout_s)
+        self.last_delay = step - pending.obs_step
+        self.merge(pending, step)
+
+    def merge(self, pending: _Pending, step: int) -> None:
+        """Aligned merge: drop the actions whose time has passed; the rest replace the queue."""
+        chunk = _as_chunk(pending.chunk)
+        if self.timing.execution_steps is not None:
+            chunk = chunk[: self.timing.execution_steps]
+        dropped = min(len(chunk), step - pending.obs_step)
+        kept = chunk[dropped:]
+        self.queue = collections.deque(kept)
+        self.chunks += 1
+        if self.rec.listening:
+            keys = self.spec.action_keys
+            self.rec.emit(
+                ev.CHUNK_MERGE,
+                step,
+                {
+                    "obs_step": pending.obs_step,
+                    "arrival_step": step,
+                    "dropped": dropped,
+                    "kept": len(kept),
+                    "inference_s": pending.inference_s,
+                    "request_id": pending.request_id,
+                    "keys": list(keys),
+                    "actions": [_row(action, keys) for action in chunk],
+                },
+            )
+        else:
+            self.rec.seq += 1
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(self) -> EpisodeRecord:
+        r = self.r
+        op = r.operator
+        op.begin_episode()
+        r.shield.reset()
+        r._last_observation = None
+        outcome = EpisodeOutcome.TRUNCATED
+        status = ""
+        error: dict[str, Any] | None = None
+        final_observation_due = False
+        observation: Any = None
+        self.rec.start(self.start_data())
+        try:
+            observation = self.reset()
+            final_observation_due = True
+            outcome, status = self.loop(observation)
+        except _EpisodeOver as over:
+            outcome, status, error = over.outcome, over.status, over.error
+            final_observation_due = outcome in (EpisodeOutcome.STOPPED, EpisodeOutcome.WATCHDOG)
+        except Exception as exc:  # a kernel bug must still close the trace and leave a record
+            _log.exception("episode loop failed")
+            outcome, status, error = (
+                EpisodeOutcome.ERROR,
+                f"error: kernel: {type(exc).__name__}: {exc}",
+                _error_info("kernel_error", exc),
+            )
+        finally:
+            self.abandon_worker()
+        if final_observation_due and self._final_observation is not None:
+            self.record_observation(self.steps, self._final_observation)
+        return self.finish(outcome, status, error)
+
+    def reset(self) -> Any:
+        r = self.r
+        op = r.operator
+        needs_confirmation = self.spec.capabilities.requires_reset_confirmation
+        if needs_confirmation:
+            op.clear_reset_confirmation()
+        try:
+            observation = r.env.reset(seed=self.seed)
+        except Exception as exc:
+            raise _EpisodeOver(
+                EpisodeOutcome.ERROR,
+                f"error: {ENV_ERROR}: {type(exc).__name__}: {exc}",
+                _error_info(ENV_ERROR, exc),
+            ) from exc
+        r._last_observation = observation
+        if needs_confirmation:
+            confirmed = op.wait_reset_done(r.reset_timeout_s)
+            self.publish_operator_notices(0)
+            if not confirmed:
+                if op.estopped:
+                    raise _EpisodeOver(
+                        EpisodeOutcome.ESTOPPED,
+                        "estopped: e-stop while waiting for reset_done(); call clear_fault() before the next run",
+                    )
+                if op.stop_requested:
+                    raise _EpisodeOver(
+                        EpisodeOutcome.STOPPED,
+                        "stopped: operator stop while waiting for reset_done()",
+                    )
+                raise _EpisodeOver(
+                    EpisodeOutcome.STOPPED,
+                    f"stopped: no reset_done() within reset_timeout_s={r.reset_timeout_s}",
+                )
+        try:
+            r.agent.reset(instruction=self.instruction, seed=self.seed)
+        except Exception as exc:
+            raise _EpisodeOver(
+                EpisodeOutcome.ERROR,
+                f"error: {POLICY_ERROR}: agent.reset: {type(exc).__name__}: {exc}",
+                _error_info(POLICY_ERROR, exc),
+            ) from exc
+        return observation
+
+    def record_observation(self, step: int, observation: Any) -> None:
+        self.rec.t = self.clock(step)
+        self.rec.observation(step, observation)
+        if self.r.record_privileged:
+            try:
+                state = self.r.env.privileged_state()
+            except Exception as exc:
+                raise _EpisodeOver(
+                    EpisodeOutcome.ERROR,
+                    f"error: {ENV_ERROR}: privileged_state: {type(exc).__name__}: {exc}",
+                    _error_info(ENV_ERROR, exc),
+                ) from exc
+            if self.rec.listening:
+                self.rec.emit(ev.PRIVILEGED, step, {"state": to_jsonable(state)})
+
+    def loop(self, observation: Any) -> tuple[EpisodeOutcome, str]:
+        r = self.r
+        op = r.operator
+        env = r.env
+        shield = r.shield
+        rec = self.rec
+        timing = self.timing
+        realtime = timing.mode == "realtime"
+        wall = timing.clock == "wall"
+        refill = timing.refill_steps if realtime else 0
+        max_holds = timing.max_hold_steps
+        period = 1.0 / self.spec.control_hz
+        on_step = r._on_step
+        start = time.monotonic()
+        step = 0
+        self._final_observation = observation
+        while step < self.max_steps:
+            if op.has_notices:
+                self.publish_operator_notices(step)
+            if op.estopped:
+                raise _EpisodeOver(
+                    EpisodeOutcome.ESTOPPED,
+                    f"estopped: e-stop at step {step}; call clear_fault() before the next run",
+                )
+            stopping = op.stop_requested
+            self.record_observation(step, observation)
+
+            # Chunks: merge what has arrived, then ask for more when the queue runs low.
+            if not stopping:
+                if self.pending is not None:
+                    self.poll_arrival(step)
+                if self.pending is None and len(self.queue) <= refill:
+                    self.request(step, observation)
+
+            hold = r.hold_action(self.last_sent)
+            if self.queue and not stopping:
+                proposed = self.queue.popleft()
+                result: ShieldResult = shield.review(proposed, hold=hold)
+                rec.compat.count(result, isinstance(proposed, Mapping))
+                is_hold = False
+                self.consecutive_holds = 0
+            else:
+                result = shield.review(hold, hold=hold)
+                is_hold = True
+                self.holds += 1
+                self.consecutive_holds += 1
+            if result.interventions:
+                rec.interventions(step, result.interventions)
+            action = result.action
+
+            try:
+                stepped = env.step(action)
+                next_observation = stepped.observation
+                reward = float(stepped.reward)
+                terminated = bool(stepped.terminated)
+                truncated = bool(stepped.truncated)
+                info = stepped.info if isinstance(stepped.info, Mapping) else {}
+            except Exception as exc:
+                raise _EpisodeOver(
+                    EpisodeOutcome.ERROR,
+                    f"error: {ENV_ERROR}: {type(exc).__name__}: {exc}",
+                    _error_info(ENV_ERROR, exc),
+                ) from exc
+            self.last_sent = action
+            self.total_reward += reward
+            rec.emit(
+                ev.ACTION,
+                step,
+                {
+                    "step": step,
+                    "action": action,
+                    "hold": is_hold,
+                    "reward": reward,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                },
+            )
+            sim_time = info.get("sim_time_s")
+            if sim_time is not None:
+                self.sim_time = float(sim_time)
+            if on_step is not None:
+                try:
+                    on_step(step, observation, action, reward)
+                except Exception as exc:
+                    raise _EpisodeOver(
+                        EpisodeOutcome.ERROR,
+                        f"error: {POLICY_ERROR}: on_step: {type(exc).__name__}: {exc}",
+                        _error_info(POLICY_ERROR, exc),
+                    ) from exc
+            step += 1
+            self.steps = step
+            observation = next_observation
+            r._last_observation = observation
+            self._final_observation = observation
+
+            if terminated:
+                success = info.get("success")
+                if success is False:
+                    return (
+                        EpisodeOutcome.FAILURE,
+                        f"failure: terminated at step {step} with info['success'] False",
+                    )
+                return EpisodeOutcome.SUCCESS, f"success: terminated at step {step}"
+            if truncated:
+                return EpisodeOutcome.TRUNCATED, f"truncated: the env truncated at step {step}"
+            if stopping:
+                if op.has_notices:
+                    self.publish_operator_notices(step)
+                return (
+                    EpisodeOutcome.STOPPED,
+                    f"stopped: operator stop; hold action executed at step {step - 1}",
+                )
+            if self.consecutive_holds >= max_holds:
+                return (
+                    EpisodeOutcome.WATCHDOG,
+                    f"watchdog: {self.consecutive_holds} consecutive hold steps (max_hold_steps={max_holds}) at step {step}",
+                )
+            if wall:
+                # Tick at control_hz on the monotonic clock; a late step does not sleep.
+                remaining = start + step * period - time.monotonic()
+                if remaining > 0:
+                    time.sleep(remaining)
+        return EpisodeOutcome.TRUNCATED, f"truncated: max_steps={self.max_steps} reached"
+
+    def finish(
+        self, outcome: EpisodeOutcome, status: str, error: dict[str, Any] | None
+    ) -> EpisodeRecord:
+        r = self.r
+        op = r.operator
+        rec = self.rec
+        step = self.steps
+        if op.has_notices:
+            self.publish_operator_notices(step)
+        if error is not None:
+            rec.emit(ev.ERROR, step, dict(error))
+        verdict = op.take_verdict()
+        if verdict is not None and outcome in VERDICT_OVERRIDABLE:
+            outcome = EpisodeOutcome(verdict["outcome"])
+            status = f"{outcome.value}: operator verdict" + (
+                f" ({verdict['note']})" if verdict["note"] else ""
+            )
+        record = EpisodeRecord(
+            outcome=outcome,
+            safety_interventions=rec.safety_interventions,
+            events=0,
+            compat=rec.compat,
+            holds=self.holds,
+            chunks=self.chunks,
+            verdict=verdict,
+            status=status,
+            steps=step,
+            trace_path=rec.trace_path,
+            run_id=rec.run_id,
+            total_reward=self.total_reward,
+            elapsed_s=time.monotonic() - rec.t0,
+            error=error,
+        )
+        record.events = rec.seq + 1  # episode.end included
+        rec.t = self.clock(step)
+        rec.end(_summary(record), step)
+        op.set_late_verdict_handler(lambda v: _late_verdict(r, record, v))
+        r.last_record = record
+        on_end = getattr(r.agent, "on_episode_end", None)
+        if on_end is not None:
+            try:
+                on_end(record)
+            except Exception:
+                _log.exception("agent.on_episode_end raised; ignored")
+        return record
+
+
+def _summary(record: EpisodeRecord) -> dict[str, Any]:
+    return {
+        "outcome": record.outcome.value,
+        "status": record.status,
+        "steps": record.steps,
+        "holds": record.holds,
+        "chunks": record.chunks,
+        "safety_interventions": record.safety_interventions,
+        "compat": record.compat.to_dict(),
+        "verdict": record.verdict,
+        "total_reward": record.total_reward,
+        "elapsed_s": record.elapsed_s,
+        "events": record.events,
+    }
+
+
+def _late_verdict(runner: Any, record: EpisodeRecord, verdict: dict[str, Any]) -> None:
+    """A verdict given right after the episode: update the record, the trace and the bus."""
+    record.verdict = verdict
+    if record.outcome in VERDICT_OVERRIDABLE:
+        record.outcome = EpisodeOutcome(verdict["outcome"])
+        record.status = f"{record.outcome.value}: operator verdict" + (
+            f" ({verdict['note']})" if verdict["note"] else ""
+        )
+    from .events import Event
+
+    event = Event(
+        ev.OPERATOR_VERDICT, record.steps, dict(verdict), seq=record.events, run_id=record.run_id
+    )
+    record.events += 1
+    runner.bus.publish(event)
+    if record.trace_path is not None:
+        import json
+
+        path = record.trace_path
+        with open(path / EVENTS_FILE, "a", encoding="utf-8") as f:
+            f.write(
+                dumps_line(
+                    {
+                        "seq": event.seq,
+                        "kind": event.kind,
+                        "step": event.step,
+                        "t": event.t,
+                        "wall": event.wall,
+                        "data": event.data,
+                    }
+                )
+                + "\n"
+            )
+        meta_path = path / META_FILE
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        meta.update(
+            {
+                "outcome": record.outcome.value,
+                "status": record.status,
+                "verdict": verdict,
+                "events": record.events,
+            }
+        )
+        tmp = meta_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(meta, indent=2) + "\n")
+        tmp.replace(meta_path)
+
+
+def _as_chunk(chunk: Any) -> list[Any]:
+    """An agent's return value as a list of proposed actions (garbage stays garbage, for the shield)."""
+    if isinstance(chunk, Mapping):
+        return [chunk]  # a single-step policy that did not wrap its action
+    if chunk is None or isinstance(chunk, str | bytes) or not hasattr(chunk, "__iter__"):
+        return [chunk]
+    try:
+        return list(chunk)
+    except Exception:
+        return [chunk]
+
+
+def _row(action: Any, keys: Sequence[str]) -> list[Any]:
+    if not isinstance(action, Mapping):
+        return [None] * len(keys)
+    row = []
+    for key in keys:
+        value = action.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            row.append(float(value))
+        else:
+            try:
+                row.append(float(value))  # numpy scalars
+            except (TypeError, ValueError):
+                row.append(None)
+    return row

@@ -1,0 +1,77 @@
+"""How policy time relates to robot time: the `Timing` of an episode.
+
+sync (default): the world waits for every policy call; a chunk is requested when the
+  queue is empty and its first `execution_steps` actions run (all when None).
+realtime: the robot keeps moving while the policy thinks. A chunk is requested when at
+  most `refill_steps` actions remain and none is in flight; a chunk computed from the
+  observation of step s that arrives at step t has its first t - s actions dropped and
+  the rest replace the queue; an empty queue executes the hold action; `max_hold_steps`
+  consecutive holds end the episode (outcome "watchdog").
+  clock="virtual": the latency (fixed by `latency_s`, else measured around act) becomes
+    d = ceil(latency x control_hz) steps that run before the merge: deterministic.
+  clock="wall": act runs in a worker thread and the loop ticks at control_hz on a
+    monotonic clock; the arrival step is measured.
+In sync mode clock="wall" paces the loop at control_hz too (the world still waits).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+TimingMode = Literal["sync", "realtime"]
+TimingClock = Literal["virtual", "wall"]
+
+# 0.1 s at 50 Hz is 5 steps, not 6: float error in latency x rate is forgiven.
+DELAY_TOLERANCE = 1e-9
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Timing:
+    mode: TimingMode = "sync"
+    clock: TimingClock = "virtual"
+    execution_steps: int | None = None
+    refill_steps: int = 0
+    latency_s: float | None = None
+    max_hold_steps: int = 50
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("sync", "realtime"):
+            raise ValueError(f"mode={self.mode!r}: must be 'sync' or 'realtime'")
+        if self.clock not in ("virtual", "wall"):
+            raise ValueError(f"clock={self.clock!r}: must be 'virtual' or 'wall'")
+        if self.execution_steps is not None and not (
+            _is_int(self.execution_steps) and self.execution_steps >= 1
+        ):
+            raise ValueError(
+                f"execution_steps={self.execution_steps!r}: must be an integer >= 1 or None"
+            )
+        if not (_is_int(self.refill_steps) and self.refill_steps >= 0):
+            raise ValueError(f"refill_steps={self.refill_steps!r}: must be an integer >= 0")
+        latency_ok = self.latency_s is None or (
+            isinstance(self.latency_s, int | float)
+            and not isinstance(self.latency_s, bool)
+            and math.isfinite(self.latency_s)
+            and self.latency_s >= 0
+        )
+        if not latency_ok:
+            raise ValueError(f"latency_s={self.latency_s!r}: must be a finite number >= 0 or None")
+        if not (_is_int(self.max_hold_steps) and self.max_hold_steps >= 1):
+            raise ValueError(f"max_hold_steps={self.max_hold_steps!r}: must be an integer >= 1")
+
+    @property
+    def realtime(self) -> bool:
+        return self.mode == "realtime"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def delay_steps(latency_s: float, control_hz: float) -> int:
+    """Whole control steps that pass while a policy computes for `latency_s` seconds."""
+    return max(0, math.ceil(latency_s * control_hz - DELAY_TOLERANCE))
