@@ -1,0 +1,1176 @@
+"""safety_shield: the last node between every command source and the robot's controllers.
+
+    command source --input_topic--> safety_shield --output_topic--> ros2_control controller
+                                          ^  /joint_states (measured positions)
+                                          |  ~/estop (std_msgs/Bool, latched), operator
+
+It speaks the controllers' own message types: `std_msgs/Float64MultiArray` for a
+forward_command_controller (`<ctrl>/commands`, values in `joints` order) or
+`trajectory_msgs/JointTrajectory` for a joint_trajectory_controller
+(`<ctrl>/joint_trajectory`), selected by the `controller` parameter.
+
+Every command is reviewed by the kernel's SafetyShield with guards built from the joint
+limits (the same rules the in-process shield of the episode loop uses):
+  - finite and of the right shape, every joint known: else refused;
+  - within [min_position, max_position]: passes; outside by at most clip_tolerance x
+    range: clipped; further: refused;
+  - max_velocity / max_acceleration rate-limit position commands relative to the last
+    command sent, over the measured interval between commands (at most max_step_dt_s);
+  - a trajectory is checked point by point, each point against the one before it over
+    the difference of their time_from_start (the first against the measured state);
+    its velocities / accelerations fields against max_velocity / max_acceleration.
+A refused command is dropped, a hold command is sent (the measured position, clamped
+into the limits, frozen until the next command passes; zeros for a velocity
+interface; for a trajectory controller a one-point trajectory to it), and the
+intervention is published.
+
+Watchdog: no valid command for `command_timeout_s` -> one hold command and a reported
+timeout (interventions guard "watchdog", counter `timeouts`); the next valid command
+resumes.
+
+E-stop: `~/estop` topic (std_msgs/Bool, true = pressed; reliable + transient_local
+depth 1, so a shield that starts or restarts receives the last value) or the `~/estop`
+service (std_srvs/Trigger) latch it. While latched nothing but hold passes. `~/clear_fault`
+(std_srvs/Trigger) unlatches it, and is refused while the e-stop input is still
+pressed. With `latch_file` set, the latch is also kept in that file, so a shield that
+is restarted after the e-stop input was released still comes up latched.
+
+Lifecycle (rclpy.lifecycle): configure validates the parameters and loads the limits
+(a `limits_file` in ros2_control's joint_limits YAML layout, `joint_limits.<joint>.*`
+parameters, and the URDF `<limit>` tags of `robot_description`; where several give a
+limit for one joint the most restrictive wins); activate starts forwarding (nothing is
+forwarded until the node also has a joint state for every joint); deactivate sends a
+hold and stops. The e-stop topic, the services, `~/state` (ShieldState, on change and
+every `state_period_s`, transient_local) and `~/interventions` (ShieldIntervention,
+every one) exist in every lifecycle state. With `autostart:=true` the node configures
+and activates itself (for launch files and demos without a lifecycle manager); a
+configuration it refuses then ends the process with status 2.
+
+Run: python -m robokernel_ros.nodes.safety_shield --ros-args -p joints:="[a,b]" \
+        -p limits_file:=config/joint_limits_so101.yaml -p autostart:=true
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from robokernel_interfaces.msg import ShieldIntervention, ShieldState
+from robokernel_ros.kernel import (
+    EnvSpec,
+    FiniteGuard,
+    Intervention,
+    LimitGuard,
+    SafetyShield,
+    build_guards,
+    run_guards,
+)
+from robokernel_ros.kernel.shield import GuardContext
+
+from ._common import (
+    COMMAND_QOS,
+    ESTOP_QOS,
+    EVENT_QOS,
+    EXECUTORS,
+    SENSOR_QOS,
+    STATUS_QOS,
+    ParameterError,
+    check,
+    declare,
+    exit_main,
+    run_node,
+)
+
+CONTROLLERS = ("forward_command", "joint_trajectory")
+COMMAND_INTERFACES = ("position", "velocity")
+DEFAULT_OUTPUT = {
+    "forward_command": "/forward_position_controller/commands",
+    "joint_trajectory": "/joint_trajectory_controller/joint_trajectory",
+}
+DEFAULT_INPUT = {"forward_command": "~/commands", "joint_trajectory": "~/joint_trajectory"}
+#: time_from_start of the single point of a hold trajectory
+HOLD_TRAJECTORY_TIME_S = 0.05
+
+# ros2_control joint_limits keys (joint_limits/joint_limits_rosparam.hpp).
+_LIMIT_FLAGS = {
+    "has_position_limits": ("min_position", "max_position"),
+    "has_velocity_limits": ("max_velocity",),
+    "has_acceleration_limits": ("max_acceleration",),
+    "has_deceleration_limits": ("max_deceleration",),
+    "has_jerk_limits": ("max_jerk",),
+    "has_effort_limits": ("max_effort",),
+    "has_soft_limits": ("k_position", "k_velocity", "soft_lower_limit", "soft_upper_limit"),
+}
+_LIMIT_BOOLS = (*_LIMIT_FLAGS, "angle_wraparound")
+LIMIT_KEYS: tuple[str, ...] = (*_LIMIT_BOOLS, *(k for v in _LIMIT_FLAGS.values() for k in v))
+#: Keys that are accepted (a ros2_control file carries them) but not enforced here.
+NOT_ENFORCED = ("has_jerk_limits", "has_effort_limits", "has_soft_limits", "angle_wraparound")
+
+# Kernel guard names -> the guard vocabulary of ShieldIntervention, per command interface.
+_GUARD_NAMES = {
+    "position": {
+        "finite": "nonfinite",
+        "limits": "position",
+        "max_velocity": "velocity",
+        "max_acceleration": "acceleration",
+    },
+    "velocity": {"finite": "nonfinite", "limits": "velocity", "max_velocity": "acceleration"},
+}
+
+
+# --- joint limits ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JointLimit:
+    """The enforced limits of one joint (None: no limit of that kind)."""
+
+    min_position: float | None = None
+    max_position: float | None = None
+    max_velocity: float | None = None
+    max_acceleration: float | None = None
+
+    def tightest(self, other: JointLimit, joint: str) -> JointLimit:
+        """The most restrictive combination of two sources' limits."""
+
+        def pick(a: float | None, b: float | None, f: Any) -> float | None:
+            return b if a is None else a if b is None else f(a, b)
+
+        merged = JointLimit(
+            pick(self.min_position, other.min_position, max),
+            pick(self.max_position, other.max_position, min),
+            pick(self.max_velocity, other.max_velocity, min),
+            pick(self.max_acceleration, other.max_acceleration, min),
+        )
+        if (
+            merged.min_position is not None
+            and merged.max_position is not None
+            and merged.min_position > merged.max_position
+        ):
+            raise ValueError(
+                f"joint {joint!r}: the position limits of its sources do not overlap "
+                f"([{self.min_position}, {self.max_position}] and "
+                f"[{other.min_position}, {other.max_position}])"
+            )
+        return merged
+
+
+def _number(where: str, value: Any, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{where}={value!r}: must be a finite number")
+    if positive and value <= 0:
+        raise ValueError(f"{where}={value!r}: must be > 0")
+    return float(value)
+
+
+def parse_joint_limit(joint: str, entries: Mapping[str, Any], source: str) -> JointLimit:
+    """One joint's entry of ros2_control's joint_limits layout -> JointLimit.
+
+    A has_*_limits flag must be a boolean; a value without its flag set true is
+    refused (ros2_control would silently ignore it); keys outside the layout are
+    refused by name. Jerk, effort and soft limits are accepted and not enforced.
+    """
+    where = f"{source}: joint_limits.{joint}"
+    if not isinstance(entries, Mapping):
+        raise ValueError(f"{where}={entries!r}: must be a mapping of limit keys")
+    unknown = sorted(str(k) for k in entries if k not in LIMIT_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown}; known keys: {list(LIMIT_KEYS)}")
+    for flag in _LIMIT_BOOLS:
+        if flag in entries and not isinstance(entries[flag], bool):
+            raise ValueError(f"{where}.{flag}={entries[flag]!r}: must be a boolean (true/false)")
+    for flag, keys in _LIMIT_FLAGS.items():
+        given = [k for k in keys if k in entries]
+        if given and flag not in entries:
+            raise ValueError(f"{where}.{given[0]} is given without {flag}: true")
+        if entries.get(flag) and flag in (
+            "has_position_limits",
+            "has_velocity_limits",
+            "has_acceleration_limits",
+            "has_deceleration_limits",
+        ):
+            missing = [k for k in keys if k not in entries]
+            if missing:
+                raise ValueError(f"{where}.{flag} is true but {missing[0]} is missing")
+    limit = JointLimit()
+    if entries.get("has_position_limits"):
+        lo = _number(f"{where}.min_position", entries["min_position"])
+        hi = _number(f"{where}.max_position", entries["max_position"])
+        if lo > hi:
+            raise ValueError(f"{where}: min_position={lo} must be <= max_position={hi}")
+        limit = replace(limit, min_position=lo, max_position=hi)
+    if entries.get("has_velocity_limits"):
+        limit = replace(
+            limit,
+            max_velocity=_number(f"{where}.max_velocity", entries["max_velocity"], positive=True),
+        )
+    accelerations = []
+    if entries.get("has_acceleration_limits"):
+        accelerations.append(
+            _number(f"{where}.max_acceleration", entries["max_acceleration"], positive=True)
+        )
+    if entries.get("has_deceleration_limits"):
+        # enforced conservatively: a bound on any change of velocity
+        accelerations.append(
+            _number(f"{where}.max_deceleration", entries["max_deceleration"], positive=True)
+        )
+    if accelerations:
+        limit = replace(limit, max_acceleration=min(accelerations))
+    return limit
+
+
+def parse_joint_limits(section: Any, source: str) -> dict[str, JointLimit]:
+    """The `joint_limits` mapping ({joint: {key: value}}) -> {joint: JointLimit}."""
+    if not isinstance(section, Mapping):
+        raise ValueError(
+            f"{source}: joint_limits must be a mapping of joint names, got {section!r}"
+        )
+    return {str(j): parse_joint_limit(str(j), e, source) for j, e in section.items()}
+
+
+def load_limits_file(path: str | Path) -> dict[str, JointLimit]:
+    """A YAML file in ros2_control's joint_limits layout: a top-level `joint_limits`
+    mapping, or the same under `<node>: ros__parameters:` of a ROS 2 parameter file."""
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"limits_file={str(path)!r}: cannot be read ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"limits_file={str(path)!r}: not valid YAML ({exc})") from exc
+    section = None
+    if isinstance(document, Mapping):
+        if "joint_limits" in document:
+            section = document["joint_limits"]
+        else:
+            for value in document.values():
+                params = value.get("ros__parameters") if isinstance(value, Mapping) else None
+                if isinstance(params, Mapping) and "joint_limits" in params:
+                    section = params["joint_limits"]
+                    break
+    if section is None:
+        raise ValueError(
+            f"limits_file={str(path)!r}: no 'joint_limits' mapping at the top level or under "
+            "'<node>: ros__parameters:'"
+        )
+    return parse_joint_limits(section, f"limits_file {path}")
+
+
+def limits_from_urdf(urdf: str) -> dict[str, JointLimit]:
+    """The `<limit>` tags of a URDF: position limits of revolute and prismatic joints,
+    velocity limits of every joint that has one (a velocity of 0 means none)."""
+    try:
+        root = ET.fromstring(urdf)
+    except ET.ParseError as exc:
+        raise ValueError(f"robot_description: not valid XML ({exc})") from exc
+    limits: dict[str, JointLimit] = {}
+    for joint in root.iter("joint"):
+        name, kind, tag = joint.get("name"), joint.get("type"), joint.find("limit")
+        if name is None or tag is None or kind not in ("revolute", "prismatic", "continuous"):
+            continue
+        where = f"robot_description: joint {name!r} <limit>"
+        try:
+            limit = JointLimit()
+            if kind != "continuous":
+                lo = _number(f"{where} lower", float(tag.get("lower", "0")))
+                hi = _number(f"{where} upper", float(tag.get("upper", "0")))
+                if lo > hi:
+                    raise ValueError(f"{where}: lower={lo} must be <= upper={hi}")
+                limit = replace(limit, min_position=lo, max_position=hi)
+            velocity = float(tag.get("velocity", "0"))
+            if velocity > 0:
+                limit = replace(limit, max_velocity=_number(f"{where} velocity", velocity))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(str(exc) if where in str(exc) else f"{where}: {exc}") from exc
+        limits[name] = limit
+    return limits
+
+
+def merge_limits(
+    joints: Sequence[str], sources: Sequence[tuple[str, Mapping[str, JointLimit]]]
+) -> dict[str, JointLimit]:
+    """One JointLimit per joint of `joints`, the most restrictive over all sources.
+    A joint that no source names is refused (a typo must not leave a joint unguarded)."""
+    merged: dict[str, JointLimit] = {}
+    for _, limits in sources:
+        for joint, limit in limits.items():
+            if joint in joints:
+                merged[joint] = merged[joint].tightest(limit, joint) if joint in merged else limit
+    missing = [j for j in joints if j not in merged]
+    if missing:
+        names = ", ".join(name for name, _ in sources) or "no source given"
+        raise ParameterError(
+            "joints",
+            list(joints),
+            f"joint(s) {missing} have no limits in any source ({names}); every joint needs an "
+            "entry in limits_file, joint_limits.<joint>.* or robot_description",
+        )
+    return merged
+
+
+def build_shield(
+    joints: Sequence[str],
+    limits: Mapping[str, JointLimit],
+    *,
+    command_interface: str = "position",
+    clip_tolerance: float = 0.05,
+    max_step_dt_s: float = 0.05,
+) -> SafetyShield:
+    """The kernel SafetyShield for commands to `joints` under `limits`.
+
+    Position interface: limits = position limits; guards = velocity and acceleration
+    rate limits. Velocity interface: limits = +-max_velocity; the rate guard bounds the
+    change of velocity by max_acceleration.
+    """
+    if command_interface == "position":
+        action_limits = {
+            j: (lim.min_position, lim.max_position)
+            for j, lim in limits.items()
+            if lim.min_position is not None and lim.max_position is not None
+        }
+        safety: dict[str, Any] = {}
+        velocities = {j: lim.max_velocity for j, lim in limits.items() if lim.max_velocity}
+        accelerations = {
+            j: lim.max_acceleration for j, lim in limits.items() if lim.max_acceleration
+        }
+        if velocities:
+            safety["max_velocity"] = velocities
+        if accelerations:
+            safety["max_acceleration"] = accelerations
+    else:
+        action_limits = {
+            j: (-lim.max_velocity, lim.max_velocity)
+            for j, lim in limits.items()
+            if lim.max_velocity
+        }
+        accelerations = {
+            j: lim.max_acceleration for j, lim in limits.items() if lim.max_acceleration
+        }
+        safety = {"max_velocity": accelerations} if accelerations else {}
+    spec = EnvSpec(
+        action_keys=tuple(joints),
+        control="absolute" if command_interface == "position" else "velocity",
+        control_hz=1.0 / max_step_dt_s,
+        action_limits=action_limits,
+    )
+    return SafetyShield(spec, build_guards(safety), clip_tolerance=clip_tolerance)
+
+
+# --- the node -------------------------------------------------------------------------------
+
+
+class SafetyShieldNode(LifecycleNode):
+    """See the module docstring."""
+
+    def __init__(self, node_name: str = "safety_shield", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self._declare_parameters()
+        self._logger = self.get_logger()
+        # Counters and state (node-level: they survive lifecycle transitions).
+        self.passed = self.clipped = self.refused = self.held = self.timeouts = 0
+        self._active = False
+        self._configured = False
+        self._estop_input = False
+        self._latched = False
+        self._latch_source = ""
+        self._last_state: tuple | None = None
+        self._configure_error: ParameterError | None = None
+        self._have_js = False
+        # Lifecycle-managed entities (created in on_configure).
+        self._shield: SafetyShield | None = None
+        self._limits: dict[str, JointLimit] = {}
+        self._pub_cmd = None
+        self._sub_cmd = None
+        self._sub_js = None
+        self._watchdog = None
+        self._reset_motion()
+
+        latch_file = self.get_parameter("latch_file").value
+        self._latch_path = Path(latch_file) if latch_file else None
+        if self._latch_path is not None and self._latch_path.exists():
+            self._latched = True
+            self._latch_source = f"latch_file {self._latch_path}"
+            self._logger.warning(
+                f"e-stop latched at start: {self._latch_path} exists (an earlier e-stop was "
+                "never cleared); call ~/clear_fault to release"
+            )
+
+        # Always present, whatever the lifecycle state.
+        self._pub_state = self.create_publisher(ShieldState, "~/state", STATUS_QOS)
+        self._pub_iv = self.create_publisher(ShieldIntervention, "~/interventions", EVENT_QOS)
+        self.create_subscription(Bool, "~/estop", self._on_estop_topic, ESTOP_QOS)
+        self.create_service(Trigger, "~/estop", self._on_estop_service)
+        self.create_service(Trigger, "~/clear_fault", self._on_clear_fault)
+        self.create_timer(self.get_parameter("state_period_s").value, self._publish_state)
+        self._publish_state()
+
+    # -- parameters --------------------------------------------------------------------------
+
+    def _declare_parameters(self) -> None:
+        declare(self, "joints", [], "joint names, the order of the command arrays", array_type=str)
+        declare(
+            self,
+            "controller",
+            "forward_command",
+            "kind of controller in front of which the shield sits",
+            choices=CONTROLLERS,
+        )
+        declare(
+            self,
+            "input_topic",
+            "",
+            "topic the command sources publish to ('' = ~/commands or ~/joint_trajectory)",
+        )
+        declare(
+            self,
+            "output_topic",
+            "",
+            "the controller's command topic ('' = /forward_position_controller/commands "
+            "or /joint_trajectory_controller/joint_trajectory)",
+        )
+        declare(self, "joint_states_topic", "/joint_states", "measured joint positions")
+        declare(
+            self,
+            "command_timeout_s",
+            0.5,
+            "no valid command for this long -> one hold command",
+            min_value=0.0,
+            min_exclusive=True,
+        )
+        declare(self, "limits_file", "", "YAML file in ros2_control's joint_limits layout")
+        declare(self, "robot_description", "", "URDF whose <limit> tags are also used")
+        declare(
+            self,
+            "command_interface",
+            "position",
+            "what the controller's commands are",
+            choices=COMMAND_INTERFACES,
+        )
+        declare(
+            self,
+            "clip_tolerance",
+            0.05,
+            "a value outside its limit by at most this x range is clipped, further refused",
+            min_value=0.0,
+            max_value=1.0,
+        )
+        declare(
+            self,
+            "max_step_dt_s",
+            0.05,
+            "longest interval credited to one step by the velocity/acceleration limits",
+            min_value=0.0,
+            min_exclusive=True,
+        )
+        declare(
+            self,
+            "state_period_s",
+            0.5,
+            "period of ~/state besides publishing on change",
+            min_value=0.0,
+            min_exclusive=True,
+        )
+        declare(self, "autostart", False, "configure and activate without a lifecycle manager")
+        declare(
+            self, "latch_file", "", "file that keeps the e-stop latch across restarts ('' = none)"
+        )
+        declare(self, "executor", "single_threaded", "rclpy executor", choices=EXECUTORS)
+        # ros2_control's joint_limits.<joint>.<key> parameters, for the joints named.
+        joints = self.get_parameter("joints").value or []
+        for joint in joints:
+            for key in LIMIT_KEYS:
+                self.declare_parameter(
+                    f"joint_limits.{joint}.{key}",
+                    None,
+                    ParameterDescriptor(
+                        dynamic_typing=True,
+                        read_only=True,
+                        description=f"ros2_control joint limit {key}",
+                    ),
+                )
+
+    def _read_configuration(self) -> dict[str, Any]:
+        """Validate the parameters and load the limits; ParameterError when refused."""
+        p = {
+            name: self.get_parameter(name).value
+            for name in (
+                "joints",
+                "controller",
+                "input_topic",
+                "output_topic",
+                "joint_states_topic",
+                "command_timeout_s",
+                "limits_file",
+                "robot_description",
+                "command_interface",
+                "clip_tolerance",
+                "max_step_dt_s",
+            )
+        }
+        joints = list(p["joints"] or [])
+        if not joints:
+            raise ParameterError("joints", joints, "must name at least one joint")
+        if len(set(joints)) != len(joints) or not all(joints):
+            raise ParameterError("joints", joints, "must be distinct, non-empty names")
+        check("controller", p["controller"], choices=CONTROLLERS)
+        p["input_topic"] = p["input_topic"] or DEFAULT_INPUT[p["controller"]]
+        p["output_topic"] = p["output_topic"] or DEFAULT_OUTPUT[p["controller"]]
+        if p["input_topic"] == p["output_topic"]:
+            raise ParameterError("output_topic", p["output_topic"], "must differ from input_topic")
+        sources: list[tuple[str, Mapping[str, JointLimit]]] = []
+        if p["robot_description"]:
+            try:
+                sources.append(("robot_description", limits_from_urdf(p["robot_description"])))
+            except ValueError as exc:
+                raise ParameterError("robot_description", "<urdf>", str(exc)) from exc
+        if p["limits_file"]:
+            try:
+                sources.append(("limits_file", load_limits_file(p["limits_file"])))
+            except ValueError as exc:
+                raise ParameterError("limits_file", p["limits_file"], str(exc)) from exc
+        direct: dict[str, dict[str, Any]] = {}
+        for joint in joints:
+            for key in LIMIT_KEYS:
+                value = self.get_parameter(f"joint_limits.{joint}.{key}").value
+                if value is not None:
+                    direct.setdefault(joint, {})[key] = value
+        if direct:
+            try:
+                sources.append(
+                    ("joint_limits parameters", parse_joint_limits(direct, "parameters"))
+                )
+            except ValueError as exc:
+                raise ParameterError("joint_limits", direct, str(exc)) from exc
+        try:
+            p["limits"] = merge_limits(joints, sources)
+        except ValueError as exc:
+            if isinstance(exc, ParameterError):
+                raise
+            raise ParameterError("joint_limits", "<merged>", str(exc)) from exc
+        p["joints"] = joints
+        return p
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            p = self._read_configuration()
+        except ParameterError as exc:
+            self._configure_error = exc
+            self._logger.error(f"configure refused: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        self._configure_error = None
+        self._joints: list[str] = p["joints"]
+        self._n = len(self._joints)
+        self._index = {j: i for i, j in enumerate(self._joints)}
+        self._controller = p["controller"]
+        self._interface = p["command_interface"]
+        self._guard_names = _GUARD_NAMES[self._interface]
+        self._timeout = p["command_timeout_s"]
+        self._max_dt = p["max_step_dt_s"]
+        self._limits = p["limits"]
+        self._shield = build_shield(
+            self._joints,
+            self._limits,
+            command_interface=self._interface,
+            clip_tolerance=p["clip_tolerance"],
+            max_step_dt_s=self._max_dt,
+        )
+        self._position_bounds = {
+            j: (lim.min_position, lim.max_position) for j, lim in self._limits.items()
+        }
+        # Point-field guards of trajectories: velocities / accelerations within +-limit.
+        tol = p["clip_tolerance"]
+        self._point_velocity_guards = [
+            FiniteGuard(),
+            LimitGuard(
+                {
+                    j: (-lim.max_velocity, lim.max_velocity)
+                    for j, lim in self._limits.items()
+                    if lim.max_velocity
+                },
+                tol,
+            ),
+        ]
+        self._point_accel_guards = [
+            FiniteGuard(),
+            LimitGuard(
+                {
+                    j: (-lim.max_acceleration, lim.max_acceleration)
+                    for j, lim in self._limits.items()
+                    if lim.max_acceleration
+                },
+                tol,
+            ),
+        ]
+        self._measured = [math.nan] * self._n
+        self._measured_velocity = [0.0] * self._n
+        self._seen = [False] * self._n
+        self._have_js = False
+        self._reset_motion()
+        if self._controller == "forward_command":
+            self._pub_cmd = self.create_publisher(Float64MultiArray, p["output_topic"], COMMAND_QOS)
+            self._sub_cmd = self.create_subscription(
+                Float64MultiArray, p["input_topic"], self._on_array, COMMAND_QOS
+            )
+        else:
+            self._pub_cmd = self.create_publisher(JointTrajectory, p["output_topic"], COMMAND_QOS)
+            self._sub_cmd = self.create_subscription(
+                JointTrajectory, p["input_topic"], self._on_trajectory, COMMAND_QOS
+            )
+        self._sub_js = self.create_subscription(
+            JointState, p["joint_states_topic"], self._on_joint_state, SENSOR_QOS
+        )
+        period = max(0.002, min(0.01, self._timeout / 4))
+        self._watchdog = self.create_timer(period, self._on_watchdog)
+        self._configured = True
+        ignored = sorted(
+            {
+                k
+                for j in self._joints
+                for k in NOT_ENFORCED
+                if self.get_parameter(f"joint_limits.{j}.{k}").value
+            }
+        )
+        self._logger.info(
+            f"configured: {self._n} joints, {self._controller} "
+            f"({self._interface}) {p['input_topic']} -> {p['output_topic']}, limits "
+            + ", ".join(f"{j}={_fmt_limit(lim)}" for j, lim in self._limits.items())
+            + (f"; not enforced: {ignored}" if ignored else "")
+        )
+        self._publish_state()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        self._reset_motion()
+        self._logger.info(
+            "active: forwarding commands"
+            + ("" if self._have_js else " once a joint state for every joint has arrived")
+        )
+        self._publish_state()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._have_js or self._interface == "velocity":
+            self._send_hold(time.monotonic())
+            self._intervene("deactivate", "", math.nan, math.nan, "held", "node deactivated")
+        self._active = False
+        self._publish_state()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._teardown()
+        self._publish_state()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._active and (self._have_js or self._interface == "velocity"):
+            self._send_hold(time.monotonic())
+        self._active = False
+        self._teardown()
+        self._publish_state()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self._teardown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _teardown(self) -> None:
+        for entity, destroy in (
+            (self._sub_cmd, self.destroy_subscription),
+            (self._sub_js, self.destroy_subscription),
+            (self._pub_cmd, self.destroy_publisher),
+            (self._watchdog, self.destroy_timer),
+        ):
+            if entity is not None:
+                destroy(entity)
+        self._sub_cmd = self._sub_js = self._pub_cmd = self._watchdog = None
+        self._shield = None
+        self._configured = False
+        self._have_js = False
+
+    def autostart(self) -> None:
+        """Configure and activate (the `autostart` parameter); ParameterError when refused."""
+        self.trigger_configure()
+        if not self._configured:
+            raise self._configure_error or RuntimeError("configure failed")
+        self.trigger_activate()
+
+    # -- motion reference ------------------------------------------------------------------
+
+    def _reset_motion(self) -> None:
+        """Forget the last command: the next one is rate-limited from the measured state."""
+        self._seeded = False
+        self._t_sent = time.monotonic()
+        self._hold_values: list[float] | None = None
+        self._armed = False
+        self._t_valid = time.monotonic()
+
+    def _seed(self, now: float) -> None:
+        """The rate guards' reference: the measured position (and velocity, when the
+        joint states carry it), as if it had been commanded one step ago."""
+        shield = self._shield
+        shield.reset()
+        if self._interface == "position":
+            dt = self._max_dt
+            last = dict(zip(self._joints, self._measured, strict=True))
+            prev = {
+                j: q - v * dt
+                for j, q, v in zip(
+                    self._joints, self._measured, self._measured_velocity, strict=True
+                )
+            }
+            shield.record_sent(prev, dt)
+            shield.record_sent(last, dt)
+        else:
+            shield.record_sent(dict(zip(self._joints, self._measured_velocity, strict=True)))
+        self._t_sent = now - self._max_dt
+        self._seeded = True
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        index = self._index
+        velocities = msg.velocity
+        has_velocity = len(velocities) == len(msg.name)
+        for k, (name, position) in enumerate(zip(msg.name, msg.position, strict=False)):
+            i = index.get(name)
+            if i is not None and math.isfinite(position):
+                self._measured[i] = position
+                self._seen[i] = True
+                if has_velocity and math.isfinite(velocities[k]):
+                    self._measured_velocity[i] = velocities[k]
+        if not self._have_js and all(self._seen):
+            self._have_js = True
+            self._logger.info("joint state received for every joint")
+            self._publish_state()
+
+    def _gate(self, now: float) -> bool:
+        """True when a command may be reviewed; else it is refused here."""
+        if self._latched:
+            self._refuse(
+                now, "estop", "", math.nan, math.nan, f"e-stop latched ({self._latch_source})"
+            )
+            return False
+        if not self._have_js:
+            self.refused += 1
+            self._intervene(
+                "waiting",
+                "",
+                math.nan,
+                math.nan,
+                "refused",
+                "no joint state yet for every joint; nothing is forwarded",
+            )
+            return False
+        if not self._seeded:
+            self._seed(now)
+        return True
+
+    def _on_array(self, msg: Float64MultiArray) -> None:
+        if not self._active:
+            return
+        now = time.monotonic()
+        if not self._gate(now):
+            return
+        data = msg.data
+        if len(data) != self._n:
+            self._refuse(
+                now,
+                "shape",
+                "",
+                float(len(data)),
+                float(self._n),
+                f"{len(data)} values for {self._n} joints",
+            )
+            return
+        dt = min(now - self._t_sent, self._max_dt)
+        result = self._shield.review(
+            dict(zip(self._joints, data, strict=True)), hold=None, dt=dt, record=False
+        )
+        if result.refused:
+            self._refuse_result(now, result.interventions)
+            return
+        values = result.action
+        self._shield.record_sent(values, dt)
+        if result.interventions:
+            out = Float64MultiArray()
+            out.data = [values[j] for j in self._joints]
+            self.clipped += 1
+            self._pub_cmd.publish(out)
+            self._publish_interventions(result.interventions, "clipped")
+        else:
+            self.passed += 1
+            self._pub_cmd.publish(msg)
+        self._sent_valid(now)
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        if not self._active:
+            return
+        now = time.monotonic()
+        if not self._gate(now):
+            return
+        names = list(msg.joint_names)
+        unknown = [n for n in names if n not in self._index]
+        if unknown:
+            self._refuse(
+                now,
+                "unknown_joint",
+                unknown[0],
+                math.nan,
+                math.nan,
+                f"joint_names has unknown joint(s) {unknown}",
+            )
+            return
+        if len(names) != self._n or len(set(names)) != self._n:
+            self._refuse(
+                now,
+                "shape",
+                "",
+                float(len(names)),
+                float(self._n),
+                f"joint_names {names} must name each of {self._joints} once",
+            )
+            return
+        if not msg.points:  # a joint_trajectory_controller stops and holds on an empty one
+            self.passed += 1
+            self._pub_cmd.publish(msg)
+            self._sent_valid(now)
+            return
+        shield = self._shield
+        self._seed(now)  # a new trajectory starts from the measured state
+        n = self._n
+        clipped: list[Intervention] = []
+        points: list[JointTrajectoryPoint] = []
+        t_prev = 0.0
+        for k, point in enumerate(msg.points):
+            t = point.time_from_start.sec + point.time_from_start.nanosec * 1e-9
+            if not t > t_prev:
+                self._refuse(
+                    now,
+                    "time_from_start",
+                    "",
+                    t,
+                    t_prev,
+                    f"point {k}: time_from_start must increase and be > 0",
+                )
+                return
+            if len(point.positions) != n:
+                self._refuse(
+                    now,
+                    "shape",
+                    "",
+                    float(len(point.positions)),
+                    float(n),
+                    f"point {k}: {len(point.positions)} positions for {n} joints",
+                )
+                return
+            result = shield.review(
+                dict(zip(names, point.positions, strict=True)), hold=None, dt=t - t_prev
+            )
+            if result.refused:
+                self._refuse_result(now, result.interventions, f"point {k}")
+                return
+            changed = bool(result.interventions)
+            clipped.extend(result.interventions)
+            fields = {}
+            for field_name, guards in (
+                ("velocities", self._point_velocity_guards),
+                ("accelerations", self._point_accel_guards),
+            ):
+                values = getattr(point, field_name)
+                if len(values) == 0:
+                    continue
+                if len(values) != n:
+                    self._refuse(
+                        now,
+                        "shape",
+                        "",
+                        float(len(values)),
+                        float(n),
+                        f"point {k}: {len(values)} {field_name} for {n} joints",
+                    )
+                    return
+                working = dict(zip(names, values, strict=True))
+                found = run_guards(guards, working, GuardContext())
+                if found and found[-1].action == "refused":
+                    self._refuse_result(
+                        now,
+                        found,
+                        f"point {k} {field_name}",
+                        rename="velocity" if field_name == "velocities" else "acceleration",
+                    )
+                    return
+                if found:
+                    changed = True
+                    clipped.extend(
+                        _renamed(
+                            found, "velocity" if field_name == "velocities" else "acceleration"
+                        )
+                    )
+                fields[field_name] = [working[j] for j in names]
+            if changed:
+                new = JointTrajectoryPoint()
+                new.positions = [result.action[j] for j in names]
+                new.velocities = fields.get("velocities", point.velocities)
+                new.accelerations = fields.get("accelerations", point.accelerations)
+                new.effort = point.effort
+                new.time_from_start = point.time_from_start
+                points.append(new)
+            else:
+                points.append(point)
+            t_prev = t
+        if clipped:
+            out = JointTrajectory()
+            out.header = msg.header
+            out.joint_names = names
+            out.points = points
+            self.clipped += 1
+            self._pub_cmd.publish(out)
+            self._publish_interventions(clipped, "clipped")
+        else:
+            self.passed += 1
+            self._pub_cmd.publish(msg)
+        self._sent_valid(now)
+
+    def _sent_valid(self, now: float) -> None:
+        self._t_sent = now
+        self._t_valid = now
+        self._armed = True
+        self._hold_values = None
+
+    # -- refusals and holds ------------------------------------------------------------------
+
+    def _refuse(
+        self, now: float, guard: str, joint: str, value: float, limit: float, detail: str
+    ) -> None:
+        self.refused += 1
+        self._intervene(guard, joint, value, limit, "refused", detail)
+        self._send_hold(now)
+
+    def _refuse_result(
+        self,
+        now: float,
+        interventions: list[Intervention],
+        where: str = "",
+        rename: str | None = None,
+    ) -> None:
+        self.refused += 1
+        ivs = _renamed(interventions, rename) if rename else interventions
+        self._publish_interventions(ivs, where)
+        self._send_hold(now)
+
+    def _hold(self) -> list[float]:
+        if self._interface == "velocity":
+            return [0.0] * self._n
+        if self._hold_values is None:
+            bounds = self._position_bounds
+            held = []
+            for joint, q in zip(self._joints, self._measured, strict=True):
+                lo, hi = bounds[joint]
+                if lo is not None:
+                    q = max(q, lo)
+                if hi is not None:
+                    q = min(q, hi)
+                held.append(q)
+            self._hold_values = held
+        return self._hold_values
+
+    def _send_hold(self, now: float) -> None:
+        """Send the hold command (needs a joint state for a position interface)."""
+        if self._pub_cmd is None or not (self._have_js or self._interface == "velocity"):
+            return
+        values = self._hold()
+        if self._controller == "forward_command":
+            out = Float64MultiArray()
+            out.data = values
+        else:
+            out = JointTrajectory()
+            out.joint_names = self._joints
+            point = JointTrajectoryPoint()
+            point.positions = values
+            point.velocities = [0.0] * self._n
+            point.time_from_start.sec = 0
+            point.time_from_start.nanosec = int(HOLD_TRAJECTORY_TIME_S * 1e9)
+            out.points = [point]
+        self._pub_cmd.publish(out)
+        self.held += 1
+        if self._shield is not None:
+            self._shield.record_sent(
+                dict(zip(self._joints, values, strict=True)), min(now - self._t_sent, self._max_dt)
+            )
+            self._seeded = True
+        self._t_sent = now
+
+    def _on_watchdog(self) -> None:
+        if not (self._active and self._armed):
+            return
+        now = time.monotonic()
+        silent = now - self._t_valid
+        if silent > self._timeout:
+            self._armed = False
+            self.timeouts += 1
+            self._send_hold(now)
+            self._intervene(
+                "watchdog",
+                "",
+                silent,
+                self._timeout,
+                "held",
+                f"no valid command for {silent:.3f} s",
+            )
+            self._logger.warning(f"watchdog: no valid command for {silent:.3f} s; hold sent")
+            self._publish_state()
+
+    # -- e-stop --------------------------------------------------------------------------------
+
+    def _latch(self, source: str) -> None:
+        if self._latched:
+            return
+        self._latched = True
+        self._latch_source = source
+        if self._latch_path is not None:
+            try:
+                self._latch_path.parent.mkdir(parents=True, exist_ok=True)
+                self._latch_path.write_text(f"e-stop latched by {source}\n")
+            except OSError as exc:
+                self._logger.error(f"latch_file {self._latch_path}: cannot write ({exc})")
+        self._logger.warning(f"e-stop latched by {source}")
+        if self._active:
+            self._hold_values = None  # hold where the robot is now
+            self._send_hold(time.monotonic())
+        self._intervene("estop", "", math.nan, math.nan, "held", f"e-stop latched by {source}")
+        self._publish_state()
+
+    def _on_estop_topic(self, msg: Bool) -> None:
+        self._estop_input = bool(msg.data)
+        if self._estop_input:
+            self._latch("~/estop topic")
+        self._publish_state()
+
+    def _on_estop_service(self, request: Trigger.Request, response: Trigger.Response):
+        self._latch("~/estop service")
+        response.success = True
+        response.message = "e-stop latched"
+        return response
+
+    def _on_clear_fault(self, request: Trigger.Request, response: Trigger.Response):
+        if self._estop_input:
+            response.success = False
+            response.message = (
+                "refused: the e-stop input is still pressed (last ~/estop value true); "
+                "release it, then clear"
+            )
+        elif not self._latched:
+            response.success = True
+            response.message = "no fault latched"
+        else:
+            self._latched = False
+            self._latch_source = ""
+            if self._latch_path is not None:
+                self._latch_path.unlink(missing_ok=True)
+            self._reset_motion()  # resume from the measured state, watchdog disarmed
+            self._logger.info("fault cleared")
+            response.success = True
+            response.message = "e-stop cleared"
+            self._publish_state()
+        return response
+
+    # -- reporting -----------------------------------------------------------------------------
+
+    def _intervene(
+        self, guard: str, joint: str, value: float, limit: float, action: str, detail: str
+    ) -> None:
+        msg = ShieldIntervention()
+        msg.stamp = self.get_clock().now().to_msg()
+        msg.guard, msg.joint, msg.action, msg.detail = guard, joint, action, detail
+        msg.value, msg.limit = float(value), float(limit)
+        self._pub_iv.publish(msg)
+
+    def _publish_interventions(self, interventions: Sequence[Intervention], where: str) -> None:
+        names = self._guard_names
+        for iv in interventions:
+            value = iv.value if isinstance(iv.value, float) else math.nan
+            limit = iv.limit
+            if isinstance(limit, list):  # [lo, hi]: the bound that was crossed
+                limit = limit[0] if isinstance(value, float) and value < limit[0] else limit[1]
+            if not isinstance(limit, int | float):
+                limit = math.nan
+            self._intervene(
+                names.get(iv.guard, iv.guard),
+                iv.key if iv.key != "*" else "",
+                value,
+                limit,
+                iv.action,
+                where,
+            )
+
+    def state_name(self) -> str:
+        if not self._active:
+            return "inactive"
+        if self._latched:
+            return "estopped"
+        if not self._have_js or self._shield is None:
+            return "waiting"
+        return "active"
+
+    def _publish_state(self) -> None:
+        msg = ShieldState()
+        msg.stamp = self.get_clock().now().to_msg()
+        msg.state = self.state_name()
+        msg.estop_latched = self._latched
+        msg.estop_input = self._estop_input
+        msg.have_limits = self._shield is not None
+        msg.have_joint_state = self._have_js
+        msg.passed, msg.clipped, msg.refused = self.passed, self.clipped, self.refused
+        msg.held, msg.timeouts = self.held, self.timeouts
+        self._pub_state.publish(msg)
+
+
+def _renamed(interventions: Sequence[Intervention], guard: str | None) -> list[Intervention]:
+    if guard is None:
+        return list(interventions)
+    return [
+        Intervention(
+            guard if iv.guard == "limits" else iv.guard, iv.key, iv.value, iv.limit, iv.action
+        )
+        for iv in interventions
+    ]
+
+
+def _fmt_limit(limit: JointLimit) -> str:
+    parts = []
+    if limit.min_position is not None:
+        parts.append(f"[{limit.min_position:g}, {limit.max_position:g}]")
+    if limit.max_velocity is not None:
+        parts.append(f"v<={limit.max_velocity:g}")
+    if limit.max_acceleration is not None:
+        parts.append(f"a<={limit.max_acceleration:g}")
+    return " ".join(parts) or "unlimited"
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    def started(node: SafetyShieldNode) -> None:
+        if node.get_parameter("autostart").value:
+            node.autostart()
+
+    return run_node(SafetyShieldNode, args=args, on_started=started)
+
+
+if __name__ == "__main__":
+    exit_main(main)
