@@ -5,7 +5,15 @@
 Importing this package teaches `kernel.load_trace` to read bag folders too.
 """
 
-from .mirror import BAG_DIR, DEFAULT_PREFIX, BagMirror, bag_path_for, camera_topic, mirror_trace
+from .mirror import (
+    BAG_DIR,
+    DEFAULT_PREFIX,
+    BagMirror,
+    EpisodeBagMirror,
+    bag_path_for,
+    camera_topic,
+    mirror_trace,
+)
 from .reader import BagTrace, is_bag, iter_raw, load_bag_trace, register
 from .recover import RecoveryReport, recover_bag
 
@@ -15,6 +23,7 @@ __all__ = [
     "BAG_DIR",
     "DEFAULT_PREFIX",
     "BagMirror",
+    "EpisodeBagMirror",
     "BagTrace",
     "RecoveryReport",
     "bag_path_for",

@@ -501,3 +501,60 @@ def mirror_trace(trace: Any, path: str | Path | None = None, **kwargs: Any) -> P
     finally:
         mirror.close()
     return out
+
+
+class EpisodeBagMirror:
+    """Mirrors every episode published on a bus to <root>/<run_id>/bag.
+
+    For a runner that records to a TraceStore: give it the store's root, and each
+    episode's bag lands inside its run directory (the run directory's name is the
+    episode's run_id). Attach once; it opens a BagMirror on each episode.start and
+    closes it after episode.end.
+
+        sink = EpisodeBagMirror(store.root)          # storage="sqlite3" on request
+        sink.attach(runner_bus)
+        record = runner.run()
+        sink.last_bag_path                           # <root>/<record.run_id>/bag
+    """
+
+    def __init__(self, root: str | Path, *, storage: str = "mcap", **mirror_kwargs: Any) -> None:
+        if not isinstance(root, str | Path) or str(root) == "":
+            raise ValueError(f"root={root!r}: must be a non-empty path")
+        if storage not in STORAGES:
+            raise ValueError(f"storage={storage!r}: must be one of {', '.join(STORAGES)}")
+        self.root = Path(root)
+        self.storage = storage
+        self.mirror_kwargs = mirror_kwargs
+        self.current: BagMirror | None = None
+        self.bag_paths: list[Path] = []
+        self._lock = threading.Lock()
+
+    @property
+    def last_bag_path(self) -> Path | None:
+        return self.bag_paths[-1] if self.bag_paths else None
+
+    def attach(self, bus: Any) -> Callable[[], None]:
+        return bus.subscribe(self)
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == EPISODE_START:
+            with self._lock:
+                if self.current is not None:
+                    self.current.close()  # the previous episode never ended
+                from ..kernel.trace import new_run_id
+
+                run_id = event.run_id or str(event.data.get("run_id") or "") or new_run_id()
+                path = bag_path_for(self.root / run_id)
+                self.current = BagMirror(path, storage=self.storage, **self.mirror_kwargs)
+                self.bag_paths.append(path)
+        mirror = self.current
+        if mirror is not None:
+            mirror.write(event)
+            if event.kind == EPISODE_END:
+                self.current = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self.current is not None:
+                self.current.close()
+                self.current = None

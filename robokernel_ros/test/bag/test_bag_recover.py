@@ -8,11 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from rosbags.rosbag2 import Reader
-
 from robokernel_ros.bag import load_bag_trace, recover_bag
 from robokernel_ros.bag.recover import main as recover_main
 from robokernel_ros.kernel.trace import load_trace
+from rosbags.rosbag2 import Reader
 
 WRITER = r"""
 import sys, time
@@ -66,7 +65,9 @@ def test_sigkill_mid_episode_leaves_a_readable_bag(processes, tmp_path: Path, st
     log = _wait_for(proc, processes, "unflushed")
     processes.kill(proc, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
-    flushed_seq = max(int(line.split()[1]) for line in log.splitlines() if line.startswith("flushed"))
+    flushed_seq = max(
+        int(line.split()[1]) for line in log.splitlines() if line.startswith("flushed")
+    )
     assert flushed_seq == 1 + 2 * 400
     assert not (bag / "metadata.yaml").exists(), "the writer never closed the bag"
 
@@ -116,7 +117,16 @@ def test_a_bag_cut_at_any_byte_recovers_a_prefix_of_the_episode(tmp_path: Path):
     bag = tmp_path / "bag"
     mirror = BagMirror(bag, flush_interval_s=3600)
     for seq in range(300):
-        mirror.write(Event(kind="action", step=seq, data={"action": {"a": float(seq)}}, t=seq * 0.1, seq=seq, run_id="r"))
+        mirror.write(
+            Event(
+                kind="action",
+                step=seq,
+                data={"action": {"a": float(seq)}},
+                t=seq * 0.1,
+                seq=seq,
+                run_id="r",
+            )
+        )
         if seq % 20 == 19:
             mirror.flush()
     mirror.close()
