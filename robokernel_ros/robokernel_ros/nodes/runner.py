@@ -1,0 +1,628 @@
+"""runner node: the rollout API and the kernel's episode loop as ROS 2 services.
+
+    python -m robokernel_ros.nodes.runner --ros-args -r __ns:=/robokernel \\
+        --params-file config/runner_sim.yaml
+
+A thin adapter: every service request becomes one call of the rollout API's facade
+(`robokernel_ros.rollout`), whose envelope becomes the response (`ok` = status was
+"success", `message` = its text, `report_json` = its JSON block). Refusals are the
+facade's own, plus the ROS-only ones checked here before anything starts (a field
+outside its wire domain, JSON that is not an object, a latched e-stop, a policy server
+that is not ready).
+
+Names (relative to the node's namespace, `/robokernel` in the launch files):
+  services  run_policy, start_policy, stop_policy, list_policies_running, eval_policy,
+            evaluate_benchmark, replay_episode, run_multi_policy   (robokernel_interfaces)
+            stop, clear_fault, reset_done (std_srvs/Trigger), verdict (SubmitVerdict)
+  topics    estop (std_msgs/Bool, reliable + transient_local depth 1: the one the shield
+            listens to; true latches the e-stop), verdict (robokernel_interfaces/Verdict),
+            events (KernelEvent, every kernel event live, reliable depth 100)
+
+Environment (`env` parameter): "sim" hosts the MuJoCo workcell in-process with the
+robot `robot` (a packaged model name or an MJCF path) named `robot_name`; "ros" drives
+a robot through ROS (`RosRobotEnv`: `joints`, `joint_states_topic`, camera topics,
+`command_topic` = the shield's input), in the kernel's realtime wall-clock mode.
+
+Long calls (run_policy, eval_policy, ...) run on their executor thread without holding
+the others: services sit in reentrant callback groups on a multi-threaded executor, so
+stop_policy, list_policies_running and the operator channel answer during a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
+
+from robokernel_interfaces.msg import KernelEvent, Verdict
+from robokernel_interfaces.srv import (
+    EvalPolicy,
+    EvaluateBenchmark,
+    ListPoliciesRunning,
+    ReplayEpisode,
+    RunMultiPolicy,
+    RunPolicy,
+    StartPolicy,
+    StopPolicy,
+    SubmitVerdict,
+)
+from robokernel_ros.nodes._common import ESTOP_QOS, EVENT_QOS, ParameterError, declare
+from robokernel_ros.policies import remote
+
+ENVS = ("sim", "ros")
+
+
+class Refused(ValueError):
+    """A request field outside its domain (the message names field, value and domain)."""
+
+
+def _json_object(field: str, text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise Refused(f"{field}={text!r}: must be a JSON object ({exc})") from exc
+    if not isinstance(value, dict):
+        raise Refused(f"{field}={text!r}: must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _async_rtc(value: int) -> bool | None:
+    mapping = {-1: None, 0: False, 1: True}
+    if value not in mapping:
+        raise Refused(f"async_rtc={value!r}: must be -1 (auto), 0 (off) or 1 (on)")
+    return mapping[value]
+
+
+def _optional(field: str, value: int, unset: int = -1) -> int | None:
+    """-1 means unset; any other value goes to the API as is (which refuses non-positive ones)."""
+    return None if value == unset else value
+
+
+def _timeout(value: float) -> float | None:
+    # 0 means no deadline; a negative or non-finite value goes on to be refused by the API.
+    return None if value == 0.0 else value
+
+
+def _event_json(data: Mapping[str, Any]) -> str:
+    from robokernel_ros.kernel.trace import to_jsonable
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, np.ndarray) and value.ndim >= 2:
+            return {"shape": list(value.shape), "dtype": str(value.dtype)}
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()}
+        return value
+
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(value)
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [finite(v) for v in value]
+        return value
+
+    return json.dumps(finite(to_jsonable(strip(dict(data)))))
+
+
+class RunnerNode(Node):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("runner", **kwargs)
+        self.env_kind = declare(
+            self, "env", "sim", "environment: sim (MuJoCo in-process) or ros", choices=ENVS
+        )
+        self.robot = declare(self, "robot", "so101", "sim: a packaged model name or an MJCF path")
+        self.robot_name = declare(self, "robot_name", "arm", "the robot's name in service calls")
+        self.trace_dir = declare(
+            self, "trace_dir", "runs", "folder of run directories and bags ('' = none)"
+        )
+        self.control_hz = declare(
+            self,
+            "control_frequency",
+            50.0,
+            "ros: the robot's control rate (Hz)",
+            min_value=0.0,
+            min_exclusive=True,
+            max_value=10000.0,
+        )
+        self.joints = list(
+            declare(self, "joints", [], "ros: joint names, the command order", array_type=str)
+        )
+        self.joint_states_topic = declare(
+            self, "joint_states_topic", "/joint_states", "ros: measured joints"
+        )
+        self.command_topic = declare(
+            self,
+            "command_topic",
+            "safety_shield/commands",
+            "ros: where commands go (the shield's input topic)",
+        )
+        self.controller = declare(
+            self,
+            "controller",
+            "forward_command",
+            "ros: command message type",
+            choices=("forward_command", "joint_trajectory"),
+        )
+        self.camera_names = list(
+            declare(self, "camera_names", [], "ros: camera names", array_type=str)
+        )
+        self.camera_topics = list(
+            declare(
+                self, "camera_topics", [], "ros: one Image topic per camera name", array_type=str
+            )
+        )
+        self.reset_positions = list(
+            declare(
+                self,
+                "reset_positions",
+                [],
+                "ros: joint targets at reset, one per joint ([] = start where the robot is)",
+                array_type=float,
+            )
+        )
+        self.state_timeout_s = declare(
+            self,
+            "state_timeout_s",
+            2.0,
+            "ros: joint states older than this end the episode",
+            min_value=0.0,
+            min_exclusive=True,
+        )
+        self.shield_clear_fault = declare(
+            self,
+            "shield_clear_fault_service",
+            "safety_shield/clear_fault",
+            "the shield's clear_fault service ('' = no shield)",
+        )
+        self.server_ready_timeout_s = declare(
+            self,
+            "server_ready_timeout_s",
+            3.0,
+            "how long a call with policy_provider remote waits for a ready policy server",
+            min_value=0.0,
+            min_exclusive=True,
+        )
+        self.publish_events = declare(
+            self, "publish_events", True, "publish kernel events on events"
+        )
+        if len(self.camera_names) != len(self.camera_topics):
+            raise ParameterError(
+                "camera_topics",
+                self.camera_topics,
+                f"must have one topic per camera name ({len(self.camera_names)} names)",
+            )
+        if self.env_kind == "ros":
+            if not self.joints:
+                raise ParameterError("joints", self.joints, "env=ros needs the joint names")
+            if self.reset_positions and len(self.reset_positions) != len(self.joints):
+                raise ParameterError(
+                    "reset_positions",
+                    self.reset_positions,
+                    f"must be [] or one value per joint ({len(self.joints)})",
+                )
+
+        self._estop_input = False
+        self._estop_latched = False
+        self._estop_lock = threading.Lock()
+        self.cell = self._make_workcell()
+        self.operator = getattr(self.cell, "operator", None)
+
+        self._events_pub = self.create_publisher(KernelEvent, "events", EVENT_QOS)
+        bus = getattr(self.cell, "bus", None)
+        self._unsubscribe = (
+            bus.subscribe(self._on_event) if (bus is not None and self.publish_events) else None
+        )
+
+        long_calls = ReentrantCallbackGroup()  # each long call holds one executor thread
+        quick = ReentrantCallbackGroup()
+        for srv_type, name, handler in (
+            (RunPolicy, "run_policy", self._on_run_policy),
+            (StartPolicy, "start_policy", self._on_start_policy),
+            (EvalPolicy, "eval_policy", self._on_eval_policy),
+            (EvaluateBenchmark, "evaluate_benchmark", self._on_evaluate_benchmark),
+            (ReplayEpisode, "replay_episode", self._on_replay_episode),
+            (RunMultiPolicy, "run_multi_policy", self._on_run_multi_policy),
+        ):
+            self.create_service(srv_type, name, handler, callback_group=long_calls)
+        self.create_service(StopPolicy, "stop_policy", self._on_stop_policy, callback_group=quick)
+        self.create_service(
+            ListPoliciesRunning, "list_policies_running", self._on_list, callback_group=quick
+        )
+        self.create_service(Trigger, "stop", self._on_stop, callback_group=quick)
+        self.create_service(Trigger, "clear_fault", self._on_clear_fault, callback_group=quick)
+        self.create_service(Trigger, "reset_done", self._on_reset_done, callback_group=quick)
+        self.create_service(
+            SubmitVerdict, "verdict", self._on_verdict_service, callback_group=quick
+        )
+        self.create_subscription(
+            Bool,
+            "estop",
+            self._on_estop,
+            ESTOP_QOS,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+        self.create_subscription(
+            Verdict, "verdict", self._on_verdict_topic, 10, callback_group=quick
+        )
+        self._shield_client = (
+            self.create_client(Trigger, self.shield_clear_fault, callback_group=quick)
+            if self.shield_clear_fault
+            else None
+        )
+        # The remote provider creates its publishers and subscriptions on this node
+        # (one DDS participant, spun by this node's multi-threaded executor).
+        remote.set_host_node(self)
+        self.get_logger().info(
+            f"runner ready: env={self.env_kind} robot_name={self.robot_name} trace_dir={self.trace_dir or '-'}"
+        )
+
+    # environment ---------------------------------------------------------------------------
+
+    def _make_workcell(self) -> Any:
+        from robokernel_ros import rollout
+
+        if self.env_kind == "sim":
+            cell = rollout.SimWorkcell()
+            out = cell.add_robot(self.robot_name, self.robot)
+            if isinstance(out, Mapping) and out.get("status") == "error":
+                raise ParameterError("robot", self.robot, _text(out))
+            return cell
+        from robokernel_ros.nodes.ros_env import RosRobotEnv
+
+        self.ros_env = RosRobotEnv(
+            self,
+            joints=self.joints,
+            command_topic=self.command_topic,
+            controller=self.controller,
+            joint_states_topic=self.joint_states_topic,
+            camera_topics=dict(zip(self.camera_names, self.camera_topics, strict=True)),
+            control_hz=self.control_hz,
+            state_timeout_s=self.state_timeout_s,
+            reset_positions=dict(zip(self.joints, self.reset_positions, strict=True))
+            if self.reset_positions
+            else None,
+        )
+        return rollout.EnvWorkcell({self.robot_name: self.ros_env}, clock="wall")
+
+    # events ----------------------------------------------------------------------------------
+
+    def _on_event(self, event: Any) -> None:
+        msg = KernelEvent()
+        secs = max(0.0, float(event.t))
+        msg.stamp.sec = int(secs)
+        msg.stamp.nanosec = int((secs - int(secs)) * 1e9)
+        msg.run_id = event.run_id
+        msg.seq = int(event.seq)
+        msg.kind = event.kind
+        msg.step = int(event.step)
+        msg.data_json = _event_json(event.data)
+        self._events_pub.publish(msg)
+
+    # API services ----------------------------------------------------------------------------
+
+    def _answer(self, response: Any, call: Callable[[], Mapping[str, Any]], name: str) -> Any:
+        """Run one facade call and fill ok/status/message/report_json from its envelope."""
+        try:
+            out = call()
+        except Refused as exc:
+            out = {"status": "error", "content": [{"text": str(exc)}]}
+        except Exception as exc:  # noqa: BLE001 - every failure is answered, never raised into rclpy
+            self.get_logger().error(f"{name} failed: {type(exc).__name__}: {exc}")
+            out = {
+                "status": "error",
+                "content": [{"text": f"{name} failed: {type(exc).__name__}: {exc}"}],
+            }
+        status = out.get("status", "error")
+        response.ok = status == "success"
+        response.status = status if status in ("success", "error") else "error"
+        response.message = _text(out)
+        report = _json(out)
+        try:
+            response.report_json = json.dumps(report if report is not None else {}, default=str)
+        except ValueError:
+            response.report_json = json.dumps(_event_json_safe(report))
+        return response
+
+    def _rollout_kwargs(self, request: Any) -> dict[str, Any]:
+        extra = _json_object("extra_json", request.extra_json)
+        kwargs = dict(
+            robot_name=request.robot_name or self.robot_name,
+            policy_provider=request.policy_provider,
+            policy_config=_json_object("policy_config_json", request.policy_config_json),
+            instruction=request.instruction,
+            duration=request.duration,
+            control_frequency=request.control_frequency,
+            action_horizon=request.action_horizon,
+            n_steps=_optional("n_steps", request.n_steps),
+            seed=_optional("seed", request.seed),
+            async_rtc=_async_rtc(request.async_rtc),
+            rtc_inference_timeout_s=_timeout(request.rtc_inference_timeout_s),
+        )
+        return self._merge_extra(kwargs, extra)
+
+    def _merge_extra(self, kwargs: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(set(extra) & set(kwargs))
+        if clash:
+            raise Refused(
+                f"extra_json names {clash}: these are typed fields of the request; set them there"
+            )
+        kwargs.update(extra)
+        if self.trace_dir and "trace_dir" not in kwargs:
+            kwargs["trace_dir"] = self.trace_dir
+        return kwargs
+
+    def _guard_start(self, provider: str, config: dict[str, Any]) -> None:
+        """ROS-side refusals before the facade is called: latched e-stop, server not ready."""
+        if self._estop_latched:
+            raise Refused(
+                "refused: the e-stop is latched; release it (estop false) and call clear_fault first"
+            )
+        if provider == "remote":
+            namespace = config.setdefault(
+                "namespace", self.get_namespace() if self.get_namespace() != "/" else ""
+            )
+            try:
+                remote.RemotePolicy.preflight(config)
+                remote.check_server_ready(self, namespace, self.server_ready_timeout_s)
+            except (ValueError, RuntimeError) as exc:
+                raise Refused(f"policy_provider='remote': {exc}") from exc
+
+    def _on_run_policy(self, request: RunPolicy.Request, response: RunPolicy.Response) -> Any:
+        def call() -> Mapping[str, Any]:
+            kwargs = self._rollout_kwargs(request)
+            self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
+            return self.cell.run_policy(**kwargs)
+
+        return self._answer(response, call, "run_policy")
+
+    def _on_start_policy(self, request: StartPolicy.Request, response: StartPolicy.Response) -> Any:
+        def call() -> Mapping[str, Any]:
+            kwargs = self._rollout_kwargs(request)
+            self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
+            return self.cell.start_policy(**kwargs)
+
+        return self._answer(response, call, "start_policy")
+
+    def _on_eval_policy(self, request: EvalPolicy.Request, response: EvalPolicy.Response) -> Any:
+        def call() -> Mapping[str, Any]:
+            extra = _json_object("extra_json", request.extra_json)
+            kwargs = dict(
+                robot_name=request.robot_name or self.robot_name,
+                policy_provider=request.policy_provider,
+                policy_config=_json_object("policy_config_json", request.policy_config_json),
+                instruction=request.instruction,
+                n_episodes=request.n_episodes,
+                max_steps=request.max_steps,
+                seed=_optional("seed", request.seed),
+                async_rtc=request.async_rtc,
+                rtc_inference_timeout_s=_timeout(request.rtc_inference_timeout_s),
+            )
+            kwargs = self._merge_extra(kwargs, extra)
+            self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
+            return self.cell.eval_policy(**kwargs)
+
+        return self._answer(response, call, "eval_policy")
+
+    def _on_evaluate_benchmark(self, request: EvaluateBenchmark.Request, response: Any) -> Any:
+        def call() -> Mapping[str, Any]:
+            extra = _json_object("extra_json", request.extra_json)
+            spec = _json_object("spec_json", request.spec_json)
+            if bool(request.name) == bool(spec):
+                raise Refused(
+                    f"name={request.name!r}, spec_json={request.spec_json!r}: give a registered benchmark "
+                    "name or a spec, exactly one"
+                )
+            kwargs = dict(
+                spec=request.name or spec,
+                policy_provider=request.policy_provider,
+                policy_config=_json_object("policy_config_json", request.policy_config_json),
+                n_episodes=request.n_episodes,
+                seed=_optional("seed", request.seed),
+            )
+            kwargs = self._merge_extra(kwargs, extra)
+            self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
+            return self.cell.evaluate_benchmark(**kwargs)
+
+        return self._answer(response, call, "evaluate_benchmark")
+
+    def _on_replay_episode(self, request: ReplayEpisode.Request, response: Any) -> Any:
+        def call() -> Mapping[str, Any]:
+            if not request.repo_id:
+                raise Refused(
+                    "repo_id='': must name a run directory, a bag folder or a LeRobot dataset root"
+                )
+            kwargs = self._merge_extra(
+                dict(
+                    repo_id=request.repo_id,
+                    robot_name=request.robot_name or self.robot_name,
+                    episode=request.episode,
+                ),
+                _json_object("extra_json", request.extra_json),
+            )
+            self._guard_start("", {})
+            return self.cell.replay_episode(**kwargs)
+
+        return self._answer(response, call, "replay_episode")
+
+    def _on_run_multi_policy(self, request: RunMultiPolicy.Request, response: Any) -> Any:
+        def call() -> Mapping[str, Any]:
+            policies = _json_object("policies_json", request.policies_json)
+            if not policies:
+                raise Refused("policies_json='{}': must map at least one robot to a policy")
+            kwargs = self._merge_extra(
+                dict(
+                    policies=policies,
+                    instructions=_json_object("instructions_json", request.instructions_json),
+                    duration=request.duration,
+                    n_steps=_optional("n_steps", request.n_steps),
+                ),
+                _json_object("extra_json", request.extra_json),
+            )
+            self._guard_start("", {})
+            return self.cell.run_multi_policy(**kwargs)
+
+        return self._answer(response, call, "run_multi_policy")
+
+    def _on_stop_policy(self, request: StopPolicy.Request, response: StopPolicy.Response) -> Any:
+        return self._answer(
+            response, lambda: self.cell.stop_policy(request.robot_name), "stop_policy"
+        )
+
+    def _on_list(
+        self, request: ListPoliciesRunning.Request, response: ListPoliciesRunning.Response
+    ) -> Any:
+        self._answer(response, self.cell.list_policies_running, "list_policies_running")
+        response.robots = _running_robots(json.loads(response.report_json or "{}"))
+        return response
+
+    # operator channel ---------------------------------------------------------------------
+
+    def _on_estop(self, msg: Bool) -> None:
+        with self._estop_lock:
+            self._estop_input = bool(msg.data)
+            if not msg.data:
+                return
+            first = not self._estop_latched
+            self._estop_latched = True
+        if first:
+            self.get_logger().warn("e-stop pressed: latched; every rollout ends estopped")
+        if self.operator is not None:
+            self.operator.estop()
+        estop = getattr(self.cell, "estop", None)
+        if callable(estop):
+            estop()
+
+    def _on_stop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        out = self.cell.stop_policy("")
+        response.success = out.get("status") == "success"
+        response.message = _text(out)
+        return response
+
+    def _on_clear_fault(
+        self, request: Trigger.Request, response: Trigger.Response
+    ) -> Trigger.Response:
+        with self._estop_lock:
+            if self._estop_input:
+                response.success = False
+                response.message = "refused: the e-stop input is still pressed (last estop value true); release it first"
+                return response
+            self._estop_latched = False
+        if self.operator is not None:
+            self.operator.clear_fault()
+        clear = getattr(self.cell, "clear_fault", None)
+        if callable(clear):
+            clear()
+        response.success = True
+        response.message = "e-stop cleared on the runner"
+        if self._shield_client is not None:
+            ok, detail = self._clear_shield()
+            response.success = ok
+            response.message += f"; shield: {detail}"
+        return response
+
+    def _clear_shield(self) -> tuple[bool, str]:
+        if not self._shield_client.wait_for_service(timeout_sec=1.0):
+            return True, f"no {self._shield_client.srv_name} service (no shield running)"
+        done = threading.Event()
+        future = self._shield_client.call_async(Trigger.Request())
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(3.0):
+            future.cancel()
+            return False, f"{self._shield_client.srv_name} did not answer within 3 s"
+        result = future.result()
+        return bool(result.success), result.message
+
+    def _on_reset_done(
+        self, request: Trigger.Request, response: Trigger.Response
+    ) -> Trigger.Response:
+        if self.operator is None:
+            response.success = False
+            response.message = "this workcell has no operator channel"
+            return response
+        self.operator.reset_done()
+        response.success = True
+        response.message = "reset confirmed"
+        return response
+
+    def _verdict(self, outcome: str, note: str) -> tuple[bool, str]:
+        if self.operator is None:
+            return False, "this workcell has no operator channel"
+        try:
+            self.operator.verdict(outcome, note)
+        except ValueError as exc:
+            return False, str(exc)
+        return True, f"verdict {outcome} recorded"
+
+    def _on_verdict_service(
+        self, request: SubmitVerdict.Request, response: SubmitVerdict.Response
+    ) -> Any:
+        response.ok, response.message = self._verdict(request.outcome, request.note)
+        return response
+
+    def _on_verdict_topic(self, msg: Verdict) -> None:
+        ok, text = self._verdict(msg.outcome, msg.note)
+        if not ok:
+            self.get_logger().warn(f"verdict refused: {text}")
+
+    def destroy_node(self) -> None:
+        remote.set_host_node(None)
+        try:
+            self.cell.stop_policy("")
+        except Exception:  # noqa: BLE001 - best effort at shutdown
+            pass
+        close = getattr(self.cell, "close", None)
+        if callable(close):
+            close()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        super().destroy_node()
+
+
+def _text(out: Mapping[str, Any]) -> str:
+    return "\n".join(
+        str(c["text"]) for c in out.get("content", []) if isinstance(c, Mapping) and "text" in c
+    )
+
+
+def _json(out: Mapping[str, Any]) -> Any:
+    for c in out.get("content", []):
+        if isinstance(c, Mapping) and "json" in c:
+            return c["json"]
+    return None
+
+
+def _event_json_safe(value: Any) -> Any:
+    return json.loads(_event_json({"v": value}))["v"]
+
+
+def _running_robots(report: Mapping[str, Any]) -> list[str]:
+    for key in ("robots", "running", "robots_running"):
+        value = report.get(key)
+        if isinstance(value, list):
+            return [
+                str(r.get("robot_name", r)) if isinstance(r, Mapping) else str(r) for r in value
+            ]
+        if isinstance(value, Mapping):
+            return [str(r) for r in value]
+    return []
+
+
+def main(args: list[str] | None = None) -> int:
+    from robokernel_ros.nodes.policy_server import run_multithreaded
+
+    return run_multithreaded(RunnerNode, args=args, threads=8)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
