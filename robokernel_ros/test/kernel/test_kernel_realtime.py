@@ -237,5 +237,5 @@ def test_bus_events_reach_a_live_subscriber_in_realtime() -> None:
 def test_sync_and_realtime_both_respect_execution_steps(mode: str) -> None:
     agent = ScriptedAgent(tagged, chunk_size=8)
     env = PointEnv()
-    EpisodeRunner(env, agent, timing=Timing(mode, execution_steps=3)).run(9)  # type: ignore[arg-type]
+    EpisodeRunner(env, agent, timing=Timing(mode, execution_steps=3, latency_s=0.0)).run(9)  # type: ignore[arg-type]
     assert max(round(a["j1"] * 1000) for a in env.received) == 2
