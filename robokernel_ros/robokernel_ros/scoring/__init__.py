@@ -1,1 +1,48 @@
+"""Scorers and shadow replay over recorded traces (run directories or bags).
 
+    from robokernel_ros.scoring import score_paths, score_trace, register_scorer, shadow_replay
+
+Scorers read only the trace: never the agent or the environment.
+"""
+
+from .report import expand_paths, format_table, score_paths
+from .scorers import (
+    JerkScorer,
+    OutcomeScorer,
+    PredicateScorer,
+    SafetyScorer,
+    Scorer,
+    TimingScorer,
+    aggregate,
+    callable_scorer,
+    get_scorers,
+    privileged_contexts,
+    register_scorer,
+    score_trace,
+    scorer_names,
+    wilson_interval,
+)
+from .shadow import ShadowReport, ShadowStep, shadow_replay
+
+__all__ = [
+    "JerkScorer",
+    "OutcomeScorer",
+    "PredicateScorer",
+    "SafetyScorer",
+    "Scorer",
+    "ShadowReport",
+    "ShadowStep",
+    "TimingScorer",
+    "aggregate",
+    "callable_scorer",
+    "expand_paths",
+    "format_table",
+    "get_scorers",
+    "privileged_contexts",
+    "register_scorer",
+    "score_paths",
+    "score_trace",
+    "scorer_names",
+    "shadow_replay",
+    "wilson_interval",
+]

@@ -1,0 +1,105 @@
+"""`robokernel score PATH... [--json] [--plot OUT.png] [--scorers NAMES] [--success CLAUSE]`.
+
+`add_parser(subparsers)` registers the subcommand on the `robokernel` CLI; `main(argv)`
+runs it on its own (`python -m robokernel_ros.scoring`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="run directories, bags, or folders of them (runs/)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
+    parser.add_argument(
+        "--plot", metavar="OUT.png", help="write a plot of the episode (exactly one episode)"
+    )
+    parser.add_argument(
+        "--scorers", metavar="NAMES", help="comma-separated scorer names (default: all registered)"
+    )
+    parser.add_argument(
+        "--success",
+        metavar="CLAUSE",
+        help='a success predicate evaluated offline over the recorded privileged state, as JSON, e.g. \'{"body_above_z": {"body": "cube", "z": 0.1}}\'',
+    )
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "score", help="score recorded episodes (run directories or bags)"
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..kernel.trace import load_trace
+    from .plot import plot_episode
+    from .report import expand_paths, format_table, score_paths
+    from .scorers import PredicateScorer, get_scorers
+
+    try:
+        scorers = get_scorers(args.scorers.split(",") if args.scorers else None)
+        if args.success:
+            try:
+                clause = json.loads(args.success)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--success={args.success!r}: not JSON ({exc})") from None
+            scorers.append(PredicateScorer(clause))
+        result = score_paths(args.paths, scorers)
+        if args.plot:
+            episodes = expand_paths(args.paths)
+            if len(episodes) != 1:
+                raise ValueError(f"--plot: needs exactly one episode, got {len(episodes)}")
+            result["plot"] = str(plot_episode(load_trace(episodes[0]), args.plot))
+    except ValueError as exc:
+        print(f"robokernel score: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(
+            json.dumps(result, allow_nan=False, default=str)
+            if _finite(result)
+            else json.dumps(_clean(result))
+        )
+    else:
+        print(format_table(result))
+        if "plot" in result:
+            print(f"plot: {result['plot']}")
+    return 0
+
+
+def _finite(obj: Any) -> bool:
+    try:
+        json.dumps(obj, allow_nan=False, default=str)
+        return True
+    except ValueError:
+        return False
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float) and obj != obj or obj in (float("inf"), float("-inf")):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="robokernel score", description="Score recorded episodes."
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

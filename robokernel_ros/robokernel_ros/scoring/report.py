@@ -1,0 +1,110 @@
+"""Scoring many recorded episodes: per episode and aggregated, as a dict or a table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..kernel.trace import EVENTS_FILE, Trace, load_trace
+from .scorers import Scorer, aggregate, get_scorers, score_trace
+
+
+def _is_trace(path: Path) -> bool:
+    if (path / EVENTS_FILE).is_file():
+        return True
+    from ..bag.reader import is_bag
+
+    return is_bag(path)
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Each PATH is a run directory, a bag, or a folder of them (e.g. runs/): the episodes, in order.
+
+    A run directory that also holds its bag counts once (the run directory).
+    """
+    found: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise ValueError(f"path={str(raw)!r}: does not exist")
+        if _is_trace(p) or p.is_file():
+            found.append(p)
+            continue
+        children = sorted(c for c in p.iterdir() if c.is_dir() and _is_trace(c))
+        if not children:
+            raise ValueError(
+                f"path={str(raw)!r}: neither a run directory, a bag, nor a folder of them"
+            )
+        found.extend(children)
+    return found
+
+
+def score_paths(
+    paths: Sequence[str | Path], scorers: Sequence[Scorer] | None = None
+) -> dict[str, Any]:
+    """{"episodes": [per-episode figures], "aggregate": {...}} for the episodes under `paths`."""
+    chosen = list(scorers) if scorers is not None else get_scorers()
+    episodes = []
+    for path in expand_paths(paths):
+        trace: Trace = load_trace(path)
+        episodes.append(score_trace(trace, chosen))
+    return {"episodes": [public(e) for e in episodes], "aggregate": aggregate(episodes, chosen)}
+
+
+def public(figures: dict[str, Any]) -> dict[str, Any]:
+    """Figures without the "_" samples kept for aggregation."""
+    return {k: v for k, v in figures.items() if not k.startswith("_")}
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:.4g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+TABLE_COLUMNS = (
+    ("run_id", "episode"),
+    ("outcome", "outcome"),
+    ("return", "return"),
+    ("length", "steps"),
+    ("time_to_success_s", "t_success[s]"),
+    ("holds", "holds"),
+    ("stale_action_ratio", "stale"),
+    ("effective_control_hz", "rate[Hz]"),
+    ("chunk_latency_p50_ms", "lat p50[ms]"),
+    ("chunk_latency_p99_ms", "lat p99[ms]"),
+    ("shield_interventions", "shield"),
+    ("action_jerk_rms", "jerk rms"),
+)
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The per-episode table and the aggregate, as text."""
+    episodes = result["episodes"]
+    columns = [(k, h) for k, h in TABLE_COLUMNS if any(k in e for e in episodes)]
+    rows = [[h for _, h in columns]] + [[_fmt(e.get(k)) for k, _ in columns] for e in episodes]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("")
+    agg = result["aggregate"]
+    lines.append(f"aggregate over {agg.get('episodes', len(episodes))} episode(s):")
+    for key, value in agg.items():
+        if key != "episodes":
+            lines.append(f"  {key}: {_fmt(value)}")
+    return "\n".join(lines)

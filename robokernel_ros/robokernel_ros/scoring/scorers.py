@@ -1,0 +1,391 @@
+"""Scorers: plugins that read one trace and return named figures.
+
+A scorer is any object with
+
+    name: str
+    score(trace) -> dict[str, Any]          # this episode's figures
+    aggregate(episodes: list[dict]) -> dict[str, Any]   # optional; default: means
+
+Register one with `register_scorer(scorer)`; `score_trace` runs every registered scorer
+(or the ones named). Scorers read only the trace (events and meta): never the agent or
+the environment. Figures whose name starts with "_" are samples kept for aggregation
+and left out of reports.
+
+Definitions (the built-in scorers):
+- success: meta "outcome" == "success" (an operator verdict, when one was given, wins).
+- return: the sum of the action events' rewards. length: executed steps (action events).
+- time_to_success_s: episode clock from episode.start to the terminating step of a
+  successful episode (None otherwise).
+- holds, hold_ratio: executed hold actions (empty queue), and per step.
+- stale_action_ratio: executed steps whose action was a hold or came from a chunk that
+  arrived after the step of the observation it was computed from (arrival_step >
+  obs_step: the policy acted on an outdated observation). mean_action_age_steps:
+  mean of step - obs_step over executed chunk actions.
+- effective_control_hz: executed steps per second of wall-clock time (first to last
+  action); nominal_control_hz: the env's control rate.
+- chunk_latency_p50_ms / p99_ms: the chunks' inference time.
+- shield_interventions: safety.intervention events.
+- action_jerk_rms: root mean square of the third time derivative of the executed
+  actions (finite differences at the control period), over all action keys.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..kernel.events import (
+    ACTION,
+    CHUNK_MERGE,
+    EPISODE_START,
+    OBSERVATION,
+    OPERATOR_VERDICT,
+    PRIVILEGED,
+    SAFETY_INTERVENTION,
+)
+from ..kernel.trace import Trace
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    name: str
+
+    def score(self, trace: Trace) -> dict[str, Any]: ...
+
+
+_SCORERS: dict[str, Scorer] = {}
+
+
+def register_scorer(scorer: Scorer, *, replace: bool = False) -> Scorer:
+    """Add a scorer plugin (an object with `name` and `score(trace)`)."""
+    name = getattr(scorer, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"scorer={scorer!r}: needs a non-empty string `name`")
+    if not callable(getattr(scorer, "score", None)):
+        raise ValueError(f"scorer {name!r}: needs a `score(trace)` method")
+    if name in _SCORERS and not replace:
+        raise ValueError(f"scorer {name!r} is already registered (pass replace=True)")
+    _SCORERS[name] = scorer
+    return scorer
+
+
+def scorer_names() -> list[str]:
+    return list(_SCORERS)
+
+
+def get_scorers(names: Iterable[str] | None = None) -> list[Scorer]:
+    if names is None:
+        return list(_SCORERS.values())
+    chosen = []
+    for name in names:
+        if name not in _SCORERS:
+            raise ValueError(f"scorer={name!r}: must be one of {', '.join(_SCORERS)}")
+        chosen.append(_SCORERS[name])
+    return chosen
+
+
+def score_trace(trace: Trace, scorers: Sequence[Scorer] | None = None) -> dict[str, Any]:
+    """Every scorer's figures for one episode, merged into one dict (plus run_id, path)."""
+    out: dict[str, Any] = {"run_id": trace.meta.get("run_id", ""), "path": str(trace.path)}
+    if trace.truncated:
+        out["truncated"] = True
+    produced: dict[str, list[str]] = {}
+    for scorer in scorers if scorers is not None else get_scorers():
+        figures = scorer.score(trace)
+        produced[scorer.name] = list(figures)
+        out.update(figures)
+    out["_scorers"] = produced
+    return out
+
+
+def aggregate(
+    episodes: list[dict[str, Any]], scorers: Sequence[Scorer] | None = None
+) -> dict[str, Any]:
+    """Figures over many episodes: each scorer's `aggregate`, or the mean of its numbers."""
+    out: dict[str, Any] = {"episodes": len(episodes)}
+    for scorer in scorers if scorers is not None else get_scorers():
+        agg = getattr(scorer, "aggregate", None)
+        if agg is not None:
+            out.update(agg(episodes))
+        else:
+            keys = {k for e in episodes for k in e.get("_scorers", {}).get(scorer.name, ())}
+            out.update(_means(episodes, sorted(k for k in keys if not k.startswith("_"))))
+    return out
+
+
+def _means(episodes: list[dict[str, Any]], keys: Iterable[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [
+            e[key]
+            for e in episodes
+            if isinstance(e.get(key), int | float) and not isinstance(e.get(key), bool)
+        ]
+        out[f"mean_{key}"] = float(np.mean(values)) if values else None
+    return out
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (95 % by default)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+# --- trace helpers -------------------------------------------------------------------------
+
+
+def actions_of(trace: Trace) -> list[Any]:
+    return [e for e in trace.events if e.kind == ACTION]
+
+
+def action_matrix(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(keys, steps, values[steps x keys]) of the executed actions (NaN where a key is missing)."""
+    acts = actions_of(trace)
+    keys: list[str] = list((trace.meta.get("env") or {}).get("action_keys") or [])
+    for e in acts:
+        for k in e.data.get("action") or {}:
+            if k not in keys:
+                keys.append(k)
+    values = np.full((len(acts), len(keys)), np.nan)
+    for i, e in enumerate(acts):
+        action = e.data.get("action") or {}
+        for j, k in enumerate(keys):
+            v = action.get(k)
+            if isinstance(v, int | float):
+                values[i, j] = float(v)
+    return keys, np.asarray([e.step for e in acts], dtype=np.int64), values
+
+
+def control_hz(trace: Trace) -> float | None:
+    hz = (trace.meta.get("env") or {}).get("control_hz")
+    return float(hz) if isinstance(hz, int | float) and hz > 0 else None
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else None
+
+
+# --- built-in scorers ----------------------------------------------------------------------
+
+
+class OutcomeScorer:
+    """success, return, length, time_to_success_s."""
+
+    name = "outcome"
+
+    def score(self, trace: Trace) -> dict[str, Any]:
+        acts = actions_of(trace)
+        outcome = trace.meta.get("outcome")
+        verdicts = [e for e in trace.events if e.kind == OPERATOR_VERDICT]
+        if verdicts and verdicts[-1].data.get("outcome") in ("success", "failure"):
+            outcome = verdicts[-1].data["outcome"]
+        success = outcome == "success"
+        rewards = [e.data.get("reward") for e in acts]
+        ret = float(sum(r for r in rewards if isinstance(r, int | float) and math.isfinite(r)))
+        start = next(
+            (e.t for e in trace.events if e.kind == EPISODE_START), acts[0].t if acts else 0.0
+        )
+        time_to_success = None
+        if success and acts:
+            end = next((e for e in acts if e.data.get("terminated")), acts[-1])
+            time_to_success = float(end.t - start)
+        return {
+            "success": success,
+            "outcome": outcome or "unknown",
+            "return": ret,
+            "length": len(acts),
+            "time_to_success_s": time_to_success,
+        }
+
+    def aggregate(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
+        n = len(episodes)
+        k = sum(1 for e in episodes if e.get("success"))
+        lo, hi = wilson_interval(k, n)
+        tts = [e["time_to_success_s"] for e in episodes if e.get("time_to_success_s") is not None]
+        returns = [e["return"] for e in episodes]
+        lengths = [e["length"] for e in episodes]
+        return {
+            "successes": k,
+            "success_rate": k / n if n else None,
+            "success_rate_ci95": [lo, hi],
+            "mean_return": float(np.mean(returns)) if returns else None,
+            "std_return": float(np.std(returns)) if returns else None,
+            "mean_length": float(np.mean(lengths)) if lengths else None,
+            "mean_time_to_success_s": float(np.mean(tts)) if tts else None,
+        }
+
+
+class TimingScorer:
+    """holds, stale actions, effective control rate, chunk latency."""
+
+    name = "timing"
+
+    def score(self, trace: Trace) -> dict[str, Any]:
+        acts = actions_of(trace)
+        merges = [e for e in trace.events if e.kind == CHUNK_MERGE]
+        holds = sum(1 for e in acts if e.data.get("hold"))
+        # The chunk each executed step drew from: the latest merge at or before it.
+        stale = 0
+        ages: list[int] = []
+        mi = -1
+        for e in acts:
+            while mi + 1 < len(merges) and merges[mi + 1].seq < e.seq:
+                mi += 1
+            if e.data.get("hold"):
+                stale += 1
+                continue
+            if mi >= 0:
+                m = merges[mi].data
+                obs_step = int(m.get("obs_step", merges[mi].step))
+                arrival = int(m.get("arrival_step", merges[mi].step))
+                ages.append(e.step - obs_step)
+                if arrival > obs_step:
+                    stale += 1
+        latencies = [
+            float(m.data["inference_s"])
+            for m in merges
+            if isinstance(m.data.get("inference_s"), int | float)
+        ]
+        walls = [e.wall for e in acts]
+        span = (max(walls) - min(walls)) if len(walls) > 1 else 0.0
+        n = len(acts)
+        return {
+            "holds": holds,
+            "hold_ratio": holds / n if n else 0.0,
+            "stale_action_ratio": stale / n if n else 0.0,
+            "mean_action_age_steps": float(np.mean(ages)) if ages else None,
+            "chunks": len(merges),
+            "effective_control_hz": (n - 1) / span if span > 0 else None,
+            "nominal_control_hz": control_hz(trace),
+            "chunk_latency_p50_ms": None if not latencies else 1e3 * _percentile(latencies, 50),
+            "chunk_latency_p99_ms": None if not latencies else 1e3 * _percentile(latencies, 99),
+            "_chunk_latencies_s": latencies,
+        }
+
+    def aggregate(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
+        pooled = [x for e in episodes for x in e.get("_chunk_latencies_s", [])]
+        out = _means(
+            episodes, ("holds", "hold_ratio", "stale_action_ratio", "effective_control_hz")
+        )
+        out["total_holds"] = int(sum(e.get("holds", 0) for e in episodes))
+        out["chunk_latency_p50_ms"] = None if not pooled else 1e3 * _percentile(pooled, 50)
+        out["chunk_latency_p99_ms"] = None if not pooled else 1e3 * _percentile(pooled, 99)
+        return out
+
+
+class SafetyScorer:
+    """shield_interventions (and per guard)."""
+
+    name = "safety"
+
+    def score(self, trace: Trace) -> dict[str, Any]:
+        events = [e for e in trace.events if e.kind == SAFETY_INTERVENTION]
+        by_guard: dict[str, int] = {}
+        for e in events:
+            guard = str(e.data.get("guard", "unknown"))
+            by_guard[guard] = by_guard.get(guard, 0) + 1
+        return {"shield_interventions": len(events), "shield_interventions_by_guard": by_guard}
+
+    def aggregate(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
+        total = sum(e.get("shield_interventions", 0) for e in episodes)
+        return {
+            "total_shield_interventions": int(total),
+            "mean_shield_interventions": total / len(episodes) if episodes else None,
+        }
+
+
+class JerkScorer:
+    """action_jerk_rms: smoothness of the executed actions."""
+
+    name = "jerk"
+
+    def score(self, trace: Trace) -> dict[str, Any]:
+        _, steps, values = action_matrix(trace)
+        hz = control_hz(trace) or 1.0
+        if len(values) < 4:
+            return {"action_jerk_rms": None}
+        jerk = np.diff(values, n=3, axis=0) * hz**3
+        finite = jerk[np.isfinite(jerk)]
+        return {"action_jerk_rms": float(np.sqrt(np.mean(finite**2))) if finite.size else None}
+
+    def aggregate(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
+        return _means(episodes, ("action_jerk_rms",))
+
+
+def privileged_contexts(trace: Trace) -> Iterable[dict[str, Any]]:
+    """The context the rollout's predicates see after each step, rebuilt from the trace:
+    {"step", "robot", "obs", "joints", **privileged state}. Needs recorded privileged state."""
+    robot = trace.meta.get("robot")
+    obs_by_step: dict[int, Any] = {}
+    for e in trace.events:
+        if e.kind == OBSERVATION:
+            obs_by_step[e.step] = e.data.get("obs") or {}
+        elif e.kind == PRIVILEGED:
+            obs = obs_by_step.get(e.step, {})
+            joints = obs.get("joint_positions") if isinstance(obs, Mapping) else None
+            ctx = {"step": e.step, "robot": robot, "obs": obs, "joints": joints or {}}
+            ctx.update(e.data.get("state") or {})
+            yield ctx
+
+
+class PredicateScorer:
+    """A benchmark's success clause evaluated offline over the recorded privileged state.
+
+    criteria: what `rollout.predicates.compile_criteria` accepts (a clause, a list of
+    clauses, or a callable context -> bool).
+    """
+
+    def __init__(self, criteria: Any, name: str = "predicate") -> None:
+        from ..rollout.predicates import compile_criteria
+
+        self.name = name
+        self._criteria = compile_criteria(name, criteria)
+
+    def score(self, trace: Trace) -> dict[str, Any]:
+        from ..rollout.predicates import first_true
+
+        have_state = False
+        for ctx in privileged_contexts(trace):
+            have_state = True
+            hit = first_true(self._criteria, ctx, episode=0)
+            if hit is not None:
+                return {f"{self.name}_success": True, f"{self.name}_step": int(ctx["step"])}
+        if not have_state:
+            return {f"{self.name}_success": None, f"{self.name}_step": None}
+        return {f"{self.name}_success": False, f"{self.name}_step": None}
+
+    def aggregate(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
+        values = [e.get(f"{self.name}_success") for e in episodes]
+        known = [v for v in values if v is not None]
+        k = sum(1 for v in known if v)
+        return {
+            f"{self.name}_success_rate": (k / len(known)) if known else None,
+            f"{self.name}_success_rate_ci95": list(wilson_interval(k, len(known)))
+            if known
+            else None,
+        }
+
+
+def callable_scorer(name: str, fn: Callable[[Trace], Mapping[str, Any]]) -> Scorer:
+    """Wrap a function trace -> figures as a scorer plugin."""
+
+    class _Fn:
+        def __init__(self) -> None:
+            self.name = name
+
+        def score(self, trace: Trace) -> dict[str, Any]:
+            return dict(fn(trace))
+
+    return _Fn()
+
+
+for _builtin in (OutcomeScorer(), TimingScorer(), SafetyScorer(), JerkScorer()):
+    register_scorer(_builtin, replace=True)
