@@ -1,1 +1,77 @@
+"""The policy-rollout API: run / start / stop / list / eval / benchmark / replay on MuJoCo.
 
+    from robokernel_ros.rollout import SimWorkcell, PolicyRunner
+    cell = SimWorkcell()                    # an empty MuJoCo scene
+    cell.add_robot("arm", "so101")          # a packaged model name or an MJCF path
+    out = cell.run_policy("arm", policy_provider="mock", n_steps=20, seed=0)
+    out["status"], out["content"]           # "success" | "error", [{"text": ...}, {"json": {...}}]
+
+Imports no ROS: the runner node wraps SimWorkcell and serves its calls as services.
+"""
+
+from .benchmarks import BenchmarkRegistry, builtin_benchmark_specs, pass_hat_k, validate_spec
+from .predicates import (
+    PREDICATES,
+    REWARDS,
+    Criterion,
+    CriterionError,
+    compile_criteria,
+    compile_rewards,
+    register_predicate,
+    register_reward,
+)
+from .progress import PROGRESS, Progress
+from .replay import ReplayPolicy
+from .results import envelope, envelope_json, envelope_text, error_envelope
+from .runner import (
+    DEFAULT_TRACE_DIR,
+    EpisodeSink,
+    EpisodeSinkContext,
+    PolicyRunner,
+    RecordingFrameError,
+    RolloutControl,
+    RolloutPlan,
+    plan_eval,
+    plan_multi,
+    plan_run,
+    seed_everything,
+)
+from .validation import boolean_flag_error
+from .workcell import SCENE_MUTATIONS, SceneBusyError, SimWorkcell
+
+__all__ = [
+    "DEFAULT_TRACE_DIR",
+    "PREDICATES",
+    "PROGRESS",
+    "REWARDS",
+    "SCENE_MUTATIONS",
+    "BenchmarkRegistry",
+    "Criterion",
+    "CriterionError",
+    "EpisodeSink",
+    "EpisodeSinkContext",
+    "PolicyRunner",
+    "Progress",
+    "RecordingFrameError",
+    "ReplayPolicy",
+    "RolloutControl",
+    "RolloutPlan",
+    "SceneBusyError",
+    "SimWorkcell",
+    "boolean_flag_error",
+    "builtin_benchmark_specs",
+    "compile_criteria",
+    "compile_rewards",
+    "envelope",
+    "envelope_json",
+    "envelope_text",
+    "error_envelope",
+    "pass_hat_k",
+    "plan_eval",
+    "plan_multi",
+    "plan_run",
+    "register_predicate",
+    "register_reward",
+    "seed_everything",
+    "validate_spec",
+]

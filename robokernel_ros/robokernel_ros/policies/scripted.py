@@ -1,0 +1,237 @@
+"""The `scripted` provider: completes a task by reaching a sequence of joint targets.
+
+A waypoint is a dict {action_key: target} (or a list, positional over the robot's
+action keys). The policy moves its command toward the current waypoint by at most
+`max_delta` per step, watches the observed joint positions, and moves on once every
+joint of the waypoint has been within `tolerance` for `settle_steps` steps. It is
+closed-loop on the observation, so it needs position actuators (SO-101).
+
+The task exposes its success criterion: `is_success(context)` is true once every
+waypoint has been reached in order and the robot is at the last one, so
+`eval_policy` scores a success rate without a success_fn, and `task_spec()` gives the
+same criterion as a JSON predicate clause.
+
+policy_config:
+  targets         list of waypoints (required)
+  tolerance       per joint, in the joint's unit (default 0.05)
+  settle_steps    steps to stay within tolerance before moving on (default 3)
+  max_delta       largest command change per step (default 0.05)
+  joint_map       {action_key: joint_name} when they differ (default: the same name)
+  execution_horizon  actions per chunk (default 1: closed loop)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from robokernel_ros.policies.base import Action, Policy, register_provider
+
+_CONFIG_KEYS = frozenset(
+    {"targets", "tolerance", "settle_steps", "max_delta", "joint_map", "execution_horizon", "seed"}
+)
+
+
+def observed_joint_positions(observation: Mapping[str, Any]) -> dict[str, float]:
+    """Joint positions by joint name from an observation, whatever its layout.
+
+    Understands the MujocoEnv layout {"joint_positions": {name: value}, ...}, also
+    {"joint_pos": ...} / {"qpos": {name: value}} / {"state": {...}} and flat "<joint>.pos" keys.
+    """
+    for key in ("joint_positions", "joint_pos", "qpos", "positions"):
+        value = observation.get(key)
+        if isinstance(value, Mapping):
+            return {str(k): float(np.asarray(v).reshape(-1)[0]) for k, v in value.items()}
+    state = observation.get("state")
+    if isinstance(state, Mapping):
+        return observed_joint_positions(state)
+    out: dict[str, float] = {}
+    for key, value in observation.items():
+        if isinstance(key, str) and key.endswith(".pos"):
+            try:
+                out[key[: -len(".pos")]] = float(np.asarray(value).reshape(-1)[0])
+            except (TypeError, ValueError, IndexError):
+                continue
+    return out
+
+
+def _positive(config: Mapping[str, Any], key: str) -> None:
+    if key in config:
+        v = config[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"policy_config[{key!r}]={v!r}: must be a positive finite number")
+
+
+class ScriptedPolicy(Policy):
+    provider = "scripted"
+
+    def __init__(
+        self,
+        *,
+        targets: Sequence[Mapping[str, float] | Sequence[float]],
+        tolerance: float = 0.05,
+        settle_steps: int = 3,
+        max_delta: float = 0.05,
+        joint_map: Mapping[str, str] | None = None,
+        execution_horizon: int = 1,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.preflight({"targets": targets, "tolerance": tolerance, "settle_steps": settle_steps,
+                        "max_delta": max_delta, "joint_map": joint_map or {},
+                        "execution_horizon": execution_horizon})  # fmt: skip
+        self._raw_targets = [dict(t) if isinstance(t, Mapping) else list(t) for t in targets]
+        self.tolerance = float(tolerance)
+        self.settle_steps = int(settle_steps)
+        self.max_delta = float(max_delta)
+        self.joint_map = dict(joint_map or {})
+        self.execution_horizon = int(execution_horizon)
+        self.waypoints: list[dict[str, float]] = []
+        self.index = 0
+        self.settled = 0
+        self.completed = False
+        self._command: dict[str, float] = {}
+
+    @classmethod
+    def preflight(cls, config: Mapping[str, Any]) -> None:
+        unknown = sorted(set(config) - _CONFIG_KEYS)
+        if unknown:
+            raise ValueError(
+                f"policy_config: unknown keys {unknown} for provider 'scripted'; known: {sorted(_CONFIG_KEYS)}"
+            )
+        targets = config.get("targets")
+        if not isinstance(targets, list | tuple) or not targets:
+            raise ValueError(
+                f"policy_config['targets']={targets!r}: must be a non-empty list of waypoints "
+                "({action_key: value} dicts or lists over the robot's action keys)"
+            )
+        for i, waypoint in enumerate(targets):
+            values = waypoint.values() if isinstance(waypoint, Mapping) else waypoint
+            if isinstance(waypoint, str) or not isinstance(values, Sequence | type({}.values())):
+                raise ValueError(
+                    f"policy_config['targets'][{i}]={waypoint!r}: must be a dict or a list of numbers"
+                )
+            for v in values:
+                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                    raise ValueError(
+                        f"policy_config['targets'][{i}]={waypoint!r}: values must be finite numbers"
+                    )
+            if not values:
+                raise ValueError(
+                    f"policy_config['targets'][{i}]: a waypoint names at least one joint"
+                )
+        for key in ("tolerance", "max_delta"):
+            _positive(config, key)
+        for key in ("settle_steps", "execution_horizon"):
+            v = config.get(key, 1)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"policy_config[{key!r}]={v!r}: must be a positive whole number")
+        joint_map = config.get("joint_map") or {}
+        if not isinstance(joint_map, Mapping) or not all(
+            isinstance(v, str) for v in joint_map.values()
+        ):
+            raise ValueError(
+                f"policy_config['joint_map']={joint_map!r}: must map action keys to joint names"
+            )
+
+    def set_robot_state_keys(self, action_keys: Sequence[str]) -> None:
+        super().set_robot_state_keys(action_keys)
+        waypoints = []
+        for i, raw in enumerate(self._raw_targets):
+            if isinstance(raw, dict):
+                unknown = sorted(set(raw) - set(self.action_keys))
+                if unknown:
+                    raise ValueError(
+                        f"policy_config['targets'][{i}]: keys {unknown} are not action keys of the robot "
+                        f"({list(self.action_keys)})"
+                    )
+                waypoints.append({k: float(v) for k, v in raw.items()})
+            else:
+                if len(raw) > len(self.action_keys):
+                    raise ValueError(
+                        f"policy_config['targets'][{i}]: {len(raw)} values for {len(self.action_keys)} action keys"
+                    )
+                waypoints.append({k: float(v) for k, v in zip(self.action_keys, raw, strict=False)})
+        self.waypoints = waypoints
+
+    def joint_of(self, key: str) -> str:
+        return self.joint_map.get(key, key)
+
+    def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
+        self.index = 0
+        self.settled = 0
+        self.completed = False
+        self._command = {}
+
+    def _near(self, joints: Mapping[str, float], waypoint: Mapping[str, float]) -> bool:
+        for key, target in waypoint.items():
+            joint = self.joint_of(key)
+            if joint not in joints:
+                self.missing_state_keys_used = True
+                return False
+            if abs(joints[joint] - target) > self.tolerance:
+                return False
+        return True
+
+    def _advance(self, joints: Mapping[str, float]) -> None:
+        if self._near(joints, self.waypoints[self.index]):
+            self.settled += 1
+        else:
+            self.settled = 0
+        if self.settled >= self.settle_steps:
+            if self.index == len(self.waypoints) - 1:
+                self.completed = True
+            else:
+                self.index += 1
+                self.settled = 0
+
+    def get_actions(
+        self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any
+    ) -> list[Action]:
+        if not self.waypoints:
+            raise RuntimeError(
+                "scripted policy: set_robot_state_keys was not called (no action keys bound)"
+            )
+        joints = observed_joint_positions(observation)
+        for key in self.action_keys:
+            if key not in self._command:
+                lo, hi = self.action_limits.get(key, (0.0, 0.0))
+                self._command[key] = joints.get(self.joint_of(key), (lo + hi) / 2.0)
+        self._advance(joints)
+        target = self.waypoints[self.index]
+        chunk: list[Action] = []
+        for _ in range(self.execution_horizon):
+            for key, goal in target.items():
+                current = self._command[key]
+                self._command[key] = current + max(
+                    -self.max_delta, min(self.max_delta, goal - current)
+                )
+            chunk.append(dict(self._command))
+        return chunk
+
+    # --- the task's criterion ------------------------------------------------------------
+
+    def final_targets(self) -> dict[str, float]:
+        """The last waypoint by joint name."""
+        return {self.joint_of(k): v for k, v in (self.waypoints or [{}])[-1].items()}
+
+    def task_spec(self) -> dict[str, Any]:
+        """The success criterion as a JSON predicate clause (the last waypoint reached)."""
+        return {
+            "predicate": "joint_near_target",
+            "targets": self.final_targets(),
+            "tolerance": self.tolerance,
+        }
+
+    def is_success(self, context: Mapping[str, Any]) -> bool:
+        """Every waypoint reached in order, and the robot within tolerance of the last one."""
+        if self.index < len(self.waypoints) - 1:
+            return False
+        joints = context.get("joints") or {}
+        return bool(self.waypoints) and self._near(joints, self.waypoints[-1]) and self.settled >= 1
+
+
+register_provider("scripted", ScriptedPolicy, replace=True)

@@ -1,0 +1,1296 @@
+"""PolicyRunner: policy rollouts on a MuJoCo scene through the kernel's one episode loop.
+
+`PolicyRunner.run` (one rollout), `.evaluate` (n episodes, success rate) and
+`.run_multi` (several robots, one policy each) validate every parameter first and
+raise ValueError for a refused one; the SimWorkcell facade calls the same `plan_*`
+checks before it claims a robot, then `execute_*` on its own thread, and reports
+through the {"status", "content"} envelope.
+
+Each episode is an `EpisodeRunner.run` of the kernel over a `_MonitoredEnv` (the
+MuJoCo env plus the rollout's predicates, rewards, video frames, on_frame telemetry,
+pacing and stop checks) and a `_RolloutAgent` (the policy, its inference timing and
+the one synchronous re-query of an empty chunk). A collector on the episode's bus
+reconstructs which proposed action each step executed, for the per-key action health.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import random
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robokernel_ros.kernel import events as ev
+from robokernel_ros.kernel.events import Event, EventBus
+from robokernel_ros.policies.base import Policy, PolicyAgent, create_policy
+from robokernel_ros.policies.base import preflight as provider_preflight
+from robokernel_ros.policies.scripted import observed_joint_positions
+
+from . import validation as v
+from .benchmarks import BenchmarkRegistry
+from .predicates import Criterion, CriterionError, RewardTerm, compile_criteria, compile_rewards
+from .progress import Progress
+from .results import BINDING_FLAGS, ActionHealth, aggregate, health_note, public, rtc_aliases
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_TRACE_DIR = "runs/"
+
+
+class RecordingFrameError(RuntimeError):
+    """Raised by an on_frame callback when a frame could not be recorded: data loss, fatal."""
+
+
+class RolloutStopped(Exception):  # noqa: N818 - a control-flow signal
+    """The rollout was stopped before it drove anything."""
+
+
+# --- the handle of an in-flight rollout ------------------------------------------------------
+
+_ids = itertools.count(1)
+
+
+class RolloutControl:
+    """One in-flight rollout: what list_policies_running reads and stop_policy sets.
+
+    state: "queued" (registered, its thread not started yet), "running", "finished".
+    """
+
+    def __init__(self, robots: Sequence[str], call: str, *, scene: str = "workcell") -> None:
+        self.id = next(_ids)
+        self.robots = tuple(robots)
+        self.call = call
+        self.scene = scene
+        self.state = "queued"
+        self.registered_at = time.monotonic()
+        self.thread_ident: int | None = None
+        self.episode = 0
+        self.step = 0
+        self.n_episodes = 1
+        self.provider = ""
+        self.result: dict[str, Any] | None = None  # the finished call's envelope
+        self.done = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._operator: Any = None
+        self.stop_reason = ""
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self, reason: str = "stopped") -> None:
+        with self._lock:
+            if not self._stop.is_set():
+                self.stop_reason = reason
+            self._stop.set()
+            op = self._operator
+        if op is not None:
+            op.stop()
+
+    def attach_operator(self, operator: Any) -> None:
+        with self._lock:
+            self._operator = operator
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "robots": list(self.robots),
+            "call": self.call,
+            "state": self.state,
+            "policy": self.provider,
+            "episode": self.episode,
+            "n_episodes": self.n_episodes,
+            "step": self.step,
+            "running_s": time.monotonic() - self.registered_at,
+            "stop_requested": self.stop_requested,
+            "scene": self.scene,
+            "rollout_id": self.id,
+        }
+
+
+# --- the validated request -------------------------------------------------------------------
+
+
+@dataclass
+class RolloutPlan:
+    """Every parameter of a call, checked and normalised (see plan_run / plan_eval / plan_multi)."""
+
+    call: str
+    robots: tuple[str, ...]
+    policies: dict[
+        str, tuple[str, dict[str, Any], Policy | None]
+    ]  # robot -> (provider, config, object)
+    policy_kwargs: dict[str, Any]
+    instructions: dict[str, str]
+    n_steps: int
+    duration: float
+    control_hz: float
+    action_horizons: dict[str, int]
+    seed: int | None
+    async_rtc: bool | None
+    rtc_timeout: float | None
+    stop_when: list[Criterion] = field(default_factory=list)
+    success: list[Criterion] = field(default_factory=list)
+    failure: list[Criterion] = field(default_factory=list)
+    rewards: list[RewardTerm] = field(default_factory=list)
+    success_fn: Criterion | None = None
+    observers: list[Callable[..., Any]] = field(default_factory=list)
+    on_frame: Callable[..., Any] | None = None
+    video: dict[str, Any] | None = None
+    fast_mode: bool = True
+    reset_between: bool = True
+    n_episodes: int = 1
+    trace_dir: Path | None = None
+    safety: dict[str, Any] | None = None
+    progress: bool | None = None
+    benchmark: dict[str, Any] | None = None
+    scene_override: Any = None  # a benchmark's own scene
+
+    @property
+    def robot(self) -> str:
+        return self.robots[0]
+
+
+def _provider_and_config(
+    provider: Any, config: Any, obj: Any
+) -> tuple[str, dict[str, Any], Policy | None]:
+    policy = v.policy_object("policy_object", obj)
+    cfg = v.config_dict("policy_config", config)
+    if policy is not None:
+        return policy.provider or type(policy).__name__, cfg, policy
+    if not isinstance(provider, str) or not provider:
+        raise ValueError(
+            f"policy_provider={provider!r}: must be a provider name (a non-empty string)"
+        )
+    provider_preflight(provider, cfg)  # unknown provider and the provider's own refusals
+    return provider, cfg, None
+
+
+def _common(plan_kwargs: dict[str, Any], *, observer: Any, on_frame: Any, video: Any, trace_dir: Any,
+            safety: Any, progress: Any) -> None:  # fmt: skip
+    plan_kwargs["observers"] = v.callables("observer", observer)
+    plan_kwargs["on_frame"] = v.optional_callable("on_frame", on_frame)
+    plan_kwargs["video"] = v.video_config("video", video)
+    plan_kwargs["trace_dir"] = v.trace_dir("trace_dir", trace_dir)
+    if safety is not None and not isinstance(safety, Mapping):
+        raise ValueError(f"safety={safety!r}: must be a dict of shield settings or None")
+    plan_kwargs["safety"] = dict(safety) if safety is not None else None
+    plan_kwargs["progress"] = v.check_flag("progress", progress, allow_none=True)
+
+
+def plan_run(
+    robot_name: Any,
+    *,
+    robots: Sequence[str],
+    policy_provider: Any = "mock",
+    policy_config: Any = None,
+    policy_object: Any = None,
+    policy_kwargs: Any = None,
+    instruction: Any = "",
+    duration: Any = 10.0,
+    control_frequency: Any = 50.0,
+    action_horizon: Any = 8,
+    n_steps: Any = None,
+    max_steps: Any = None,
+    seed: Any = None,
+    async_rtc: Any = None,
+    rtc_inference_timeout_s: Any = None,
+    stop_when: Any = None,
+    observer: Any = None,
+    on_frame: Any = None,
+    video: Any = None,
+    fast_mode: Any = True,
+    trace_dir: Any = DEFAULT_TRACE_DIR,
+    safety: Any = None,
+    progress: Any = None,
+    call: str = "run_policy",
+) -> RolloutPlan:
+    """Check a run_policy / start_policy request (raises ValueError naming the parameter)."""
+    # Posture flags first: a refused flag builds no policy and touches no scene.
+    v.check_flag("async_rtc", async_rtc, allow_none=True)
+    v.check_flag("fast_mode", fast_mode)
+    robot = _robot_name(robot_name, robots)
+    steps, duration_s, hz = v.resolve_horizon(
+        n_steps=n_steps, duration=duration, control_frequency=control_frequency, max_steps=max_steps
+    )
+    kwargs: dict[str, Any] = {}
+    _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
+            progress=progress)  # fmt: skip
+    return RolloutPlan(
+        call=call,
+        robots=(robot,),
+        policies={robot: _provider_and_config(policy_provider, policy_config, policy_object)},
+        policy_kwargs=v.config_dict("policy_kwargs", policy_kwargs),
+        instructions={robot: v.text("instruction", instruction)},
+        n_steps=steps,
+        duration=duration_s,
+        control_hz=hz,
+        action_horizons={robot: v.positive_int("action_horizon", action_horizon)},
+        seed=v.seed_value("seed", seed),
+        async_rtc=async_rtc,
+        rtc_timeout=v.timeout_seconds("rtc_inference_timeout_s", rtc_inference_timeout_s),
+        stop_when=compile_criteria("stop_when", stop_when),
+        fast_mode=fast_mode,
+        **kwargs,
+    )
+
+
+def plan_eval(
+    robot_name: Any = None,
+    *,
+    robots: Sequence[str],
+    registry: BenchmarkRegistry | None = None,
+    spec: Any = None,
+    policy_provider: Any = "mock",
+    policy_config: Any = None,
+    policy_object: Any = None,
+    policy_kwargs: Any = None,
+    instruction: Any = "",
+    n_episodes: Any = 1,
+    max_steps: Any = None,
+    control_frequency: Any = 50.0,
+    action_horizon: Any = 8,
+    success_fn: Any = None,
+    stop_when: Any = None,
+    seed: Any = None,
+    async_rtc: Any = False,
+    rtc_inference_timeout_s: Any = None,
+    observer: Any = None,
+    on_frame: Any = None,
+    video: Any = None,
+    fast_mode: Any = True,
+    reset_between: Any = True,
+    trace_dir: Any = DEFAULT_TRACE_DIR,
+    safety: Any = None,
+    progress: Any = None,
+    call: str = "eval_policy",
+) -> RolloutPlan:
+    """Check an eval_policy / evaluate_benchmark request (raises ValueError naming the parameter)."""
+    v.check_flag("async_rtc", async_rtc)  # eval declares a plain bool: None is refused
+    v.check_flag("fast_mode", fast_mode)
+    v.check_flag("reset_between", reset_between)
+    episodes = v.positive_int("n_episodes", n_episodes)
+    kwargs: dict[str, Any] = {}
+    _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
+            progress=progress)  # fmt: skip
+    benchmark = None
+    if spec is not None:
+        if registry is None:
+            registry = BenchmarkRegistry()
+        benchmark = registry.resolve(spec)
+        if async_rtc:
+            raise ValueError(
+                "async_rtc=True: the benchmark/spec path stays synchronous (an observed delay of exactly 0 "
+                "before every inference); use eval_policy without spec= to measure latency robustness"
+            )
+        if max_steps is not None:
+            raise ValueError(
+                f"max_steps={max_steps!r}: a spec= call takes its horizon off the benchmark "
+                f"(max_steps={benchmark['max_steps']}); fork the spec to change it"
+            )
+        robot = benchmark["robot"]["name"]
+        steps = benchmark["max_steps"]
+        hz = benchmark["control_frequency"]
+        text = v.text("instruction", instruction) or benchmark["instruction"]
+        success = compile_criteria("spec['success']", benchmark.get("success"))
+        failure = compile_criteria("spec['failure']", benchmark.get("failure"))
+        rewards = compile_rewards("spec['reward']", benchmark.get("reward"))
+    else:
+        robot = _robot_name(robot_name, robots, auto=True)
+        steps = v.positive_int("max_steps", 300 if max_steps is None else max_steps)
+        hz = v.positive_number("control_frequency", control_frequency)
+        text = v.text("instruction", instruction)
+        success, failure, rewards = [], [], []
+    return RolloutPlan(
+        call=call,
+        robots=(robot,),
+        policies={robot: _provider_and_config(policy_provider, policy_config, policy_object)},
+        policy_kwargs=v.config_dict("policy_kwargs", policy_kwargs),
+        instructions={robot: text},
+        n_steps=steps,
+        duration=steps / hz,
+        control_hz=hz,
+        action_horizons={robot: v.positive_int("action_horizon", action_horizon)},
+        seed=v.seed_value("seed", seed),
+        async_rtc=async_rtc,
+        rtc_timeout=v.timeout_seconds("rtc_inference_timeout_s", rtc_inference_timeout_s),
+        stop_when=compile_criteria("stop_when", stop_when),
+        success=success,
+        failure=failure,
+        rewards=rewards,
+        success_fn=_success_fn(success_fn),
+        fast_mode=fast_mode,
+        reset_between=reset_between,
+        n_episodes=episodes,
+        benchmark=benchmark,
+        **kwargs,
+    )
+
+
+def plan_multi(
+    policies: Any,
+    *,
+    robots: Sequence[str],
+    instructions: Any = None,
+    duration: Any = 10.0,
+    n_steps: Any = None,
+    max_steps: Any = None,
+    control_frequency: Any = 50.0,
+    action_horizon: Any = 8,
+    policy_kwargs: Any = None,
+    seed: Any = None,
+    stop_when: Any = None,
+    observer: Any = None,
+    on_frame: Any = None,
+    video: Any = None,
+    fast_mode: Any = True,
+    trace_dir: Any = DEFAULT_TRACE_DIR,
+    safety: Any = None,
+    call: str = "run_multi_policy",
+) -> RolloutPlan:
+    """Check a run_multi_policy request: policies={robot: Policy | provider | {provider, config}}."""
+    v.check_flag("fast_mode", fast_mode)
+    if not isinstance(policies, Mapping) or not policies:
+        raise ValueError(f"policies={policies!r}: must be a non-empty dict {{robot_name: Policy}}")
+    names = list(policies)
+    for name in names:
+        _robot_name(name, robots, param="policies key")
+    if len(set(names)) != len(names):
+        raise ValueError(f"policies={policies!r}: a robot is named twice")
+    resolved: dict[str, tuple[str, dict[str, Any], Policy | None]] = {}
+    seen: dict[int, str] = {}
+    for name, entry in policies.items():
+        where = f"policies[{name!r}]"
+        if isinstance(entry, Policy):
+            if id(entry) in seen:
+                raise ValueError(
+                    f"{where}: the same Policy object also drives {seen[id(entry)]!r}; give each robot its own"
+                )
+            seen[id(entry)] = name
+            resolved[name] = _provider_and_config(None, None, entry)
+        elif isinstance(entry, str):
+            resolved[name] = _provider_and_config(entry, None, None)
+        elif isinstance(entry, Mapping):
+            unknown = set(entry) - {"policy_provider", "policy_config", "policy_object"}
+            if unknown:
+                raise ValueError(
+                    f"{where}: unknown keys {sorted(unknown)} (policy_provider, policy_config, policy_object)"
+                )
+            resolved[name] = _provider_and_config(
+                entry.get("policy_provider", "mock"),
+                entry.get("policy_config"),
+                entry.get("policy_object"),
+            )
+        else:
+            raise ValueError(
+                f"{where}={entry!r}: must be a Policy instance, a provider name or "
+                "{'policy_provider': ..., 'policy_config': {...}}"
+            )
+    steps, duration_s, hz = v.resolve_horizon(
+        n_steps=n_steps, duration=duration, control_frequency=control_frequency, max_steps=max_steps
+    )
+    if isinstance(instructions, Mapping):
+        texts = v.per_robot("instructions", instructions, names, v.text)
+    else:
+        texts = {n: v.text("instructions", instructions) for n in names}
+    horizons = v.per_robot("action_horizon", action_horizon, names, v.positive_int)
+    kwargs: dict[str, Any] = {}
+    _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
+            progress=None)  # fmt: skip
+    return RolloutPlan(
+        call=call,
+        robots=tuple(names),
+        policies=resolved,
+        policy_kwargs=v.config_dict("policy_kwargs", policy_kwargs),
+        instructions={n: texts.get(n, "") for n in names},
+        n_steps=steps,
+        duration=duration_s,
+        control_hz=hz,
+        action_horizons={n: horizons.get(n, 8) for n in names},
+        seed=v.seed_value("seed", seed),
+        async_rtc=False,
+        rtc_timeout=None,
+        stop_when=compile_criteria("stop_when", stop_when),
+        fast_mode=fast_mode,
+        **kwargs,
+    )
+
+
+def _success_fn(fn: Any) -> Criterion | None:
+    fn = v.optional_callable("success_fn", fn)
+    if fn is None:
+        return None
+    return Criterion(f"success_fn {getattr(fn, '__name__', repr(fn))}", fn)
+
+
+def _robot_name(
+    value: Any, robots: Sequence[str], *, auto: bool = False, param: str = "robot_name"
+) -> str:
+    robots = list(robots)
+    if value is None or value == "":
+        if auto and len(robots) == 1:
+            return robots[0]
+        if auto:
+            raise ValueError(
+                f"{param}={value!r}: cannot auto-resolve the robot: the scene has "
+                f"{len(robots)} robots {robots}; name one"
+            )
+        raise ValueError(f"{param}={value!r}: required; the scene's robots are {robots}")
+    if not isinstance(value, str):
+        raise ValueError(
+            f"{param}={value!r}: must be a robot name (a string); the scene's robots are {robots}"
+        )
+    if value not in robots:
+        raise ValueError(f"{param}={value!r}: no such robot; the scene's robots are {robots}")
+    return value
+
+
+# --- seeding ------------------------------------------------------------------------------------
+
+
+def seed_everything(seed: int) -> None:
+    """Python, NumPy and (when the process has loaded it) torch + cuDNN."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+        if torch.cuda.is_available():
+            torch.cuda.manual_seed_all(seed)
+        cudnn = getattr(getattr(torch, "backends", None), "cudnn", None)
+        if cudnn is not None:
+            cudnn.deterministic = True
+            cudnn.benchmark = False
+
+
+def _rss_mb() -> float | None:
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# --- the agent and the env seen by the kernel --------------------------------------------------
+
+
+class _RolloutAgent(PolicyAgent):
+    """PolicyAgent + inference timing, the raw chunks (for action health) and one re-query of an empty chunk."""
+
+    def __init__(
+        self, policy: Policy, *, action_horizon: int, policy_kwargs: Mapping[str, Any]
+    ) -> None:
+        super().__init__(policy, action_horizon=action_horizon)
+        self.policy_kwargs = dict(policy_kwargs)
+        self.inference_s: list[float] = []
+        self.chunks: list[list[Mapping[str, Any]]] = []
+        self.empty_chunks = 0
+
+    def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
+        self.inference_s = []
+        self.chunks = []
+        self.empty_chunks = 0
+        super().reset(instruction=instruction, seed=seed)
+
+    def act(self, observation: Mapping[str, Any], step: int, **rtc: Any) -> list[dict[str, float]]:
+        start = time.monotonic()
+        chunk = super().act(observation, step, **rtc)
+        if not chunk:
+            # One synchronous re-query before erroring: a transient hiccup is not fatal.
+            self.empty_chunks += 1
+            _log.warning("policy returned an empty chunk at step %d; re-querying once", step)
+            chunk = super().act(observation, step, **rtc)
+            if not chunk:
+                raise RuntimeError(f"policy returned an empty chunk twice in a row at step {step}")
+        self.inference_s.append(time.monotonic() - start)
+        self.chunks.append(chunk)
+        return chunk
+
+
+class _Collector:
+    """Follows the episode's bus: which proposed action each step executed, holds, seams."""
+
+    def __init__(self, chunk_source: Any, health: Mapping[str, ActionHealth],
+                 split: Callable[[Mapping[str, Any]], dict[str, dict[str, Any]]] | None,
+                 execution_steps: int | None) -> None:  # fmt: skip
+        self.chunk_source = chunk_source  # has .chunks: every chunk act() returned, by request id
+        self.health = health
+        self.split = split
+        self.execution_steps = execution_steps
+        self.queue: deque[Mapping[str, Any]] = deque()
+        self.holds = 0
+        self.holds_since_merge = 0
+        self.merges = 0
+        self.hits = 0
+        self.blocks = 0
+        self.steps = 0
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == ev.CHUNK_MERGE:
+            data = event.data
+            chunks = self.chunk_source.chunks
+            rid = int(data.get("request_id", self.merges))
+            chunk = list(chunks[rid]) if rid < len(chunks) else []
+            if self.execution_steps is not None:
+                chunk = chunk[: self.execution_steps]
+            dropped = int(data.get("dropped", 0))
+            self.queue = deque(chunk[dropped:])
+            if self.merges:
+                if self.holds_since_merge:
+                    self.blocks += 1
+                else:
+                    self.hits += 1
+            self.merges += 1
+            self.holds_since_merge = 0
+        elif event.kind == ev.ACTION:
+            self.steps += 1
+            if event.data.get("hold"):
+                self.holds += 1
+                self.holds_since_merge += 1
+                return
+            proposed = self.queue.popleft() if self.queue else {}
+            if not isinstance(proposed, Mapping):
+                proposed = {}
+            if self.split is None:
+                next(iter(self.health.values())).count(proposed)
+            else:
+                for robot, part in self.split(proposed).items():
+                    if robot in self.health:
+                        self.health[robot].count(part)
+
+
+class _MonitoredEnv:
+    """The MuJoCo env as the kernel sees it, plus the rollout's per-step duties."""
+
+    def __init__(self, env: Any, *, plan: RolloutPlan, control: RolloutControl, episode: int,
+                 scene: Any, policy: Policy | None, recorder: Any, video_stride: float,
+                 carry_state: bool) -> None:  # fmt: skip
+        self.env = env
+        self.env_spec = env.env_spec
+        self.plan = plan
+        self.control = control
+        self.episode = episode
+        self.scene = scene
+        self.robot = plan.robot
+        self.recorder = recorder
+        self.video_stride = video_stride
+        self.video_frames = 0
+        self.carry_state = carry_state
+        self.operator: Any = None
+        self.step_count = 0
+        self.fatal: BaseException | None = None
+        self.stop_reason: str | None = None  # "predicate" / "success" / "failure"
+        self.stop_criterion: str | None = None
+        self.success: bool | None = None
+        self.stop_when_true_at_reset = False
+        self.stop_when_armed: list[bool] = [True] * len(plan.stop_when)
+        self.reward_total = 0.0
+        self.sim_time_s: float | None = None
+        self.t0 = time.monotonic()
+        # success: the benchmark's clauses, the success_fn, or the policy's own task criterion
+        self.success_checks: list[Criterion] = list(plan.success)
+        if plan.success_fn is not None:
+            self.success_checks.append(plan.success_fn)
+        self.failure_checks: list[Criterion] = list(plan.failure)
+        if not self.success_checks and policy is not None and plan.call != "run_policy":
+            for attr, target in (
+                ("is_success", self.success_checks),
+                ("is_failure", self.failure_checks),
+            ):
+                fn = getattr(policy, attr, None)
+                if callable(fn):
+                    target.append(Criterion(f"{type(policy).__name__}.{attr}", fn))
+        elif policy is not None and plan.call != "run_policy":
+            fn = getattr(policy, "is_failure", None)
+            if callable(fn):
+                self.failure_checks.append(Criterion(f"{type(policy).__name__}.is_failure", fn))
+        self.needs_context = bool(
+            plan.stop_when or self.success_checks or self.failure_checks or plan.rewards
+        )
+        if hasattr(env, "hold_action"):
+            self.hold_action = env.hold_action
+        if hasattr(env, "privileged_state"):
+            self.privileged_state = env.privileged_state
+
+    # context for criteria
+    def context(self, obs: Any) -> dict[str, Any]:
+        state = dict(self.env.privileged_state()) if hasattr(self.env, "privileged_state") else {}
+        joints = observed_joint_positions(obs) if isinstance(obs, Mapping) else {}
+        state.update({"step": self.step_count, "robot": self.robot, "obs": obs, "joints": joints,
+                      "episode": self.episode})  # fmt: skip
+        return state
+
+    def _check(self, criteria: Sequence[Criterion], ctx: Mapping[str, Any]) -> Criterion | None:
+        for c in criteria:
+            try:
+                if c(ctx):
+                    return c
+            except Exception as exc:
+                raise CriterionError(c.name, self.episode, self.step_count, exc) from exc
+        return None
+
+    def _stop_check(self) -> None:
+        if (
+            self.control.stop_requested
+            and self.operator is not None
+            and not self.operator.stop_requested
+        ):
+            self.operator.stop()
+
+    def reset(self, seed: int | None = None) -> Any:
+        self.step_count = 0
+        if self.carry_state and hasattr(self.env, "observe"):
+            obs = self.env.observe()
+        else:
+            obs = self.env.reset(seed=seed)
+        self.t0 = time.monotonic()
+        self._stop_check()
+        if self.plan.stop_when:
+            try:
+                ctx = self.context(obs)
+                for i, c in enumerate(self.plan.stop_when):
+                    if c(ctx):
+                        # Already true at reset: armed only once it has been false, so the
+                        # rollout does not end at its first step on the scene's initial state.
+                        self.stop_when_armed[i] = False
+                        self.stop_when_true_at_reset = True
+            except Exception as exc:
+                self.fatal = CriterionError(c.name, self.episode, 0, exc)
+                raise self.fatal from exc
+        return obs
+
+    def step(self, action: Mapping[str, float]) -> Any:
+        self._stop_check()
+        result = self.env.step(action)
+        self.step_count += 1
+        self.control.step = self.step_count
+        info = result.info if isinstance(result.info, dict) else {}
+        if "sim_time_s" in info:
+            self.sim_time_s = float(info["sim_time_s"])
+        try:
+            if self.needs_context:
+                self._criteria(result, info)
+        except CriterionError as exc:
+            self.fatal = exc
+            raise
+        self.reward_total += float(result.reward)
+        if self.recorder is not None and self._frame_due():
+            self.recorder.add_frame()
+            self.video_frames += 1
+        if self.plan.on_frame is not None:
+            try:
+                self.plan.on_frame(self.step_count, result.observation)
+            except RecordingFrameError as exc:
+                self.fatal = exc
+                raise
+            except Exception:
+                _log.exception(
+                    "on_frame raised at step %d; ignored (best-effort telemetry)", self.step_count
+                )
+        if not self.plan.fast_mode and self.plan.async_rtc is not True:
+            remaining = self.t0 + self.step_count / self.plan.control_hz - time.monotonic()
+            if remaining > 0:
+                time.sleep(remaining)
+        return result
+
+    def _frame_due(self) -> bool:
+        # one frame per video period: floor(step / stride) advances (stride >= 1 control steps)
+        n = self.step_count
+        return bool(self.video_stride) and math.floor(n / self.video_stride + 1e-9) > math.floor(
+            (n - 1) / self.video_stride + 1e-9
+        )
+
+    def _criteria(self, result: Any, info: dict[str, Any]) -> None:
+        ctx = self.context(result.observation)
+        if self.plan.rewards:
+            total = 0.0
+            for term in self.plan.rewards:
+                try:
+                    total += term.weight * term.fn(ctx)
+                except Exception as exc:
+                    raise CriterionError(
+                        f"reward {term.name}", self.episode, self.step_count, exc
+                    ) from exc
+            result.reward = total
+        if result.terminated:
+            return
+        failed = self._check(self.failure_checks, ctx)
+        if failed is not None:
+            self._end(result, info, "failure", failed.name, success=False)
+            return
+        won = self._check(self.success_checks, ctx)
+        if won is not None:
+            self._end(result, info, "success", won.name, success=True)
+            return
+        for i, c in enumerate(self.plan.stop_when):
+            try:
+                hit = c(ctx)
+            except Exception as exc:
+                raise CriterionError(c.name, self.episode, self.step_count, exc) from exc
+            if not self.stop_when_armed[i]:
+                self.stop_when_armed[i] = not hit
+                continue
+            if hit:
+                # stop_when ends the rollout; in an evaluation it is not a success by itself
+                self._end(
+                    result,
+                    info,
+                    "predicate",
+                    c.name,
+                    success=None if self.plan.call == "run_policy" else False,
+                )
+                return
+
+    def _end(
+        self, result: Any, info: dict[str, Any], reason: str, name: str, *, success: bool | None
+    ) -> None:
+        self.stop_reason = reason
+        self.stop_criterion = name
+        self.success = success
+        result.terminated = True
+        if success is not None:
+            info["success"] = success
+        elif "success" not in info:
+            info["success"] = (
+                True  # a run_policy stop predicate: the kernel records it as a success
+            )
+
+
+# --- the runner ---------------------------------------------------------------------------------
+
+
+@dataclass
+class EpisodeSinkContext:
+    """What an episode sink (e.g. the rosbag mirror) gets before each episode."""
+
+    bus: EventBus
+    trace_dir: Path | None
+    robots: tuple[str, ...]
+    episode: int
+    call: str
+
+
+EpisodeSink = Callable[[EpisodeSinkContext], Callable[[Any], Mapping[str, Any] | None] | None]
+"""sink(context) -> finisher | None. The sink subscribes to context.bus; finisher(record) runs
+after the episode and returns fields merged into the episode's result (e.g. {"bag_path": ...})."""
+
+
+class PolicyRunner:
+    """Runs policies on the robots of a MujocoScene through the kernel.
+
+    PolicyRunner(scene, *, bus=None, episode_sinks=(), registry=None, record_privileged=True)
+
+    bus: an EventBus every episode's events are forwarded to (plus `progress` events).
+    episode_sinks: callables attached to each episode's own bus (see EpisodeSink).
+    """
+
+    def __init__(
+        self,
+        scene: Any,
+        *,
+        bus: EventBus | None = None,
+        episode_sinks: Sequence[EpisodeSink] = (),
+        registry: BenchmarkRegistry | None = None,
+        record_privileged: bool = True,
+        image_every: int = 1,
+    ) -> None:
+        self.scene = scene
+        self.bus = bus if bus is not None else EventBus()
+        self.episode_sinks: list[EpisodeSink] = list(episode_sinks)
+        self.registry = registry if registry is not None else BenchmarkRegistry()
+        self.record_privileged = v.check_flag("record_privileged", record_privileged)
+        self.image_every = image_every
+
+    def _robots(self) -> list[str]:
+        return list(self.scene.robots())
+
+    # -- the public, raising entry points --------------------------------------------------
+    def run(self, robot_name: str, **kwargs: Any) -> dict[str, Any]:
+        """One rollout; returns the result dict (raises ValueError for a refused parameter)."""
+        plan = plan_run(robot_name, robots=self._robots(), **kwargs)
+        self.probe_video(plan)
+        return self.execute_run(plan, RolloutControl(plan.robots, "run_policy"))
+
+    def evaluate(self, robot_name: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """n episodes; returns the aggregate report (raises ValueError for a refused parameter)."""
+        plan = plan_eval(robot_name, robots=self._robots(), registry=self.registry, **kwargs)
+        self.probe_video(plan)
+        return self.execute_eval(plan, RolloutControl(plan.robots, plan.call))
+
+    def run_multi(self, policies: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+        plan = plan_multi(policies, robots=self._robots(), **kwargs)
+        self.probe_video(plan)
+        return self.execute_multi(plan, RolloutControl(plan.robots, "run_multi_policy"))
+
+    # -- up-front checks that need the scene ------------------------------------------------
+    def probe_video(self, plan: RolloutPlan, scene: Any = None) -> None:
+        """Validate the video folder and render one frame from the camera before anything runs."""
+        if plan.video is None:
+            return
+        scene = scene or plan.scene_override or self.scene
+        path = Path(plan.video["path"])
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(
+                f"video['path']={str(path)!r}: cannot create its folder ({exc})"
+            ) from None
+        if not os.access(path.parent, os.W_OK):
+            raise ValueError(f"video['path']={str(path)!r}: the folder is not writable")
+        camera = plan.video["camera"]
+        if camera is not None and camera not in list(scene.cameras()):
+            raise ValueError(
+                f"video['camera']={camera!r}: no such camera; the scene's cameras are {list(scene.cameras())}"
+            )
+        try:
+            frame = scene.render(camera, plan.video["width"], plan.video["height"])
+        except Exception as exc:
+            raise ValueError(
+                f"video={plan.video!r}: rendering a probe frame failed: {type(exc).__name__}: {exc}"
+            ) from None
+        if getattr(frame, "shape", (0,))[:2] != (plan.video["height"], plan.video["width"]):
+            raise ValueError(
+                f"video={plan.video!r}: the probe frame has shape {getattr(frame, 'shape', None)}"
+            )
+
+    # -- building ------------------------------------------------------------------------------
+    def _build_policy(
+        self, robot: str, plan: RolloutPlan, keys: Sequence[str], limits: Mapping[str, Any]
+    ) -> tuple[Policy, dict[str, Any]]:
+        provider, config, obj = plan.policies[robot]
+        start = time.monotonic()
+        if obj is not None:
+            policy, cache_hit = obj, True
+        else:
+            policy, cache_hit = create_policy(provider, **config), False
+        load_s = time.monotonic() - start
+        policy.set_robot_state_keys(list(keys))
+        setter = getattr(policy, "set_action_limits", None)
+        if callable(setter):
+            setter(dict(limits))
+        return policy, {"policy_load_time_s": load_s, "policy_load_cache_hit": cache_hit,
+                        "policy_resident_rss_mb": _rss_mb()}  # fmt: skip
+
+    def _timing(self, plan: RolloutPlan, chunk_emitting: bool) -> tuple[Any, bool]:
+        from robokernel_ros.kernel.timing import Timing
+
+        horizon = max(plan.action_horizons.values())
+        resolved = chunk_emitting if plan.async_rtc is None else plan.async_rtc
+        if resolved:
+            # Prefetch at half the horizon; the aligned merge is the seam swap. run_policy
+            # paced (fast_mode=False) runs on the wall clock; everything else is virtual time.
+            clock = (
+                "wall"
+                if (not plan.fast_mode and plan.call in ("run_policy", "start_policy"))
+                else "virtual"
+            )
+            return Timing(
+                mode="realtime", clock=clock, execution_steps=horizon, refill_steps=horizon // 2
+            ), True
+        return Timing(mode="sync", execution_steps=horizon), False
+
+    # -- one episode ----------------------------------------------------------------------------
+    def _episode(self, *, plan: RolloutPlan, control: RolloutControl, env: Any, scene: Any,
+                 agents: dict[str, _RolloutAgent], agent: Any, policies: dict[str, Policy],
+                 timing: Any, episode: int, seed: int | None, video_path: str | None,
+                 split: Callable[..., Any] | None, joint_names: Mapping[str, Sequence[str]],
+                 carry_state: bool) -> dict[str, Any]:  # fmt: skip
+        from robokernel_ros.kernel.operator import OperatorChannel
+        from robokernel_ros.kernel.runner import EpisodeRunner
+        from robokernel_ros.kernel.trace import TraceStore
+
+        control.episode = episode
+        control.step = 0
+        recorder = None
+        stride = 0.0
+        video_fps = None
+        if video_path is not None:
+            from robokernel_ros.envs import VideoRecorder
+
+            video_fps = min(plan.video["fps"], plan.control_hz)
+            stride = plan.control_hz / video_fps
+            recorder = VideoRecorder(video_path, fps=video_fps, width=plan.video["width"], height=plan.video["height"],
+                                     camera=plan.video["camera"], scene=scene)  # fmt: skip
+        single_policy = policies[plan.robot] if len(policies) == 1 else None
+        menv = _MonitoredEnv(env, plan=plan, control=control, episode=episode, scene=scene, policy=single_policy,
+                             recorder=recorder, video_stride=stride, carry_state=carry_state)  # fmt: skip
+        bus = EventBus()
+        health = {
+            r: ActionHealth(frozenset(p.action_keys), frozenset(joint_names.get(r, ())))
+            for r, p in policies.items()
+        }
+        collector = _Collector(agent, health, split, timing.execution_steps)
+        bus.subscribe(collector, (ev.CHUNK_MERGE, ev.ACTION))
+        bus.subscribe(self.bus.publish)
+        for obs in plan.observers:
+            bus.subscribe(obs)
+        finishers = []
+        trace = TraceStore(plan.trace_dir) if plan.trace_dir is not None else None
+        sink_ctx = EpisodeSinkContext(bus, plan.trace_dir, plan.robots, episode, plan.call)
+        for sink in self.episode_sinks:
+            try:
+                fin = sink(sink_ctx)
+            except Exception:
+                _log.exception("episode sink %r failed to attach; ignored", sink)
+                fin = None
+            if fin is not None:
+                finishers.append(fin)
+        operator = OperatorChannel()
+        menv.operator = operator
+        control.attach_operator(operator)
+        runner = EpisodeRunner(menv, agent, trace=trace, bus=bus, safety=plan.safety, act_timeout_s=plan.rtc_timeout,
+                               record_privileged=self.record_privileged, image_every=self.image_every,
+                               timing=timing, operator=operator)  # fmt: skip
+        if seed is not None:
+            seed_everything(seed)
+        meta = {"robots": list(plan.robots), "call": plan.call, "episode": episode,
+                "policy": {r: p[0] for r, p in plan.policies.items()}}  # fmt: skip
+        if plan.benchmark is not None:
+            meta["benchmark"] = plan.benchmark["name"]
+        t0 = time.monotonic()
+        try:
+            if control.stop_requested:
+                operator.stop()
+            record = runner.run(
+                plan.n_steps, seed=seed, instruction=plan.instructions[plan.robot], meta=meta
+            )
+        finally:
+            control.attach_operator(None)
+            if recorder is not None:
+                try:
+                    recorder.close()
+                except Exception:
+                    _log.exception("closing the video %s failed", video_path)
+        elapsed = time.monotonic() - t0
+        extras: dict[str, Any] = {"bag_path": None}
+        for fin in finishers:
+            try:
+                extras.update(fin(record) or {})
+            except Exception:
+                _log.exception("episode sink finisher failed; ignored")
+        if menv.fatal is not None:
+            raise menv.fatal
+        return self._episode_result(plan, control, menv, record, collector, health, agents, policies, timing,
+                                    episode, seed, elapsed, video_path, video_fps, extras)  # fmt: skip
+
+    def _episode_result(self, plan, control, menv, record, collector, health, agents, policies, timing, episode,
+                        seed, elapsed, video_path, video_fps, extras) -> dict[str, Any]:  # fmt: skip
+        outcome = getattr(record.outcome, "value", str(record.outcome))
+        error = record.error
+        if outcome == "error" or outcome == "watchdog":
+            message = (error or {}).get("message") or record.status
+            stopped_reason = f"error: {message}"
+        elif outcome in ("stopped", "estopped"):
+            stopped_reason = outcome
+        elif menv.stop_reason is not None:
+            stopped_reason = "predicate"
+        elif outcome == "truncated" and record.steps >= plan.n_steps:
+            stopped_reason = "budget"
+        elif outcome == "truncated":
+            stopped_reason = "env_truncated"
+        else:
+            stopped_reason = outcome
+        if menv.success is not None:
+            success = bool(menv.success) and outcome in ("success",)
+        else:
+            success = (
+                outcome == "success"
+                and plan.call != "run_policy"
+                and menv.stop_reason is None
+                and bool(menv.success_checks)
+            )
+        inference = [s for a in agents.values() for s in a.inference_s]
+        chunk_enabled = timing.mode == "realtime"
+        merged: dict[str, Any] = {}
+        if len(health) == 1:
+            merged = next(iter(health.values())).to_dict()
+            named = next(iter(health.values())).named_keys
+            resolved = next(iter(health.values())).resolved_keys
+        else:
+            per_robot = {r: h.to_dict() for r, h in health.items()}
+            named = sum(h.named_keys for h in health.values())
+            resolved = sum(h.resolved_keys for h in health.values())
+            credited = sum(h.credited for h in health.values())
+            partial = sum(h.partial for h in health.values())
+            errors: dict[str, int] = {}
+            for r, h in health.items():
+                for k, c in h.errors.items():
+                    errors[f"{r}/{k}"] = c
+            merged = {
+                "actions_applied": min(h.applied for h in health.values()) if health else 0,
+                "actions_applied_per_robot": {
+                    r: d["actions_applied"] for r, d in per_robot.items()
+                },
+                "action_errors": errors,
+                "action_resolution_rate": resolved / named if named else 0.0,
+                "partial_action_failure_rate": partial / credited if credited else 0.0,
+                "action_steps_credited": credited,
+                "action_steps_with_unresolved_keys": partial,
+                "per_robot": per_robot,
+            }
+        result: dict[str, Any] = {
+            "robot_name": plan.robot if len(plan.robots) == 1 else list(plan.robots),
+            "policy": plan.policies[plan.robot][0]
+            if len(plan.robots) == 1
+            else {r: p[0] for r, p in plan.policies.items()},
+            "instruction": plan.instructions[plan.robot]
+            if len(plan.robots) == 1
+            else dict(plan.instructions),
+            "n_steps": plan.n_steps,
+            "episode": episode,
+            "seed": seed,
+            "outcome": outcome,
+            "success": success,
+            "kernel_status": record.status,
+            "elapsed_s": elapsed,
+            "stopped_early": stopped_reason != "budget",
+            "stopped_reason": stopped_reason,
+            "stop_predicate": menv.stop_criterion,
+            "steps_advanced": menv.step_count,
+            "hold_steps": collector.holds,
+            **merged,
+            "total_reward": float(record.total_reward),
+            "video_path": video_path if video_path and menv.video_frames else None,
+            "video_frames": menv.video_frames,
+            "video_fps": video_fps,
+            "sim_time_s": menv.sim_time_s,
+            "stop_when_true_at_reset": menv.stop_when_true_at_reset,
+            "stop_when_reset_warning": (
+                "stop_when was already true at reset; it was armed only after it first turned false"
+                if menv.stop_when_true_at_reset
+                else None
+            ),
+            "chunk_prefetch_enabled": chunk_enabled,
+            "policy_rtc_enabled": any(
+                bool(getattr(p, "supports_rtc", False)) for p in policies.values()
+            ),
+            "chunk_prefetch_chunks_acquired": sum(len(a.inference_s) for a in agents.values()),
+            "chunk_prefetch_hits": collector.hits if chunk_enabled else 0,
+            "chunk_prefetch_blocks": collector.blocks if chunk_enabled else 0,
+            "empty_chunks_requeried": sum(a.empty_chunks for a in agents.values()),
+            "avg_inference_ms": (1000 * sum(inference) / len(inference)) if inference else None,
+            "max_inference_ms": (1000 * max(inference)) if inference else None,
+            "safety_interventions": record.safety_interventions,
+            "compat": record.compat.to_dict(),
+            "trace_path": str(record.trace_path) if record.trace_path else None,
+            "run_id": record.run_id or None,
+            "error": error.get("message") if error else None,
+            "error_category": error.get("category") if error else None,
+            "_named_keys": named,
+            "_resolved_keys": resolved,
+            **extras,
+        }
+        binding: dict[str, bool] = {k: False for k in BINDING_FLAGS}
+        for p in policies.values():
+            for k, val in p.binding_report().items():
+                binding[k] = binding.get(k, False) or bool(val)
+        result.update(binding)
+        return rtc_aliases(result)
+
+    # -- execution -------------------------------------------------------------------------------
+    def _prepare(self, plan: RolloutPlan, scene: Any):
+        """Build the env, the policies and the agent (in the rollout's thread)."""
+        robots = list(plan.robots)
+        env = scene.make_env(robots if len(robots) > 1 else robots[0], control_hz=plan.control_hz)
+        spec = env.env_spec
+        policies: dict[str, Policy] = {}
+        agents: dict[str, _RolloutAgent] = {}
+        reports: dict[str, dict[str, Any]] = {}
+        joint_names = {r: list(scene.robot_joint_names(r)) for r in robots}
+        for r in robots:
+            keys = list(scene.robot_action_keys(r))
+            if len(robots) > 1:
+                limits = {
+                    k: spec.action_limits[f"{r}/{k}"]
+                    for k in keys
+                    if f"{r}/{k}" in spec.action_limits
+                }
+            else:
+                limits = {k: spec.action_limits[k] for k in keys if k in spec.action_limits}
+            policies[r], reports[r] = self._build_policy(r, plan, keys, limits)
+            agents[r] = _RolloutAgent(
+                policies[r],
+                action_horizon=plan.action_horizons[r],
+                policy_kwargs=plan.policy_kwargs,
+            )
+        return env, policies, agents, reports, joint_names
+
+    def execute_run(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
+        """Run a validated single-robot plan (one episode). Raises CriterionError / RecordingFrameError."""
+        control.state = "running"
+        control.provider = plan.policies[plan.robot][0]
+        if control.stop_requested:
+            return self._never_started(plan, control)
+        scene = self.scene
+        env, policies, agents, reports, joints = self._prepare(plan, scene)
+        try:
+            policy = policies[plan.robot]
+            timing, _ = self._timing(plan, policy.is_chunk_emitting())
+            result = self._episode(plan=plan, control=control, env=env, scene=scene, agents=agents,
+                                   agent=agents[plan.robot], policies=policies, timing=timing, episode=0,
+                                   seed=plan.seed, video_path=plan.video["path"] if plan.video else None,
+                                   split=None, joint_names=joints, carry_state=False)  # fmt: skip
+        finally:
+            self._close_policies(plan, policies)
+        result.update(reports[plan.robot])
+        result["duration"] = plan.duration
+        result["control_frequency"] = plan.control_hz
+        result["action_horizon"] = plan.action_horizons[plan.robot]
+        return public(result)
+
+    def _never_started(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
+        result = {
+            "robot_name": plan.robot if len(plan.robots) == 1 else list(plan.robots),
+            "policy": plan.policies[plan.robot][0],
+            "n_steps": plan.n_steps,
+            "outcome": "stopped",
+            "stopped_early": True,
+            "stopped_reason": "stopped",
+            "stopped_before_first_frame": True,
+            "steps_advanced": 0,
+            "actions_applied": 0,
+            "elapsed_s": 0.0,
+            "episodes_run": 0,
+        }
+        return result
+
+    def _close_policies(self, plan: RolloutPlan, policies: Mapping[str, Policy]) -> None:
+        for r, p in policies.items():
+            if plan.policies[r][2] is None:  # built here: ours to close
+                try:
+                    p.close()
+                except Exception:
+                    _log.exception("closing the %s policy failed", r)
+
+    def execute_eval(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
+        """Run a validated eval plan: n episodes, one policy object, aggregate report."""
+        control.state = "running"
+        control.n_episodes = plan.n_episodes
+        control.provider = plan.policies[plan.robot][0]
+        if control.stop_requested:
+            return self._never_started(plan, control)
+        scene = plan.scene_override or self.scene
+        env, policies, agents, reports, joints = self._prepare(plan, scene)
+        policy = policies[plan.robot]
+        timing, _ = self._timing(plan, policy.is_chunk_emitting())
+        progress = Progress(n_episodes=plan.n_episodes, robot_name=plan.robot, bus=self.bus, bar=plan.progress,
+                            label=plan.benchmark["name"] if plan.benchmark else f"eval {plan.robot}")  # fmt: skip
+        episodes: list[dict[str, Any]] = []
+        t0 = time.monotonic()
+        report = dict(reports[plan.robot])
+        try:
+            for i in range(plan.n_episodes):
+                if control.stop_requested:
+                    break
+                seed = (plan.seed or 0) + i
+                video_path = v.episode_video_path(plan.video["path"], i) if plan.video else None
+                carry = (not plan.reset_between) and i > 0
+                result = self._episode(plan=plan, control=control, env=env, scene=scene, agents=agents,
+                                       agent=agents[plan.robot], policies=policies, timing=timing, episode=i,
+                                       seed=seed, video_path=video_path, split=None, joint_names=joints,
+                                       carry_state=carry)  # fmt: skip
+                if i > 0:
+                    result["policy_load_cache_hit"] = True
+                episodes.append(result)
+                progress.episode_done(i, success=result["success"], steps=result["steps_advanced"],
+                                      outcome=result["outcome"])  # fmt: skip
+                if result["outcome"] in ("stopped", "estopped"):
+                    break
+        finally:
+            progress.close()
+            self._close_policies(plan, policies)
+        if plan.policies[plan.robot][2] is None and len(episodes) > 1:
+            report["policy_load_cache_hit"] = False  # built once, reused across episodes
+        for k, val in policy.binding_report().items():
+            report[k] = bool(val)
+        base = {
+            "robot_name": plan.robot,
+            "policy": plan.policies[plan.robot][0],
+            "instruction": plan.instructions[plan.robot],
+            "n_episodes_requested": plan.n_episodes,
+            "max_steps": plan.n_steps,
+            "control_frequency": plan.control_hz,
+            "action_horizon": plan.action_horizons[plan.robot],
+            "seed": plan.seed,
+            "async_rtc": bool(plan.async_rtc),
+            "chunk_prefetch_enabled": timing.mode == "realtime",
+            "policy_rtc_enabled": bool(getattr(policy, "supports_rtc", False)),
+            "benchmark": plan.benchmark["name"] if plan.benchmark else None,
+            "stopped": control.stop_requested,
+            "elapsed_s": time.monotonic() - t0,
+        }
+        out = aggregate(episodes, base=base, policy_report=report)
+        out["n_episodes"] = len(episodes)
+        return out
+
+    def execute_multi(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
+        control.state = "running"
+        control.provider = ",".join(p[0] for p in plan.policies.values())
+        if control.stop_requested:
+            return self._never_started(plan, control)
+        scene = self.scene
+        env, policies, agents, reports, joints = self._prepare(plan, scene)
+        from .multi import MultiAgent, split_action
+
+        agent = MultiAgent(agents, plan.robots, plan.instructions)
+        from robokernel_ros.kernel.timing import Timing
+
+        try:
+            result = self._episode(plan=plan, control=control, env=env, scene=scene, agents=agents,
+                                   agent=agent, policies=policies, timing=Timing(mode="sync", execution_steps=1),
+                                   episode=0, seed=plan.seed, video_path=plan.video["path"] if plan.video else None,
+                                   split=lambda a: split_action(a, plan.robots), joint_names=joints,
+                                   carry_state=False)  # fmt: skip
+        finally:
+            self._close_policies(plan, policies)
+        result["policies"] = {r: reports[r] for r in plan.robots}
+        return public(result)
+
+
+def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) -> tuple[str, str]:
+    """(status, text) of a run or an eval result: error when no action was applied."""
+    if result.get("stopped_before_first_frame"):
+        return "success", f"stopped before the first frame ({result.get('robot_name')})"
+    reason = str(result.get("stopped_reason") or "")
+    applied = int(result.get("actions_applied") or 0)
+    note = health_note(result)
+    if aggregate_report:
+        head = (
+            f"{result.get('policy')} on {result.get('robot_name')}: {result.get('n_episodes')} episodes, "
+            f"success_rate={result.get('success_rate', 0.0):.3f}, avg_reward={result.get('avg_reward', 0.0):.3f}, "
+            f"{result.get('total_steps')} steps"
+        )
+        errors = [r for r in result.get("stopped_reasons", []) if str(r).startswith("error")]
+        if applied == 0 and result.get("n_episodes"):
+            return "error", (
+                head
+                + "; refused: no action was applied in any episode (actions_applied=0), so success_rate, "
+                "avg_reward and pass_hat_k would describe the scene's initial state"
+            )
+        if errors:
+            return "error", head + f"; {len(errors)} episode(s) ended in error: {errors[0]}"
+        return "success", head + (f"; {note}" if note else "")
+    head = (
+        f"{result.get('policy')} on {result.get('robot_name')}: {result.get('steps_advanced')} steps, "
+        f"{applied} actions applied, stopped_reason={reason}"
+    )
+    if reason.startswith("error"):
+        return "error", head
+    if applied == 0 and reason not in ("stopped", "estopped"):
+        return "error", head + (
+            "; no action commanded the robot (no step resolved any of its action keys): "
+            f"action_errors={result.get('action_errors')}"
+        )
+    return "success", head + (f"; {note}" if note else "")

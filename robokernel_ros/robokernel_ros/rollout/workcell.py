@@ -1,0 +1,655 @@
+"""SimWorkcell: the simulated workcell's rollout API (run/start/stop/list/eval/benchmark/replay).
+
+Every call returns the envelope {"status": "success" | "error", "content": [{"text"},
+{"json"}]}, with JSON-friendly inputs and a JSON-serialisable report, so the ROS
+runner node can serve each call as a service. Refusals are checked at the entry point,
+before the robot is claimed: a refused call starts nothing and leaves the robot startable.
+
+The in-flight population (`RolloutControl`s: queued or running, blocking calls
+included) is the one source of truth that list_policies_running, stop_policy and the
+scene-mutation guard read.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from robokernel_ros.envs import MujocoScene
+from robokernel_ros.kernel.events import EventBus
+
+from . import validation as v
+from .benchmarks import BenchmarkRegistry, builtin_benchmark_specs
+from .predicates import CriterionError
+from .replay import (
+    ReplayPolicy,
+    final_qpos,
+    recorded_actions,
+    recorded_keys,
+    recorded_robot,
+    resolve_episode,
+)
+from .results import envelope, error_envelope, summary_table
+from .runner import (
+    DEFAULT_TRACE_DIR,
+    EpisodeSink,
+    PolicyRunner,
+    RecordingFrameError,
+    RolloutControl,
+    RolloutPlan,
+    plan_eval,
+    plan_multi,
+    plan_run,
+    result_status,
+)
+
+_log = logging.getLogger(__name__)
+
+SCENE_MUTATIONS = (
+    "add_robot",
+    "remove_robot",
+    "add_object",
+    "remove_object",
+    "move_object",
+    "add_camera",
+    "remove_camera",
+    "load_scene",
+    "set_gravity",
+    "set_timestep",
+    "reset",
+)
+
+
+class SceneBusyError(RuntimeError):
+    """A scene mutation refused because a rollout is driving the scene."""
+
+
+class SimWorkcell:
+    """A MuJoCo scene with the policy-rollout API.
+
+    SimWorkcell(scene=None, *, trace_dir="runs/", max_concurrent=4, bus=None,
+                episode_sinks=(), record_privileged=True)
+
+    trace_dir: the default folder of run directories for every call (None: no trace).
+    max_concurrent: rollouts that run at once; further start_policy calls queue.
+    bus: an EventBus every episode's events (and eval `progress` events) are forwarded to.
+    episode_sinks: per-episode bus subscribers (e.g. the rosbag mirror); see EpisodeSink.
+    """
+
+    def __init__(
+        self,
+        scene: MujocoScene | None = None,
+        *,
+        trace_dir: Any = DEFAULT_TRACE_DIR,
+        max_concurrent: int = 4,
+        bus: EventBus | None = None,
+        episode_sinks: Sequence[EpisodeSink] = (),
+        record_privileged: bool = True,
+    ) -> None:
+        self.scene = scene if scene is not None else MujocoScene()
+        self.trace_dir = v.trace_dir("trace_dir", trace_dir)
+        self.bus = bus if bus is not None else EventBus()
+        self.episode_sinks: list[EpisodeSink] = list(episode_sinks)
+        self.benchmarks = BenchmarkRegistry()
+        self.runner = PolicyRunner(
+            self.scene,
+            bus=self.bus,
+            episode_sinks=self.episode_sinks,
+            registry=self.benchmarks,
+            record_privileged=record_privileged,
+        )
+        self._lock = threading.RLock()
+        self._inflight: dict[int, RolloutControl] = {}
+        self._last: dict[str, dict[str, Any]] = {}
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=v.positive_int("max_concurrent", max_concurrent),
+            thread_name_prefix="rollout",
+        )
+        self.scene.set_mutation_guard(self._guard)
+        self._closed = False
+
+    # ------------------------------------------------------------------ population
+
+    def _driving(self, scene: str = "workcell") -> list[RolloutControl]:
+        with self._lock:
+            return [c for c in self._inflight.values() if c.scene == scene]
+
+    def _guard(self, operation: str) -> None:
+        """The scene's mutation guard: refuse while a rollout drives it (its own thread exempt)."""
+        me = threading.get_ident()
+        driving = self._driving()
+        if not driving or any(c.thread_ident == me for c in driving):
+            return
+        raise SceneBusyError(
+            f"{operation} refused: {self._in_flight_text(driving)}; {self._remedy(driving)}"
+        )
+
+    @staticmethod
+    def _in_flight_text(controls: Sequence[RolloutControl]) -> str:
+        names = ", ".join(
+            f"{'+'.join(repr(r) for r in c.robots)} ({c.call}, {c.state})" for c in controls
+        )
+        return f"a rollout is driving the scene (robots in flight: {names})"
+
+    @staticmethod
+    def _remedy(controls: Sequence[RolloutControl]) -> str:
+        calls = " or ".join(f"stop_policy(robot_name={c.robots[0]!r})" for c in controls)
+        return f"stop it first with {calls}, or stop_policy() to stop every rollout"
+
+    def _claim(self, plan: RolloutPlan, scene: str = "workcell") -> RolloutControl:
+        with self._lock:
+            if self._closed:
+                raise ValueError("the workcell is closed")
+            for c in self._inflight.values():
+                if c.scene != scene:
+                    continue
+                busy = sorted(set(c.robots) & set(plan.robots))
+                if busy:
+                    raise ValueError(
+                        f"robot_name={busy[0]!r}: already running a policy ({c.call}, {c.state}); "
+                        f"stop it with stop_policy(robot_name={busy[0]!r}) or wait for it to finish"
+                    )
+            control = RolloutControl(plan.robots, plan.call, scene=scene)
+            control.provider = ",".join(p[0] for p in plan.policies.values())
+            control.n_episodes = plan.n_episodes
+            self._inflight[control.id] = control
+            return control
+
+    def _release(self, control: RolloutControl, out: dict[str, Any]) -> None:
+        with self._lock:
+            control.state = "finished"
+            control.result = out
+            self._inflight.pop(control.id, None)
+            for robot in control.robots:
+                self._last[robot] = {
+                    "status": out["status"],
+                    "text": out["content"][0]["text"],
+                    "call": control.call,
+                    "finished_at": time.monotonic(),
+                }
+        control.done.set()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _with_defaults(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        kwargs.setdefault("trace_dir", self.trace_dir)
+        return kwargs
+
+    def _execute(
+        self, control: RolloutControl, plan: RolloutPlan, runner: PolicyRunner, kind: str
+    ) -> dict[str, Any]:
+        """Run a claimed plan in this thread and build its envelope (never raises)."""
+        control.thread_ident = threading.get_ident()
+        try:
+            if kind == "eval":
+                result = runner.execute_eval(plan, control)
+                status, text = result_status(
+                    result, aggregate_report=not result.get("stopped_before_first_frame")
+                )
+                if status == "success" and len(result.get("episodes", [])) > 0:
+                    text += "\n" + _episode_table(result)
+            elif kind == "multi":
+                result = runner.execute_multi(plan, control)
+                status, text = result_status(result)
+            else:
+                result = runner.execute_run(plan, control)
+                status, text = result_status(result)
+            out = envelope(status, text, result)
+        except (CriterionError, RecordingFrameError) as exc:
+            out = error_envelope(
+                f"{plan.call} failed: {exc}", {"robot_name": plan.robot, "error": str(exc)}
+            )
+        except Exception as exc:
+            _log.exception("%s on %s failed", plan.call, plan.robots)
+            out = error_envelope(
+                f"{plan.call} failed: {type(exc).__name__}: {exc}",
+                {"robot_name": plan.robot, "error": f"{type(exc).__name__}: {exc}"},
+            )
+        finally:
+            control.thread_ident = None
+        self._release(control, out)
+        return out
+
+    # ------------------------------------------------------------------ rollouts
+
+    def run_policy(self, robot_name: str, **kwargs: Any) -> dict[str, Any]:
+        """Run a policy on a robot and return when it ends (see PolicyRunner / plan_run).
+
+        Parameters: robot_name (required), policy_provider="mock", policy_config={},
+        policy_object=None, policy_kwargs={}, instruction="", duration=10.0,
+        control_frequency=50.0, action_horizon=8, n_steps=None (wins over duration;
+        max_steps is its legacy alias), seed=None, async_rtc=None (resolve from
+        policy.is_chunk_emitting()), rtc_inference_timeout_s=None, stop_when=None,
+        observer=None (callables subscribed to the episode's events), on_frame=None
+        (on_frame(step, observation) after each step), video=None ({path, fps, camera,
+        width, height}), fast_mode=True (False: paced at control_frequency),
+        trace_dir="runs/", safety=None (shield settings).
+        """
+        try:
+            plan = plan_run(robot_name, robots=self.scene.robots(), **self._with_defaults(kwargs))
+            self.runner.probe_video(plan)
+            control = self._claim(plan)
+        except (ValueError, TypeError) as exc:
+            return error_envelope(str(exc))
+        return self._execute(control, plan, self.runner, "run")
+
+    def start_policy(self, robot_name: str, **kwargs: Any) -> dict[str, Any]:
+        """run_policy's arguments; refusals are synchronous, then the rollout runs in the
+        background and this returns at once. wait_policy() returns its result."""
+        try:
+            plan = plan_run(
+                robot_name,
+                robots=self.scene.robots(),
+                call="start_policy",
+                **self._with_defaults(kwargs),
+            )
+            self.runner.probe_video(plan)
+            control = self._claim(plan)
+        except (ValueError, TypeError) as exc:
+            return error_envelope(str(exc))
+        try:
+            self._executor.submit(self._execute, control, plan, self.runner, "run")
+        except RuntimeError as exc:  # executor shut down
+            self._release(control, error_envelope(str(exc)))
+            return error_envelope(f"start_policy failed: {exc}")
+        return envelope(
+            "success",
+            f"started {plan.policies[plan.robot][0]} on {plan.robot!r} ({plan.n_steps} steps); "
+            f"stop it with stop_policy(robot_name={plan.robot!r})",
+            {
+                "robot_name": plan.robot,
+                "rollout_id": control.id,
+                "state": control.state,
+                "n_steps": plan.n_steps,
+            },
+        )
+
+    def wait_policy(self, robot_name: str, timeout_s: float | None = None) -> dict[str, Any]:
+        """Wait for the robot's in-flight rollout and return its envelope (or the last one)."""
+        try:
+            timeout = v.timeout_seconds("timeout_s", timeout_s)
+        except ValueError as exc:
+            return error_envelope(str(exc))
+        with self._lock:
+            controls = [c for c in self._inflight.values() if robot_name in c.robots]
+        for c in controls:
+            if not c.done.wait(timeout):
+                return error_envelope(
+                    f"timeout_s={timeout}: the rollout on {robot_name!r} is still {c.state}"
+                )
+            if c.result is not None:
+                return c.result
+        with self._lock:
+            last = self._last.get(robot_name)
+        if last is None:
+            return error_envelope(f"robot_name={robot_name!r}: no rollout has run on it")
+        return envelope(last["status"], last["text"], last)
+
+    def stop_policy(self, robot_name: str | None = "") -> dict[str, Any]:
+        """Stop the rollout on `robot_name`, or every rollout when it is "" (or None).
+
+        Honoured at any point after start_policy returns, before the first frame and
+        while queued. Reads the same population as list_policies_running.
+        """
+        if robot_name is None:
+            robot_name = ""
+        if not isinstance(robot_name, str):
+            return error_envelope(
+                f"robot_name={robot_name!r}: must be a robot name or '' for every rollout"
+            )
+        with self._lock:
+            inflight = list(self._inflight.values())
+            targets = [c for c in inflight if not robot_name or robot_name in c.robots]
+            for c in targets:
+                c.stop("stop_policy")
+            last = self._last.get(robot_name) if robot_name else None
+        if targets:
+            stopped = sorted({r for c in targets for r in c.robots})
+            states = {"+".join(c.robots): c.state for c in targets}
+            return envelope(
+                "success",
+                f"stopping {', '.join(repr(r) for r in stopped)} ({', '.join(f'{k}: {s}' for k, s in states.items())})",
+                {"stopped": stopped, "states": states, "rollout_ids": [c.id for c in targets]},
+            )
+        if not robot_name:
+            return envelope(
+                "success", "no policies running: nothing to stop", {"stopped": [], "states": {}}
+            )
+        if robot_name not in self.scene.robots() and not any(
+            robot_name in c.robots for c in inflight
+        ):
+            return error_envelope(
+                f"robot_name={robot_name!r}: no such robot; the scene's robots are {self.scene.robots()}"
+            )
+        text = f"policy was not running on {robot_name!r}"
+        if inflight:
+            text += f"; {self._in_flight_text(inflight).replace('a rollout is driving the scene ', '')}: {self._remedy(inflight)}"
+        if last is not None and last["status"] == "error":
+            text += f"; its last rollout ({last['call']}) ended in error: {last['text']}"
+        return error_envelope(
+            text, {"stopped": [], "running": [c.describe() for c in inflight], "last": last}
+        )
+
+    def list_policies_running(self) -> dict[str, Any]:
+        """The robots being driven now (queued or running, any launch shape)."""
+        with self._lock:
+            controls = list(self._inflight.values())
+        running = [c.describe() for c in controls]
+        robots = sorted({r for c in controls for r in c.robots})
+        if not running:
+            return envelope(
+                "success", "no policies running", {"running": [], "robots": [], "count": 0}
+            )
+        text = "running: " + "; ".join(
+            f"{'+'.join(c.robots)} ({c.call}, {c.provider}, {c.state}, episode {c.episode}, step {c.step})"
+            for c in controls
+        )
+        return envelope(
+            "success", text, {"running": running, "robots": robots, "count": len(running)}
+        )
+
+    def run_multi_policy(self, policies: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Run several robots at once, one policy each: policies={robot: Policy | provider |
+        {"policy_provider", "policy_config"}}, instructions=str | {robot: str},
+        action_horizon=int | {robot: int}, duration / n_steps as run_policy."""
+        try:
+            plan = plan_multi(policies, robots=self.scene.robots(), **self._with_defaults(kwargs))
+            self.runner.probe_video(plan)
+            control = self._claim(plan)
+        except (ValueError, TypeError) as exc:
+            return error_envelope(str(exc))
+        return self._execute(control, plan, self.runner, "multi")
+
+    def eval_policy(self, robot_name: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """Evaluate a policy over n_episodes (robot_name auto-resolves the sole robot).
+
+        Parameters: n_episodes=1, max_steps=300, success_fn=None (fn(context) -> bool,
+        else the policy's own is_success, e.g. the scripted task's), stop_when=None,
+        seed=None (episode i runs with seed + i), async_rtc=False (True measures
+        robustness to inference latency; None is refused), rtc_inference_timeout_s,
+        video=None (one MP4 per episode, _ep{i}), reset_between=True, spec=None (a
+        benchmark: its horizon and criteria), progress=None (a bar on a terminal),
+        plus run_policy's policy_* / instruction / action_horizon / trace_dir.
+        """
+        if kwargs.get("spec") is not None:
+            return self.evaluate_benchmark(kwargs.pop("spec"), **kwargs)
+        try:
+            plan = plan_eval(
+                robot_name,
+                robots=self.scene.robots(),
+                registry=self.benchmarks,
+                **self._with_defaults(kwargs),
+            )
+            self.runner.probe_video(plan)
+            control = self._claim(plan)
+        except (ValueError, TypeError) as exc:
+            return error_envelope(str(exc))
+        return self._execute(control, plan, self.runner, "eval")
+
+    def evaluate_benchmark(self, spec: Any, **kwargs: Any) -> dict[str, Any]:
+        """Evaluate a policy on a benchmark (a registered name or a spec dict) in its own scene.
+
+        Takes eval_policy's arguments except max_steps (the spec's horizon) and
+        async_rtc=True (the benchmark path stays synchronous).
+        """
+        try:
+            if "robot_name" in kwargs:
+                raise ValueError(
+                    f"robot_name={kwargs['robot_name']!r}: a benchmark brings its own robot; it is not run on the workcell's"
+                )
+            plan = plan_eval(None, robots=[], registry=self.benchmarks, spec=spec, call="evaluate_benchmark",
+                             **self._with_defaults(kwargs))  # fmt: skip
+            scene = self._benchmark_scene(plan.benchmark)
+            runner = PolicyRunner(scene, bus=self.bus, episode_sinks=self.episode_sinks, registry=self.benchmarks,
+                                  record_privileged=self.runner.record_privileged)  # fmt: skip
+            runner.probe_video(plan)
+            control = self._claim(plan, scene=f"benchmark:{plan.benchmark['name']}")
+        except (ValueError, TypeError) as exc:
+            return error_envelope(str(exc))
+        return self._execute(control, plan, runner, "eval")
+
+    @staticmethod
+    def _benchmark_scene(spec: Mapping[str, Any]) -> MujocoScene:
+        scene = MujocoScene()
+        robot = dict(spec["robot"])
+        name = robot.pop("name")
+        model = robot.pop("model")
+        try:
+            scene.add_robot(name, model, **robot)
+            for obj in spec.get("objects", []):
+                obj = dict(obj)
+                scene.add_object(obj.pop("name"), **obj)
+        except TypeError as exc:
+            raise ValueError(f"spec {spec['name']!r}: bad robot/object fields: {exc}") from None
+        return scene
+
+    def replay_episode(
+        self, repo_id: Any, robot_name: str | None = None, episode: int = 0, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Replay the executed actions of a recorded episode through the shield.
+
+        repo_id: a run directory, a folder of them (episode picks one, oldest first) or a
+        path another trace loader reads. robot_name: defaults to the recorded robot when
+        the scene has it, else the sole robot. Also takes trace_dir, video, seed
+        (default: the recorded seed), safety.
+        """
+        try:
+            unknown = set(kwargs) - {"trace_dir", "video", "seed", "safety", "observer"}
+            if unknown:
+                raise ValueError(f"replay_episode: unknown parameters {sorted(unknown)}")
+            trace = resolve_episode(repo_id, episode)
+            robots = self.scene.robots()
+            if robot_name is None or robot_name == "":
+                recorded = recorded_robot(trace)
+                robot_name = (
+                    recorded if recorded in robots else (robots[0] if len(robots) == 1 else None)
+                )
+                if robot_name is None:
+                    raise ValueError(
+                        f"robot_name=None: cannot pick the robot: recorded {recorded!r}, the scene has {robots}"
+                    )
+            actions = recorded_actions(trace)
+            if not actions:
+                raise ValueError(f"repo_id={str(repo_id)!r}: the recorded episode has no actions")
+            if robot_name not in robots:
+                raise ValueError(
+                    f"robot_name={robot_name!r}: no such robot; the scene's robots are {robots}"
+                )
+            keys = set(self.scene.robot_action_keys(robot_name))
+            foreign = sorted(set(recorded_keys(trace)) - keys)
+            if foreign:
+                raise ValueError(
+                    f"repo_id={str(repo_id)!r}: recorded action keys {foreign} are not action keys of robot "
+                    f"{robot_name!r} ({sorted(keys)})"
+                )
+            env_meta = trace.meta.get("env") or {}
+            hz = env_meta.get("control_hz") or 50.0
+            seed = kwargs.pop("seed", None)
+            if seed is None:
+                seed = trace.meta.get("seed")
+            plan = plan_run(robot_name, robots=robots, policy_object=ReplayPolicy(actions), n_steps=len(actions),
+                            control_frequency=hz, action_horizon=1, seed=seed, async_rtc=False,
+                            instruction=trace.meta.get("instruction") or "", call="replay_episode",
+                            **self._with_defaults(kwargs))  # fmt: skip
+            self.runner.probe_video(plan)
+            control = self._claim(plan)
+        except (ValueError, TypeError) as exc:
+            return error_envelope(str(exc))
+        final: dict[str, Any] = {}
+
+        def watch(event: Any) -> None:
+            if event.kind == "privileged":
+                final["qpos"] = (event.data.get("state") or {}).get("qpos")
+
+        plan.observers.append(watch)  # the episode's own bus: no other rollout's events
+        out = self._execute(control, plan, self.runner, "run")
+        payload = next((b["json"] for b in out["content"] if "json" in b), None)
+        if payload is not None:
+            recorded = final_qpos(trace)
+            payload["replayed_from"] = str(trace.path)
+            payload["recorded_steps"] = len(actions)
+            payload["recorded_outcome"] = trace.meta.get("outcome")
+            divergence = None
+            if (
+                recorded is not None
+                and final.get("qpos") is not None
+                and len(recorded) == len(final["qpos"])
+            ):
+                divergence = max(
+                    (
+                        abs(float(a) - float(b))
+                        for a, b in zip(recorded, final["qpos"], strict=True)
+                    ),
+                    default=0.0,
+                )
+            payload["max_qpos_divergence"] = divergence
+            out["content"][0]["text"] += (
+                f"; replayed {len(actions)} recorded actions from {trace.path}"
+                + (f", final qpos divergence {divergence:.3g}" if divergence is not None else "")
+            )
+        return out
+
+    # ------------------------------------------------------------------ benchmarks
+
+    def list_benchmarks(self) -> dict[str, Any]:
+        items = self.benchmarks.describe()
+        if not items:
+            text = "no benchmarks registered (register_builtin_benchmarks() adds the shipped ones)"
+        else:
+            text = "benchmarks: " + ", ".join(i["name"] for i in items)
+        return envelope("success", text, {"benchmarks": items})
+
+    def register_benchmark(self, spec: Mapping[str, Any], replace: bool = False) -> dict[str, Any]:
+        try:
+            v.check_flag("replace", replace)
+            name = self.benchmarks.register(spec, replace=replace)
+        except ValueError as exc:
+            return error_envelope(str(exc))
+        return envelope("success", f"registered benchmark {name!r}", {"name": name})
+
+    def register_builtin_benchmarks(self) -> dict[str, Any]:
+        names = self.benchmarks.register_builtins()
+        return envelope("success", f"registered {', '.join(names)}", {"registered": names})
+
+    @staticmethod
+    def builtin_benchmark_specs() -> dict[str, dict[str, Any]]:
+        """The shipped benchmark specs (copies, to fork)."""
+        return builtin_benchmark_specs()
+
+    # ------------------------------------------------------------------ scene
+
+    def get_features(self, robot_name: str) -> dict[str, Any]:
+        """The keys a robot expects (action keys = actuator names) and what it observes."""
+        try:
+            entry = self.scene.robot(robot_name)
+        except ValueError as exc:
+            return error_envelope(str(exc))
+        del entry
+        payload = {
+            "robot_name": robot_name,
+            "action_keys": list(self.scene.robot_action_keys(robot_name)),
+            "joint_names": list(self.scene.robot_joint_names(robot_name)),
+            "actuator_kinds": self.scene.robot_actuator_kinds(robot_name),
+            "cameras": list(self.scene.cameras()),
+        }
+        return envelope(
+            "success", f"{robot_name}: {len(payload['action_keys'])} action keys", payload
+        )
+
+    def scene_info(self) -> dict[str, Any]:
+        payload = {
+            "robots": self.scene.robots(),
+            "objects": self.scene.objects(),
+            "cameras": self.scene.cameras(),
+        }
+        return envelope(
+            "success", f"robots {payload['robots']}, objects {payload['objects']}", payload
+        )
+
+    def _mutate(self, operation: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            getattr(self.scene, operation)(*args, **kwargs)
+        except (ValueError, TypeError, SceneBusyError) as exc:
+            return error_envelope(str(exc))
+        info = self.scene_info()
+        info["content"][0]["text"] = f"{operation} done; " + info["content"][0]["text"]
+        return info
+
+    def add_robot(self, name: str, model: str, **kwargs: Any) -> dict[str, Any]:
+        return self._mutate("add_robot", name, model, **kwargs)
+
+    def remove_robot(self, name: str) -> dict[str, Any]:
+        return self._mutate("remove_robot", name)
+
+    def add_object(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        return self._mutate("add_object", name, **kwargs)
+
+    def remove_object(self, name: str) -> dict[str, Any]:
+        return self._mutate("remove_object", name)
+
+    def move_object(
+        self, name: str, pos: Sequence[float], quat: Sequence[float] | None = None
+    ) -> dict[str, Any]:
+        return self._mutate("move_object", name, pos, quat)
+
+    def add_camera(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        return self._mutate("add_camera", name, **kwargs)
+
+    def remove_camera(self, name: str) -> dict[str, Any]:
+        return self._mutate("remove_camera", name)
+
+    def load_scene(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        return self._mutate("load_scene", path, **kwargs)
+
+    def set_gravity(self, gravity: Sequence[float]) -> dict[str, Any]:
+        return self._mutate("set_gravity", gravity)
+
+    def set_timestep(self, timestep: float) -> dict[str, Any]:
+        return self._mutate("set_timestep", timestep)
+
+    def reset(self, seed: int | None = None) -> dict[str, Any]:
+        return self._mutate("reset", seed)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop every rollout, wait for them (up to timeout_s), free the renderers."""
+        with self._lock:
+            self._closed = True
+            controls = list(self._inflight.values())
+        for c in controls:
+            c.stop("close")
+        deadline = time.monotonic() + timeout_s
+        for c in controls:
+            c.done.wait(max(0.0, deadline - time.monotonic()))
+        self._executor.shutdown(wait=False, cancel_futures=False)
+        self.scene.set_mutation_guard(None)
+        self.scene.close()
+
+    def __enter__(self) -> SimWorkcell:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _episode_table(report: Mapping[str, Any]) -> str:
+    rows = [
+        (
+            e.get("episode"),
+            e.get("outcome"),
+            e.get("success"),
+            e.get("steps_advanced"),
+            e.get("actions_applied"),
+            e.get("total_reward"),
+            e.get("stopped_reason"),
+        )  # fmt: skip
+        for e in report.get("episodes", [])
+    ]
+    return summary_table(
+        rows, ("episode", "outcome", "success", "steps", "applied", "reward", "stopped_reason")
+    )
