@@ -1,0 +1,162 @@
+"""policy_server node + remote provider: real processes over Fast DDS."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy")
+
+from robokernel_ros.policies import create_policy  # noqa: E402
+from robokernel_ros.policies import remote as wire  # noqa: E402
+
+SERVER = "robokernel_ros.nodes.policy_server"
+
+
+def _server(processes, ns: str, provider: str, config: dict | None = None, *extra: str):
+    args = ["--ros-args", "-r", f"__ns:={ns}", "-p", f"provider:={provider}"]
+    if config is not None:
+        args += ["-p", f"policy_config_json:='{json.dumps(config)}'"]
+    for item in extra:
+        args += ["-p", item]
+    return processes.python(f"policy_server{ns.replace('/', '_')}", SERVER, *args)
+
+
+def test_mock_server_answers_observations_by_topic_and_service(processes) -> None:
+    server = _server(processes, "/ps_mock", "mock", {"execution_horizon": 4}, "action_keys:=[a,b]")
+    policy = create_policy("remote", namespace="/ps_mock", ready_timeout_s=30)
+    try:
+        assert policy.server_provider == "mock"
+        assert policy.server_action_keys == ("a", "b")
+        assert policy.is_chunk_emitting()
+        policy.set_robot_state_keys(["a", "b"])
+        policy.reset()
+        steps = []
+        for step in (0, 5, 11):
+            chunk = policy.get_actions(
+                {"joint_positions": {"a": 0.0, "b": 1.0}}, "reach", step=step
+            )
+            assert len(chunk) == 4 and all(set(row) == {"a", "b"} for row in chunk)
+            assert all(math.isfinite(v) for row in chunk for v in row.values())
+            steps.append(policy.chunk_log[-1][0])
+        # Every chunk carries the step of the observation it answered.
+        assert steps == [0, 5, 11]
+        assert all(inf >= 0.0 and rt >= inf for _, inf, rt in policy.chunk_log)
+        policy.mode = "service"
+        chunk = policy.get_actions({"joint_positions": {"a": 0.0, "b": 1.0}}, step=12)
+        assert len(chunk) == 4 and policy.chunk_log[-1][0] == 12
+    finally:
+        policy.close()
+    assert server.poll() is None, processes.log(server)
+
+
+def test_remote_refuses_a_server_that_failed_to_load(processes) -> None:
+    _server(processes, "/ps_bad", "scripted", {"targets": "not a list"})
+    with pytest.raises(RuntimeError) as info:
+        create_policy("remote", namespace="/ps_bad", ready_timeout_s=20)
+    text = str(info.value)
+    assert "not ready" in text and "targets" in text, text
+
+
+def test_remote_refuses_when_no_server_runs() -> None:
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="no heartbeat on /ps_none/policy_server/status"):
+        create_policy("remote", namespace="/ps_none", ready_timeout_s=1.5)
+    assert time.monotonic() - started < 10
+
+
+def test_remote_preflight_refuses_bad_config() -> None:
+    with pytest.raises(ValueError, match="mode"):
+        wire.RemotePolicy.preflight({"mode": "udp"})
+    with pytest.raises(ValueError, match="namespace"):
+        wire.RemotePolicy.preflight({"namespace": "relative"})
+    with pytest.raises(ValueError, match="chunk_timeout_s"):
+        wire.RemotePolicy.preflight({"chunk_timeout_s": float("nan")})
+    with pytest.raises(ValueError, match="unknown"):
+        wire.RemotePolicy.preflight({"bogus": 1})
+
+
+def test_chunk_timeout_when_the_server_dies(processes) -> None:
+    server = _server(processes, "/ps_dies", "mock", {"execution_horizon": 2}, "action_keys:=[a]")
+    policy = create_policy("remote", namespace="/ps_dies", ready_timeout_s=30, chunk_timeout_s=1.0)
+    try:
+        policy.set_robot_state_keys(["a"])
+        assert policy.get_actions({"joint_positions": {"a": 0.0}}, step=0)
+        processes.kill(server)
+        with pytest.raises(TimeoutError, match="/ps_dies"):
+            policy.get_actions({"joint_positions": {"a": 0.0}}, step=1)
+    finally:
+        policy.close()
+
+
+def test_wire_format_round_trips_observations_and_chunks() -> None:
+    image = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+    obs = {
+        "joint_positions": {"j1": 0.5, "j2": -1.0},
+        "joint_velocities": {"j1": 0.1, "j2": 0.0},
+        "actuator_targets": {"m1": 0.25},
+        "images": {"front": image, "depth": np.ones((2, 3), dtype=np.float32)},
+        "ee_pos": np.array([1.0, 2.0, 3.0]),
+    }
+    msg = wire.observation_to_msg(
+        obs,
+        run_id="r",
+        step=7,
+        instruction="go",
+        queued_actions=[{"j1": 1.0, "j2": 2.0}],
+        queued_keys=["j1", "j2"],
+        delay_steps=3,
+    )
+    back = wire.msg_to_observation(msg)
+    assert back["joint_positions"] == obs["joint_positions"]
+    assert back["joint_velocities"] == obs["joint_velocities"]
+    assert back["actuator_targets"] == {"m1": 0.25}
+    np.testing.assert_array_equal(back["images"]["front"], image)
+    np.testing.assert_array_equal(back["images"]["depth"], obs["images"]["depth"])
+    np.testing.assert_array_equal(back["ee_pos"], obs["ee_pos"])
+    assert (msg.step, msg.run_id, msg.instruction, msg.delay_steps) == (7, "r", "go", 3)
+    assert wire.queued_actions_from_msg(msg, ["j1", "j2"]) == [{"j1": 1.0, "j2": 2.0}]
+    chunk = [{"j1": 0.1, "j2": 0.2}, {"j1": 0.3}]
+    cmsg = wire.chunk_to_msg(chunk, run_id="r", obs_step=7, inference_time_s=0.01)
+    assert (cmsg.horizon, list(cmsg.keys)) == (2, ["j1", "j2"])
+    assert wire.msg_to_chunk(cmsg) == chunk
+
+
+def test_lerobot_checkpoint_served_readiness_waits_for_the_load(processes, tmp_path) -> None:
+    pytest.importorskip("lerobot")
+    from robokernel_ros.policies.lerobot_fixtures import SO101_JOINTS, build_tiny_checkpoint
+
+    path = build_tiny_checkpoint(
+        tmp_path / "act", kind="act", cameras={"front": (64, 64)}, chunk_size=8
+    )
+    server = _server(
+        processes,
+        "/ps_lerobot",
+        "lerobot",
+        None,
+        f"checkpoint:={path}",
+        "device:=cpu",
+        f"action_keys:=[{','.join(SO101_JOINTS)}]",
+    )
+    policy = create_policy("remote", namespace="/ps_lerobot", ready_timeout_s=120)
+    try:
+        assert policy.server_provider == "lerobot"
+        assert policy.server_action_keys == SO101_JOINTS
+        policy.set_robot_state_keys(list(SO101_JOINTS))
+        policy.reset()
+        obs = {
+            "joint_positions": dict.fromkeys(SO101_JOINTS, 0.1),
+            "images": {"front": np.full((64, 64, 3), 128, dtype=np.uint8)},
+        }
+        chunk = policy.get_actions(obs, step=3)
+        assert len(chunk) >= 1 and set(chunk[0]) == set(SO101_JOINTS)
+        assert all(math.isfinite(v) for row in chunk for v in row.values())
+        obs_step, inference_s, round_trip_s = policy.chunk_log[-1]
+        assert obs_step == 3 and 0.0 < inference_s <= round_trip_s
+    finally:
+        policy.close()
+    assert server.poll() is None, processes.log(server)
