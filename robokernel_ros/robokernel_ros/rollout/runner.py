@@ -874,7 +874,9 @@ class PolicyRunner:
         if obj is not None:
             policy, cache_hit = obj, True
         else:
-            policy, cache_hit = create_policy(provider, **config), False
+            policy = create_policy(provider, **config)
+            # A provider with its own checkpoint cache (lerobot) says whether it reloaded.
+            cache_hit = bool(getattr(policy, "load_cache_hit", False))
         load_s = time.monotonic() - start
         policy.set_robot_state_keys(list(keys))
         setter = getattr(policy, "set_action_limits", None)
