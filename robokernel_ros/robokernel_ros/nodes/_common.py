@@ -239,7 +239,12 @@ def spin_until(executor: Any, done: Callable[[], bool], timeout_sec: float = 0.1
     """Spin with spin_once(timeout_sec) until `done()` or rclpy's context shuts down.
     Works with every executor kind, EventsExecutor included."""
     while rclpy.ok() and not done():
-        executor.spin_once(timeout_sec=timeout_sec)
+        try:
+            executor.spin_once(timeout_sec=timeout_sec)
+        except (ExternalShutdownException, RuntimeError):
+            if rclpy.ok():
+                raise
+            return  # a signal shut the context down under the executor: a normal end
 
 
 def run_node(
@@ -283,8 +288,9 @@ def run_node(
         _report(node, f"refused: {exc}")
         status = 2
     except RuntimeError as exc:
-        _report(node, f"stopped: {exc}")
-        status = 1
+        if rclpy.ok():  # else a signal ended rclpy while the node was starting: no error
+            _report(node, f"stopped: {exc}")
+            status = 1
     finally:
         if exec_ is not None:
             exec_.shutdown(timeout_sec=1.0)

@@ -634,7 +634,7 @@ class SafetyShieldNode(LifecycleNode):
         self._sub_js = self.create_subscription(
             JointState, p["joint_states_topic"], self._on_joint_state, SENSOR_QOS
         )
-        period = max(0.002, min(0.01, self._timeout / 4))
+        period = max(0.001, min(0.005, self._timeout / 10))  # watchdog resolution
         self._watchdog = self.create_timer(period, self._on_watchdog)
         self._configured = True
         ignored = sorted(

@@ -1,0 +1,262 @@
+"""sim_robot: a MuJoCo robot that stands in for a ros2_control robot.
+
+It publishes `/joint_states` (sensor_msgs/JointState: every hinge/slide joint of the
+robot, positions and velocities) at `control_hz` and accepts the topics of the two
+controllers a workcell uses:
+  - forward_command_controller: std_msgs/Float64MultiArray on `forward_command_topic`
+    (default /forward_position_controller/commands), one value per name of `joints`,
+    written to those actuators (a joint target for position servos);
+  - joint_trajectory_controller: trajectory_msgs/JointTrajectory on `trajectory_topic`
+    (default /joint_trajectory_controller/joint_trajectory), executed from the moment it
+    arrives: positions interpolated linearly from the current targets to the first point
+    at its time_from_start, then from point to point; after the last point it holds it;
+    an empty trajectory holds the current position. It needs position actuators.
+Like those controllers it ignores (with a logged error) a command of the wrong size,
+with unknown joints, or with non-finite values.
+
+Physics runs on the wall clock: a timer ticks at `control_hz` and each tick steps the
+simulation by as many control periods as wall time has advanced (at most
+`max_catch_up_steps`; beyond that the lost time is dropped and reported).
+
+The robot model comes from robokernel_ros.envs (MujocoScene + MujocoEnv: a packaged
+robot name such as "so101" or an MJCF path).
+
+Run: python -m robokernel_ros.nodes.sim_robot --ros-args -p robot:=so101 -p control_hz:=100.0
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
+
+from ._common import (
+    COMMAND_QOS,
+    EXECUTORS,
+    JOINT_STATE_PUB_QOS,
+    ParameterError,
+    declare,
+    exit_main,
+    run_node,
+)
+
+
+class SimRobotNode(Node):
+    """See the module docstring."""
+
+    def __init__(self, node_name: str = "sim_robot", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        robot = declare(self, "robot", "so101", "packaged robot name or MJCF file path")
+        hz = declare(
+            self,
+            "control_hz",
+            100.0,
+            "physics/control rate and /joint_states rate",
+            min_value=0.0,
+            min_exclusive=True,
+            max_value=2000.0,
+        )
+        joints = declare(
+            self, "joints", [], "command order: actuator names ([] = all of them)", array_type=str
+        )
+        initial = declare(
+            self,
+            "initial_positions",
+            [],
+            "start targets and joint positions, in `joints` order ([] = model's)",
+            array_type=float,
+        )
+        fc_topic = declare(
+            self,
+            "forward_command_topic",
+            "/forward_position_controller/commands",
+            "forward_command_controller topic (Float64MultiArray)",
+        )
+        jt_topic = declare(
+            self,
+            "trajectory_topic",
+            "/joint_trajectory_controller/joint_trajectory",
+            "joint_trajectory_controller topic (JointTrajectory)",
+        )
+        js_topic = declare(self, "joint_states_topic", "/joint_states", "where joint states go")
+        self._max_catch_up = declare(
+            self, "max_catch_up_steps", 10, "most control periods stepped in one tick", min_value=1
+        )
+        declare(self, "executor", "single_threaded", "rclpy executor", choices=EXECUTORS)
+
+        from robokernel_ros.envs import MujocoScene  # MuJoCo is imported only here
+
+        self._scene = MujocoScene()
+        try:
+            self._scene.add_robot("robot", robot)
+        except (ValueError, OSError) as exc:
+            raise ParameterError("robot", robot, str(exc)) from exc
+        try:
+            self._env = self._scene.make_env("robot", control_hz=hz)
+        except ValueError as exc:
+            raise ParameterError("control_hz", hz, str(exc)) from exc
+        keys = list(self._env.env_spec.action_keys)
+        kinds = self._env.actuator_kinds
+        self._joints = list(joints) or keys
+        unknown = [j for j in self._joints if j not in keys]
+        if unknown or len(set(self._joints)) != len(self._joints):
+            raise ParameterError(
+                "joints",
+                self._joints,
+                f"must be distinct actuator names of the robot, among {keys}",
+            )
+        self._index = {j: i for i, j in enumerate(self._joints)}
+        self._position_servos = all(kinds[j] == "position" for j in self._joints)
+        self._env.reset(seed=0)
+        self._targets = [self._env.hold_action()[j] for j in self._joints]
+        if initial:
+            if len(initial) != len(self._joints):
+                raise ParameterError(
+                    "initial_positions",
+                    initial,
+                    f"must have {len(self._joints)} values (one per joint)",
+                )
+            self._set_initial(initial)
+        self._trajectory: tuple[float, list[float], list[tuple[float, list[float]]]] | None = None
+        self.period = 1.0 / self._env.control_hz
+        self._state_names = list(self._env.joint_keys)
+        self.steps = 0
+        self.dropped_steps = 0
+        self.commands = 0
+        self.ignored = 0
+
+        self._pub = self.create_publisher(JointState, js_topic, JOINT_STATE_PUB_QOS)
+        self.create_subscription(Float64MultiArray, fc_topic, self._on_forward, COMMAND_QOS)
+        self.create_subscription(JointTrajectory, jt_topic, self._on_trajectory, COMMAND_QOS)
+        self._t0 = time.monotonic()
+        self.create_timer(self.period, self._tick)
+        self._publish()
+        self.get_logger().info(
+            f"robot {robot!r}: {len(self._joints)} commanded actuators {self._joints}, "
+            f"{len(self._state_names)} joints on {js_topic} at {self._env.control_hz:g} Hz"
+        )
+
+    def _set_initial(self, values: Sequence[float]) -> None:
+        import mujoco
+
+        scene = self._scene
+        with scene.lock:
+            model, data = scene.model, scene.data
+            for joint, value in zip(self._joints, values, strict=True):
+                a = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, f"robot/{joint}")
+                j = model.actuator_trnid[a, 0]
+                if model.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT:
+                    data.qpos[model.jnt_qposadr[j]] = value
+                data.ctrl[a] = value
+            mujoco.mj_forward(model, data)
+        self._targets = [float(v) for v in values]
+
+    # -- commands --
+
+    def _ignore(self, why: str) -> None:
+        self.ignored += 1
+        self.get_logger().error(f"command ignored: {why}", throttle_duration_sec=1.0)
+
+    def _on_forward(self, msg: Float64MultiArray) -> None:
+        data = list(msg.data)
+        if len(data) != len(self._joints):
+            self._ignore(f"{len(data)} values for {len(self._joints)} joints")
+            return
+        if not all(math.isfinite(v) for v in data):
+            self._ignore("non-finite value")
+            return
+        self.commands += 1
+        self._trajectory = None
+        self._targets = data
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        if not self._position_servos:
+            self._ignore("joint trajectories need position actuators")
+            return
+        names = list(msg.joint_names)
+        if sorted(names) != sorted(self._joints):
+            self._ignore(f"joint_names {names} must name each of {self._joints} once")
+            return
+        order = [names.index(j) for j in self._joints]
+        points: list[tuple[float, list[float]]] = []
+        t_prev = 0.0
+        for point in msg.points:
+            t = point.time_from_start.sec + point.time_from_start.nanosec * 1e-9
+            positions = list(point.positions)
+            if len(positions) != len(names) or not all(math.isfinite(v) for v in positions):
+                self._ignore("a point with the wrong size or a non-finite position")
+                return
+            if t < t_prev:
+                self._ignore("time_from_start goes backwards")
+                return
+            points.append((t, [positions[k] for k in order]))
+            t_prev = t
+        self.commands += 1
+        if not points:
+            observed = self._env.observe()["joint_positions"]
+            self._targets = [
+                observed.get(j, q) for j, q in zip(self._joints, self._targets, strict=True)
+            ]
+            self._trajectory = None
+            return
+        self._trajectory = (time.monotonic(), list(self._targets), points)
+
+    def _sample_trajectory(self, now: float) -> None:
+        start_time, start, points = self._trajectory
+        t = now - start_time
+        t_prev, q_prev = 0.0, start
+        for t_point, q_point in points:
+            if t < t_point:
+                s = (t - t_prev) / (t_point - t_prev) if t_point > t_prev else 1.0
+                self._targets = [a + s * (b - a) for a, b in zip(q_prev, q_point, strict=True)]
+                return
+            t_prev, q_prev = t_point, q_point
+        self._targets = list(points[-1][1])
+        self._trajectory = None
+
+    # -- physics on the wall clock --
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        due = int((now - self._t0) / self.period) - self.steps - self.dropped_steps
+        if due <= 0:
+            return
+        if due > self._max_catch_up:
+            self.dropped_steps += due - self._max_catch_up
+            self.get_logger().warning(
+                f"physics fell behind the wall clock: {due - self._max_catch_up} control periods "
+                f"dropped ({self.dropped_steps} in all)",
+                throttle_duration_sec=1.0,
+            )
+            due = self._max_catch_up
+        for _ in range(due):
+            if self._trajectory is not None:
+                self._sample_trajectory(now)
+            result = self._env.step(dict(zip(self._joints, self._targets, strict=True)))
+            self.steps += 1
+        self._publish(result.observation)
+
+    def _publish(self, observation: Any = None) -> None:
+        if observation is None:
+            observation = self._env.observe()
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = self._state_names
+        positions, velocities = observation["joint_positions"], observation["joint_velocities"]
+        msg.position = [positions[n] for n in self._state_names]
+        msg.velocity = [velocities[n] for n in self._state_names]
+        self._pub.publish(msg)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    return run_node(SimRobotNode, args=args)
+
+
+if __name__ == "__main__":
+    exit_main(main)

@@ -1,0 +1,186 @@
+"""Helpers of the shield tests: the test process is one real ROS node (its own rclpy
+context, an executor spinning in a thread), the shield and sim_robot run as real
+processes started with the `processes` fixture."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState, GetState
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from robokernel_ros.nodes._common import COMMAND_QOS, ESTOP_QOS, EVENT_QOS, STATUS_QOS
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from robokernel_interfaces.msg import ShieldIntervention, ShieldState
+
+CONFIG = Path(__file__).resolve().parents[2] / "config"
+SO101_LIMITS = CONFIG / "joint_limits_so101.yaml"
+SO101_JOINTS = [
+    "shoulder_pan",
+    "shoulder_lift",
+    "elbow_flex",
+    "wrist_flex",
+    "wrist_roll",
+    "gripper",
+]
+SHIELD = "robokernel_ros.nodes.safety_shield"
+
+
+def shield_args(
+    name: str, *params: str, joints: list[str] = SO101_JOINTS, limits: Path | None = SO101_LIMITS
+) -> list[str]:
+    args = ["--ros-args", "-r", f"__node:={name}", "-p", f"joints:=[{','.join(joints)}]"]
+    if limits is not None:
+        args += ["-p", f"limits_file:={limits}"]
+    for p in params:
+        args += ["-p", p]
+    return args
+
+
+class Peer:
+    """The test's own node: publishers, recorders, service calls, lifecycle calls."""
+
+    def __init__(self) -> None:
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = Node("shield_test_peer", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+        self._js_timer = None
+
+    def _spin(self) -> None:
+        while not self._stop.is_set():
+            self.executor.spin_once(timeout_sec=0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.executor.shutdown(timeout_sec=1)
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+    # -- topics --
+    def record(self, msg_type: Any, topic: str, qos: Any = COMMAND_QOS) -> list[tuple[float, Any]]:
+        out: list[tuple[float, Any]] = []
+        self.node.create_subscription(
+            msg_type, topic, lambda m: out.append((time.monotonic(), m)), qos
+        )
+        return out
+
+    def record_commands(self, topic: str = "/forward_position_controller/commands"):
+        return self.record(Float64MultiArray, topic)
+
+    def record_trajectories(self, topic: str = "/joint_trajectory_controller/joint_trajectory"):
+        return self.record(JointTrajectory, topic)
+
+    def record_interventions(self, shield: str) -> list[tuple[float, ShieldIntervention]]:
+        return self.record(ShieldIntervention, f"/{shield}/interventions", EVENT_QOS)
+
+    def record_states(self, shield: str) -> list[tuple[float, ShieldState]]:
+        return self.record(ShieldState, f"/{shield}/state", STATUS_QOS)
+
+    def publisher(self, msg_type: Any, topic: str, qos: Any = COMMAND_QOS):
+        return self.node.create_publisher(msg_type, topic, qos)
+
+    def estop_publisher(self, shield: str):
+        return self.node.create_publisher(Bool, f"/{shield}/estop", ESTOP_QOS)
+
+    def publish_joint_states(
+        self,
+        names: list[str],
+        positions: list[float],
+        rate_hz: float = 50.0,
+        topic: str = "/joint_states",
+    ) -> None:
+        pub = self.node.create_publisher(JointState, topic, COMMAND_QOS)
+
+        def tick() -> None:
+            msg = JointState()
+            msg.header.stamp = self.node.get_clock().now().to_msg()
+            msg.name = list(names)
+            msg.position = [float(p) for p in positions]
+            pub.publish(msg)
+
+        self._js_timer = self.node.create_timer(1.0 / rate_hz, tick)
+
+    def wait_for_subscribers(self, pub: Any, count: int = 1, timeout: float = 20.0) -> None:
+        wait_until(
+            lambda: pub.get_subscription_count() >= count,
+            timeout,
+            f"{pub.topic_name}: no subscriber",
+        )
+
+    # -- services --
+    def call(self, srv_type: Any, name: str, request: Any = None, timeout: float = 20.0) -> Any:
+        client = self.node.create_client(srv_type, name)
+        try:
+            if not client.wait_for_service(timeout_sec=timeout):
+                raise AssertionError(f"service {name} did not appear within {timeout} s")
+            future = client.call_async(request if request is not None else srv_type.Request())
+            wait_until(future.done, timeout, f"service {name}: no reply")
+            return future.result()
+        finally:
+            self.node.destroy_client(client)
+
+    def trigger(self, name: str) -> Trigger.Response:
+        return self.call(Trigger, name)
+
+    def change_state(self, shield: str, transition: int) -> bool:
+        req = ChangeState.Request()
+        req.transition.id = transition
+        return self.call(ChangeState, f"/{shield}/change_state", req).success
+
+    def lifecycle_state(self, shield: str) -> str:
+        return self.call(GetState, f"/{shield}/get_state").current_state.label
+
+    def configure_activate(self, shield: str) -> None:
+        assert self.change_state(shield, Transition.TRANSITION_CONFIGURE)
+        assert self.change_state(shield, Transition.TRANSITION_ACTIVATE)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout} s waiting for: {what}")
+
+
+def latest_state(states: list[tuple[float, ShieldState]]) -> ShieldState | None:
+    return states[-1][1] if states else None
+
+
+def wait_state(
+    states: list,
+    predicate: Callable[[ShieldState], bool],
+    timeout: float = 20.0,
+    what: str = "shield state",
+) -> ShieldState:
+    wait_until(lambda: states and predicate(states[-1][1]), timeout, what)
+    return states[-1][1]
+
+
+def is_hold(values: Any, hold: list[float], tol: float = 1e-9) -> bool:
+    return len(values) == len(hold) and all(
+        abs(a - b) <= tol for a, b in zip(values, hold, strict=True)
+    )
+
+
+def finite(values: Any) -> bool:
+    return all(math.isfinite(v) for v in values)
