@@ -5,6 +5,10 @@ the same observation (obs_step's recorded observation, with its recorded frames)
 each executed step is compared with the shadow chunk's action for that step: the row
 `dropped + (step - arrival_step)` of the chunk merged last before the step, the row the
 executing policy's own chunk supplied. Holds are not compared (no chunk supplied them).
+
+Two differences are reported per step: against the executed action (after the safety
+shield) and against the action the executing policy proposed (its recorded chunk row,
+before the shield). Steps where the shield intervened are marked `shielded`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..kernel.events import ACTION, CHUNK_MERGE, EPISODE_START, OBSERVATION
+from ..kernel.events import ACTION, CHUNK_MERGE, EPISODE_START, OBSERVATION, SAFETY_INTERVENTION
 from ..kernel.trace import Trace
 
 ShadowFn = Callable[[Mapping[str, Any]], Sequence[Mapping[str, float]]]
@@ -28,6 +32,9 @@ class ShadowStep:
     shadow: dict[str, float]
     diff: dict[str, float]  # shadow - executed, per key
     max_abs_diff: float
+    proposed: dict[str, float] | None = None  # the executing policy's chunk row (pre-shield)
+    max_abs_diff_vs_proposed: float | None = None
+    shielded: bool = False  # the shield intervened at this step
 
 
 @dataclass
@@ -36,9 +43,12 @@ class ShadowReport:
     compared: int = 0
     holds_skipped: int = 0
     uncovered: int = 0  # executed steps the shadow chunk had no row for
-    max_abs_diff: float = 0.0
+    max_abs_diff: float = 0.0  # against the executed actions
     mean_abs_diff: float = 0.0
     per_key_max_abs_diff: dict[str, float] = field(default_factory=dict)
+    shielded_steps: int = 0
+    max_abs_diff_unshielded: float = 0.0  # against executed actions the shield left alone
+    max_abs_diff_vs_proposed: float | None = None  # against the executing policy's chunks
 
     def to_dict(self, *, steps: bool = True) -> dict[str, Any]:
         out = asdict(self)
@@ -85,9 +95,9 @@ def shadow_replay(trace: Trace, policy: Any) -> ShadowReport:
     fn = _as_fn(policy, trace)
     observations: dict[int, Any] = {}
     report = ShadowReport()
-    current: tuple[list[Mapping[str, float]], int, int, int] | None = (
-        None  # chunk, arrival, dropped, obs_step
-    )
+    # shadow chunk, arrival step, dropped, obs_step, recorded keys, recorded rows
+    current: tuple[list[Mapping[str, float]], int, int, int, list[str], list[Any]] | None = None
+    shielded_steps = {e.step for e in trace.events if e.kind == SAFETY_INTERVENTION}
     total_abs = 0.0
     n_values = 0
     for event in trace.events:
@@ -109,6 +119,8 @@ def shadow_replay(trace: Trace, policy: Any) -> ShadowReport:
                 int(d.get("arrival_step", event.step)),
                 int(d.get("dropped", 0) or 0),
                 obs_step,
+                [str(k) for k in d.get("keys") or []],
+                list(d.get("actions") or []),
             )
         elif event.kind == ACTION:
             if event.data.get("hold"):
@@ -117,7 +129,7 @@ def shadow_replay(trace: Trace, policy: Any) -> ShadowReport:
             if current is None:
                 report.uncovered += 1
                 continue
-            chunk, arrival, dropped, obs_step = current
+            chunk, arrival, dropped, obs_step, keys, rows = current
             row = dropped + (event.step - arrival)
             if not 0 <= row < len(chunk):
                 report.uncovered += 1
@@ -128,9 +140,40 @@ def shadow_replay(trace: Trace, policy: Any) -> ShadowReport:
             worst = max(
                 (abs(v) if math.isfinite(v) else math.inf for v in diff.values()), default=0.0
             )
-            report.steps.append(ShadowStep(event.step, obs_step, executed, shadow, diff, worst))
+            proposed = _row(keys, rows, row)
+            vs_proposed = None
+            if proposed is not None:
+                vs_proposed = max(
+                    (
+                        abs(shadow.get(k, math.nan) - v)
+                        if math.isfinite(shadow.get(k, math.nan) - v)
+                        else math.inf
+                        for k, v in proposed.items()
+                    ),
+                    default=0.0,
+                )
+                prev = report.max_abs_diff_vs_proposed or 0.0
+                report.max_abs_diff_vs_proposed = max(prev, vs_proposed)
+            shielded = event.step in shielded_steps
+            report.steps.append(
+                ShadowStep(
+                    event.step,
+                    obs_step,
+                    executed,
+                    shadow,
+                    diff,
+                    worst,
+                    proposed,
+                    vs_proposed,
+                    shielded,
+                )
+            )
             report.compared += 1
             report.max_abs_diff = max(report.max_abs_diff, worst)
+            if shielded:
+                report.shielded_steps += 1
+            else:
+                report.max_abs_diff_unshielded = max(report.max_abs_diff_unshielded, worst)
             for k, v in diff.items():
                 a = abs(v) if math.isfinite(v) else math.inf
                 report.per_key_max_abs_diff[k] = max(report.per_key_max_abs_diff.get(k, 0.0), a)
@@ -138,3 +181,14 @@ def shadow_replay(trace: Trace, policy: Any) -> ShadowReport:
                 n_values += 1
     report.mean_abs_diff = total_abs / n_values if n_values else 0.0
     return report
+
+
+def _row(keys: list[str], rows: list[Any], index: int) -> dict[str, float] | None:
+    if not 0 <= index < len(rows):
+        return None
+    row = rows[index]
+    if isinstance(row, Mapping):
+        return {str(k): float(v) for k, v in row.items()}
+    if keys and len(row) == len(keys):
+        return {k: float(v) for k, v in zip(keys, row, strict=True)}
+    return None

@@ -28,6 +28,7 @@ def publish_episode(
     interventions: tuple[int, ...] = (7,),
     success_at: int | None = 9,
     t0: float = 100.0,
+    action_fn: Any = None,
 ) -> list[Event]:
     """Publish a realistic event stream: start, chunks, observations, actions, ..., end.
 
@@ -45,6 +46,8 @@ def publish_episode(
         bus.publish(event)
 
     def action_at(s: int) -> dict[str, float]:
+        if action_fn is not None:
+            return action_fn(s)
         return {k: s * 0.01 * (i + 1) for i, k in enumerate(KEYS)}
 
     pub(
