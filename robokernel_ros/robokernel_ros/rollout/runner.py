@@ -1137,6 +1137,9 @@ class PolicyRunner:
             return self._never_started(plan, control)
         scene = self.scene
         env, policies, agents, reports, joints = self._prepare(plan, scene)
+        if control.stop_requested:  # stopped while the policy was being built
+            self._close_policies(plan, policies)
+            return self._never_started(plan, control)
         try:
             policy = policies[plan.robot]
             timing, _ = self._timing(plan, policy.is_chunk_emitting())
