@@ -389,6 +389,9 @@ class SafetyShieldNode(LifecycleNode):
         self._last_state: tuple | None = None
         self._configure_error: ParameterError | None = None
         self._have_js = False
+        self._t_start = time.monotonic()
+        self._estop_seen = False  # an e-stop sample (latched or not) has arrived
+        self._estop_wait = self.get_parameter("estop_wait_s").value
         # Lifecycle-managed entities (created in on_configure).
         self._shield: SafetyShield | None = None
         self._limits: dict[str, JointLimit] = {}
@@ -486,6 +489,15 @@ class SafetyShieldNode(LifecycleNode):
         declare(self, "autostart", False, "configure and activate without a lifecycle manager")
         declare(
             self, "latch_file", "", "file that keeps the e-stop latch across restarts ('' = none)"
+        )
+        declare(
+            self,
+            "estop_wait_s",
+            1.0,
+            "after start, forward nothing until an ~/estop sample arrived or this long passed "
+            "(time for a latched e-stop to be delivered by DDS)",
+            min_value=0.0,
+            max_value=60.0,
         )
         declare(self, "executor", "single_threaded", "rclpy executor", choices=EXECUTORS)
         # ros2_control's joint_limits.<joint>.<key> parameters, for the joints named.
@@ -778,6 +790,17 @@ class SafetyShieldNode(LifecycleNode):
                 "no joint state yet for every joint; nothing is forwarded",
             )
             return False
+        if not self._estop_seen and now - self._t_start < self._estop_wait:
+            self.refused += 1
+            self._intervene(
+                "waiting",
+                "",
+                math.nan,
+                math.nan,
+                "refused",
+                "waiting up to estop_wait_s for the last value of ~/estop (a latched e-stop)",
+            )
+            return False
         if not self._seeded:
             self._seed(now)
         return True
@@ -1058,6 +1081,7 @@ class SafetyShieldNode(LifecycleNode):
         self._publish_state()
 
     def _on_estop_topic(self, msg: Bool) -> None:
+        self._estop_seen = True
         self._estop_input = bool(msg.data)
         if self._estop_input:
             self._latch("~/estop topic")
@@ -1126,6 +1150,8 @@ class SafetyShieldNode(LifecycleNode):
         if self._latched:
             return "estopped"
         if not self._have_js or self._shield is None:
+            return "waiting"
+        if not self._estop_seen and time.monotonic() - self._t_start < self._estop_wait:
             return "waiting"
         return "active"
 

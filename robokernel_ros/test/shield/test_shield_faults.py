@@ -1,0 +1,181 @@
+"""Faults, all in real processes over DDS: an e-stop latched under a 1 kHz command flood,
+a command source killed mid-stream (watchdog), a shield killed and restarted while the
+e-stop is latched (transient_local topic, and the latch file)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+from shield_harness import (
+    SHIELD,
+    SO101_JOINTS,
+    is_hold,
+    shield_args,
+    wait_state,
+    wait_until,
+)
+from std_msgs.msg import Bool
+
+FLOOD = str(Path(__file__).with_name("shield_flood.py"))
+MEASURED = [0.1, -0.2, 0.3, 0.0, 0.5, 0.2]
+TARGET = [m + 0.02 for m in MEASURED]  # within limits, a few steps away (rate-limited)
+
+
+def _flood(processes, name: str, topic: str, rate: float, values=TARGET, seconds: float = 60):
+    csv = ",".join(repr(v) for v in values)
+    return processes.start(name, [sys.executable, FLOOD, topic, str(rate), csv, str(seconds)])
+
+
+def _non_holds(out, start: int = 0) -> list:
+    return [m for _, m in out[start:] if not is_hold(m.data, MEASURED)]
+
+
+def _first_hold(out, start: int = 0) -> int:
+    """Index of the first hold at or after `start` (waits for it to arrive)."""
+    wait_until(lambda: any(is_hold(m.data, MEASURED) for _, m in out[start:]), 10, "a hold")
+    return next(i for i, (_, m) in enumerate(out) if i >= start and is_hold(m.data, MEASURED))
+
+
+def test_shield_estop_latched_under_1khz_flood(processes, peer):
+    name = "shield_estop"
+    out = peer.record_commands()
+    states = peer.record_states(name)
+    estop = peer.estop_publisher(name)
+    peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
+    processes.python(name, SHIELD, *shield_args(name, "autostart:=true"))
+    wait_state(states, lambda s: s.state == "active", what="shield active")
+    _flood(processes, "flood", f"/{name}/commands", 1000.0)
+    wait_until(lambda: len(_non_holds(out)) >= 50, 20, "commands flowing through the shield")
+
+    # Press the e-stop (latched topic): from the first hold on, only holds.
+    estop.publish(Bool(data=True))
+    wait_state(states, lambda s: s.state == "estopped" and s.estop_input, what="estopped")
+    first_hold = _first_hold(out)
+    time.sleep(0.5)  # the flood goes on: ~500 commands refused
+    n_latched = len(out)
+    assert _non_holds(out, first_hold) == []
+    assert n_latched - first_hold > 100, "each refused command is answered by a hold"
+
+    # clear_fault while the e-stop input is still pressed: refused, still only holds.
+    reply = peer.trigger(f"/{name}/clear_fault")
+    assert not reply.success and "pressed" in reply.message
+    time.sleep(0.3)
+    assert _non_holds(out, first_hold) == []
+    st = wait_state(states, lambda s: s.refused > 300, what="refusals counted")
+    assert st.estop_latched and st.held >= st.refused - 1
+
+    # Release the input: still latched until clear_fault.
+    estop.publish(Bool(data=False))
+    wait_state(states, lambda s: not s.estop_input, what="input released")
+    time.sleep(0.2)
+    assert _non_holds(out, first_hold) == []
+    assert peer.trigger(f"/{name}/clear_fault").success
+    n_cleared = len(out)
+    wait_until(lambda: _non_holds(out, n_cleared), 10, "commands pass again after clear_fault")
+    wait_state(states, lambda s: s.state == "active", what="active after clear")
+
+
+def test_shield_estop_service_latches(processes, peer):
+    name = "shield_estop_srv"
+    out = peer.record_commands()
+    states = peer.record_states(name)
+    peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
+    processes.python(name, SHIELD, *shield_args(name, "autostart:=true"))
+    wait_state(states, lambda s: s.state == "active", what="shield active")
+    _flood(processes, "flood", f"/{name}/commands", 200.0)
+    wait_until(lambda: _non_holds(out), 20, "commands flowing")
+    assert peer.trigger(f"/{name}/estop").success
+    wait_state(states, lambda s: s.estop_latched and not s.estop_input, what="latched by service")
+    first_hold = _first_hold(out)
+    time.sleep(0.3)
+    assert _non_holds(out, first_hold) == []
+    assert peer.trigger(f"/{name}/clear_fault").success  # the input was never pressed
+    n = len(out)
+    wait_until(lambda: _non_holds(out, n), 10, "commands pass after clear_fault")
+
+
+def test_shield_watchdog_holds_when_source_killed(processes, peer):
+    name = "shield_wd"
+    timeout, rate = 0.2, 50.0
+    out = peer.record_commands()
+    states = peer.record_states(name)
+    ivs = peer.record_interventions(name)
+    peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
+    processes.python(
+        name, SHIELD, *shield_args(name, "autostart:=true", f"command_timeout_s:={timeout}")
+    )
+    wait_state(states, lambda s: s.state == "active", what="shield active")
+    source = _flood(processes, "source", f"/{name}/commands", rate)
+    wait_until(lambda: len(_non_holds(out)) >= 20, 20, "commands flowing")
+    processes.kill(source, signal.SIGKILL)
+    wait_until(lambda: out and is_hold(out[-1][1].data, MEASURED), 5, "the watchdog's hold")
+    hold_index = len(out) - 1
+    t_hold = out[hold_index][0]
+    t_last = out[hold_index - 1][0]
+    assert not is_hold(out[hold_index - 1][1].data, MEASURED)
+    gap = t_hold - t_last
+    assert timeout - 0.01 <= gap <= timeout + 1.0 / rate, f"hold {gap:.4f} s after the last command"
+    time.sleep(0.5)
+    assert len(out) == hold_index + 1, "exactly one hold per timeout"
+    st = wait_state(states, lambda s: s.timeouts == 1, what="one timeout reported")
+    assert st.state == "active"
+    assert any(m.guard == "watchdog" and m.action == "held" for _, m in ivs)
+
+
+def test_shield_restart_stays_latched_from_topic(processes, peer):
+    name = "shield_restart"
+    out = peer.record_commands()
+    states = peer.record_states(name)
+    estop = peer.estop_publisher(name)
+    peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
+    first = processes.python(name, SHIELD, *shield_args(name, "autostart:=true"))
+    wait_state(states, lambda s: s.state == "active", what="shield active")
+    estop.publish(Bool(data=True))
+    wait_state(states, lambda s: s.estop_latched, what="latched")
+    processes.kill(first, signal.SIGKILL)
+
+    n = len(out)
+    states.clear()
+    processes.python(name + "_2", SHIELD, *shield_args(name, "autostart:=true"))
+    _flood(processes, "flood", f"/{name}/commands", 200.0)
+    wait_state(
+        states, lambda s: s.estop_latched and s.state == "estopped", what="restarted latched"
+    )
+    wait_until(lambda: len(out) >= n + 20, 20, "holds answering the flood")
+    assert _non_holds(out, n) == [], "a restarted shield must honour the latched e-stop"
+    assert not peer.trigger(f"/{name}/clear_fault").success
+    estop.publish(Bool(data=False))
+    wait_state(states, lambda s: not s.estop_input, what="released")
+    assert peer.trigger(f"/{name}/clear_fault").success
+    m = len(out)
+    wait_until(lambda: _non_holds(out, m), 10, "commands pass after clear_fault")
+
+
+def test_shield_restart_stays_latched_from_latch_file(processes, peer, tmp_path):
+    name = "shield_latchfile"
+    latch = tmp_path / "estop.latch"
+    out = peer.record_commands()
+    states = peer.record_states(name)
+    peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
+    params = ("autostart:=true", f"latch_file:={latch}")
+    first = processes.python(name, SHIELD, *shield_args(name, *params))
+    wait_state(states, lambda s: s.state == "active", what="shield active")
+    assert peer.trigger(f"/{name}/estop").success  # latched by the service: no input held
+    wait_until(latch.exists, 5, "latch file written")
+    processes.kill(first, signal.SIGKILL)
+
+    n = len(out)
+    states.clear()
+    processes.python(name + "_2", SHIELD, *shield_args(name, *params))
+    _flood(processes, "flood", f"/{name}/commands", 200.0)
+    st = wait_state(states, lambda s: s.state == "estopped", what="restarted latched")
+    assert not st.estop_input
+    wait_until(lambda: len(out) >= n + 20, 20, "holds answering the flood")
+    assert _non_holds(out, n) == []
+    assert peer.trigger(f"/{name}/clear_fault").success
+    assert not latch.exists()
+    m = len(out)
+    wait_until(lambda: _non_holds(out, m), 10, "commands pass after clear_fault")
