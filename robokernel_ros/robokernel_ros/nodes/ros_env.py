@@ -276,6 +276,11 @@ class RosScene:
     def __init__(self, name: str, env: RosRobotEnv) -> None:
         self.name = name
         self.env = env
+        self.mutation_guard: Any = None
+
+    def set_mutation_guard(self, guard: Any) -> None:
+        """The workcell's guard (a ROS robot has no scene mutations to refuse)."""
+        self.mutation_guard = guard
 
     def robots(self) -> list[str]:
         return [self.name]

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
@@ -54,10 +55,19 @@ from robokernel_interfaces.srv import (
     StopPolicy,
     SubmitVerdict,
 )
-from robokernel_ros.nodes._common import ESTOP_QOS, EVENT_QOS, ParameterError, declare
+from robokernel_ros.nodes._common import ESTOP_QOS, ParameterError, declare
 from robokernel_ros.policies import remote
 
 ENVS = ("sim", "ros")
+
+#: Live kernel events: reliable, volatile, depth 1000 (an episode step publishes about
+#: five events in a burst; a shallower history drops some before a subscriber acks).
+EVENTS_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1000,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
 
 
 class Refused(ValueError):
@@ -214,9 +224,8 @@ class RunnerNode(Node):
         self._estop_latched = False
         self._estop_lock = threading.Lock()
         self.cell = self._make_workcell()
-        self.operator = getattr(self.cell, "operator", None)
 
-        self._events_pub = self.create_publisher(KernelEvent, "events", EVENT_QOS)
+        self._events_pub = self.create_publisher(KernelEvent, "events", EVENTS_QOS)
         bus = getattr(self.cell, "bus", None)
         self._unsubscribe = (
             bus.subscribe(self._on_event) if (bus is not None and self.publish_events) else None
@@ -268,15 +277,17 @@ class RunnerNode(Node):
     # environment ---------------------------------------------------------------------------
 
     def _make_workcell(self) -> Any:
-        from robokernel_ros import rollout
+        from robokernel_ros.rollout import SimWorkcell
 
+        sinks = [bag_sink] if self.trace_dir else []
+        trace_dir = self.trace_dir or None
         if self.env_kind == "sim":
-            cell = rollout.SimWorkcell()
+            cell = SimWorkcell(trace_dir=trace_dir, episode_sinks=sinks)
             out = cell.add_robot(self.robot_name, self.robot)
             if isinstance(out, Mapping) and out.get("status") == "error":
                 raise ParameterError("robot", self.robot, _text(out))
             return cell
-        from robokernel_ros.nodes.ros_env import RosRobotEnv
+        from robokernel_ros.nodes.ros_env import RosRobotEnv, RosScene
 
         self.ros_env = RosRobotEnv(
             self,
@@ -291,7 +302,11 @@ class RunnerNode(Node):
             if self.reset_positions
             else None,
         )
-        return rollout.EnvWorkcell({self.robot_name: self.ros_env}, clock="wall")
+        # The rollout API drives any scene with the MuJoCo scene's protocol: the ROS robot
+        # is one, so every call (and every refusal) is the same as in simulation.
+        return SimWorkcell(
+            scene=RosScene(self.robot_name, self.ros_env), trace_dir=trace_dir, episode_sinks=sinks
+        )
 
     # events ----------------------------------------------------------------------------------
 
@@ -356,8 +371,6 @@ class RunnerNode(Node):
                 f"extra_json names {clash}: these are typed fields of the request; set them there"
             )
         kwargs.update(extra)
-        if self.trace_dir and "trace_dir" not in kwargs:
-            kwargs["trace_dir"] = self.trace_dir
         return kwargs
 
     def _guard_start(self, provider: str, config: dict[str, Any]) -> None:
@@ -495,11 +508,13 @@ class RunnerNode(Node):
             self._estop_latched = True
         if first:
             self.get_logger().warn("e-stop pressed: latched; every rollout ends estopped")
-        if self.operator is not None:
-            self.operator.estop()
-        estop = getattr(self.cell, "estop", None)
-        if callable(estop):
-            estop()
+        # Every in-flight rollout: its episode's operator channel latches the e-stop (the
+        # episode ends "estopped" at once), and the rollout stops (no further episodes).
+        for control in _in_flight(self.cell):
+            operator = getattr(control, "_operator", None)
+            if operator is not None:
+                operator.estop()
+            control.stop("estop")
 
     def _on_stop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         out = self.cell.stop_policy("")
@@ -516,11 +531,6 @@ class RunnerNode(Node):
                 response.message = "refused: the e-stop input is still pressed (last estop value true); release it first"
                 return response
             self._estop_latched = False
-        if self.operator is not None:
-            self.operator.clear_fault()
-        clear = getattr(self.cell, "clear_fault", None)
-        if callable(clear):
-            clear()
         response.success = True
         response.message = "e-stop cleared on the runner"
         if self._shield_client is not None:
@@ -585,6 +595,34 @@ class RunnerNode(Node):
         if self._unsubscribe is not None:
             self._unsubscribe()
         super().destroy_node()
+
+
+def _in_flight(cell: Any) -> list[Any]:
+    """The workcell's in-flight rollouts (RolloutControl), the population stop_policy reads."""
+    lock = getattr(cell, "_lock", None)
+    inflight = getattr(cell, "_inflight", {})
+    if lock is None:
+        return list(inflight.values())
+    with lock:
+        return list(inflight.values())
+
+
+def bag_sink(ctx: Any) -> Any:
+    """The rollout API's episode sink that mirrors each episode to <trace_dir>/<run_id>/bag."""
+    if ctx.trace_dir is None:
+        return None
+    from robokernel_ros.bag.mirror import EpisodeBagMirror
+
+    mirror = EpisodeBagMirror(ctx.trace_dir)
+    unsubscribe = mirror.attach(ctx.bus)
+
+    def finish(record: Any) -> dict[str, Any]:
+        unsubscribe()
+        mirror.close()
+        path = mirror.last_bag_path
+        return {"bag_path": str(path) if path is not None else None}
+
+    return finish
 
 
 def _text(out: Mapping[str, Any]) -> str:

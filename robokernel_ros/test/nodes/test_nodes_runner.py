@@ -1,0 +1,144 @@
+"""runner node (env=sim): the rollout API as ROS 2 services between real processes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rclpy")
+
+from robokernel_interfaces.msg import KernelEvent  # noqa: E402
+from robokernel_interfaces.srv import (  # noqa: E402
+    EvalPolicy,
+    ListPoliciesRunning,
+    RunPolicy,
+    StartPolicy,
+    StopPolicy,
+)
+
+NS = "/rk_runner"
+
+
+@pytest.fixture
+def runner(processes, tmp_path):
+    trace_dir = tmp_path / "runs"
+    proc = processes.python(
+        "runner",
+        "robokernel_ros.nodes.runner",
+        "--ros-args",
+        "-r",
+        f"__ns:={NS}",
+        "-p",
+        "env:=sim",
+        "-p",
+        "robot:=so101",
+        "-p",
+        "robot_name:=arm",
+        "-p",
+        f"trace_dir:={trace_dir}",
+    )
+    return proc, trace_dir
+
+
+def _run(**fields) -> RunPolicy.Request:
+    request = RunPolicy.Request(robot_name="arm", policy_provider="mock")
+    for key, value in fields.items():
+        setattr(request, key, value)
+    return request
+
+
+def test_run_policy_answers_with_the_report_trace_bag_and_live_events(
+    runner, ros, processes
+) -> None:
+    proc, trace_dir = runner
+    from robokernel_ros.nodes.runner import EVENTS_QOS
+
+    events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
+    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), processes.log(proc)
+    time.sleep(0.5)  # let the events subscription match
+    response = ros.call(RunPolicy, f"{NS}/run_policy", _run(n_steps=25, seed=3, instruction="wave"))
+    assert response.ok and response.status == "success", response.message
+    report = json.loads(response.report_json)
+    assert report["robot_name"] == "arm" and report["n_steps"] == 25
+    assert report["actions_applied"] == 25
+    assert Path(report["trace_path"]).is_dir()
+    assert report["bag_path"] and (Path(report["bag_path"]) / "metadata.yaml").is_file()
+    assert str(trace_dir) in report["trace_path"]
+    assert ros.wait_until(lambda: any(e.kind == "episode.end" for e in events), 10)
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "episode.start" and kinds.count("action") == 25
+    assert [e.seq for e in events] == list(range(len(events)))
+    start = json.loads(events[0].data_json)
+    assert start["instruction"] == "wave"
+
+
+def test_refusals_name_parameter_value_domain_and_leave_the_robot_startable(
+    runner, ros, processes
+) -> None:
+    proc, _ = runner
+    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), processes.log(proc)
+    cases = [
+        (_run(n_steps=0), "n_steps"),
+        (_run(async_rtc=5), "async_rtc"),
+        (_run(policy_config_json="[1, 2]"), "policy_config_json"),
+        (_run(policy_config_json="{nope"), "policy_config_json"),
+        (_run(control_frequency=-50.0), "control_frequency"),
+        (_run(rtc_inference_timeout_s=float("nan")), "rtc_inference_timeout_s"),
+        (_run(policy_provider="nosuch"), "nosuch"),
+        (_run(extra_json='{"n_steps": 3}'), "extra_json"),
+        (_run(robot_name="ghost", n_steps=5), "ghost"),
+        (_run(policy_provider="remote", n_steps=5), "not ready"),
+    ]
+    for request, needle in cases:
+        response = ros.call(RunPolicy, f"{NS}/run_policy", request)
+        assert not response.ok and response.status == "error", (needle, response.message)
+        assert needle in response.message, (needle, response.message)
+    ok = ros.call(RunPolicy, f"{NS}/run_policy", _run(n_steps=5))
+    assert ok.ok, ok.message
+
+
+def test_start_list_stop_answer_during_a_run(runner, ros, processes) -> None:
+    proc, _ = runner
+    assert ros.wait_for(StartPolicy, f"{NS}/start_policy", 60), processes.log(proc)
+    request = StartPolicy.Request(robot_name="arm", policy_provider="mock", n_steps=100000)
+    request.extra_json = json.dumps({"fast_mode": False})
+    started = ros.call(StartPolicy, f"{NS}/start_policy", request)
+    assert started.ok, started.message
+    listed = ros.call(ListPoliciesRunning, f"{NS}/list_policies_running", timeout_s=5)
+    assert listed.ok and list(listed.robots) == ["arm"], listed.report_json
+    again = ros.call(StartPolicy, f"{NS}/start_policy", request, timeout_s=5)
+    assert not again.ok and "already running" in again.message
+    t0 = time.monotonic()
+    stopped = ros.call(
+        StopPolicy, f"{NS}/stop_policy", StopPolicy.Request(robot_name="arm"), timeout_s=5
+    )
+    assert stopped.ok and time.monotonic() - t0 < 5, stopped.message
+    assert ros.wait_until(
+        lambda: (
+            not ros.call(ListPoliciesRunning, f"{NS}/list_policies_running", timeout_s=5).robots
+        ),
+        15,
+    )
+    idle = ros.call(
+        StopPolicy, f"{NS}/stop_policy", StopPolicy.Request(robot_name="arm"), timeout_s=5
+    )
+    assert not idle.ok and "not running" in idle.message
+
+
+def test_eval_policy_over_ros(runner, ros, processes) -> None:
+    proc, _ = runner
+    assert ros.wait_for(EvalPolicy, f"{NS}/eval_policy", 60), processes.log(proc)
+    request = EvalPolicy.Request(
+        robot_name="arm", policy_provider="mock", n_episodes=2, max_steps=10, seed=1
+    )
+    response = ros.call(EvalPolicy, f"{NS}/eval_policy", request)
+    assert response.ok, response.message
+    report = json.loads(response.report_json)
+    assert len(report["episodes"]) == 2 and report["total_steps"] == 20
+    bad = ros.call(
+        EvalPolicy, f"{NS}/eval_policy", EvalPolicy.Request(robot_name="arm", n_episodes=0)
+    )
+    assert not bad.ok and "n_episodes" in bad.message
