@@ -259,7 +259,7 @@ class BagMirror:
                 **data,
                 "images": {str(c): self._image_path(c, v, event.step) for c, v in images.items()},
             }
-        line = dumps_line(
+        line = _json_line(
             {
                 "seq": event.seq,
                 "kind": event.kind,
@@ -414,7 +414,7 @@ class BagMirror:
             value=_float(data.get("value")),
             limit=_float(data.get("limit")),
             action=str(data.get("action", "")),
-            detail=dumps_line(detail) if detail else "",
+            detail=_json_line(detail) if detail else "",
         )
         self._put(
             f"{self.prefix}/shield/intervention", T.SHIELD_INTERVENTION, QOS_RELIABLE, msg, ns
@@ -468,12 +468,20 @@ class BagMirror:
                 self._unsubscribe()
             try:
                 if self._meta:
-                    self._writer.set_custom_data(META_KEY, dumps_line(self._meta))
+                    self._writer.set_custom_data(META_KEY, _json_line(self._meta))
                 self._writer.set_custom_data("robokernel.events", str(self.events_written))
                 self._writer.close()
             except OSError:
                 self.failed = True
                 _log.exception("closing bag %s failed", self.path)
+
+
+def _json_line(obj: Any) -> str:
+    """The kernel's strict JSON encoding (the run directory's events.jsonl line), as text."""
+    line = dumps_line(obj)
+    if isinstance(line, bytes | bytearray):
+        line = line.decode("utf-8")
+    return line.rstrip("\n")
 
 
 def _float(value: Any) -> float:
