@@ -1,0 +1,252 @@
+"""Recorded episodes (bags or run directories) -> a LeRobotDataset, with lerobot's own writer.
+
+    robokernel export-lerobot BAG_OR_RUNS... --repo-id NAME --root DIR
+
+One dataset episode per recorded episode, one dataset frame per executed step:
+- observation.state: the observed joint positions at that step (obs "joint_positions",
+  in the recorded order; episodes without it use the observation's scalar numbers),
+- action: the executed action (holds included: it is what the robot did), in the env's
+  action_keys order,
+- observation.images.<camera>: the camera frame, stored as video; on steps between
+  recorded frames (image_every > 1) the latest recorded frame is repeated,
+- task: the episode's instruction; fps: the control rate.
+The dataset is written in lerobot's current format (whatever `LeRobotDataset.create`
+writes: v3.0 for lerobot 0.6). lerobot is imported only when exporting.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..kernel.events import ACTION, OBSERVATION
+from ..kernel.trace import Trace, load_trace
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class ExportReport:
+    repo_id: str
+    root: str
+    episodes: int
+    frames: int
+    fps: int
+    state_names: list[str]
+    action_names: list[str]
+    cameras: list[str]
+    sources: list[str]
+    codebase_version: str
+
+
+def _state_names(obs: Any) -> tuple[str, list[str]]:
+    if (
+        isinstance(obs, dict)
+        and isinstance(obs.get("joint_positions"), dict)
+        and obs["joint_positions"]
+    ):
+        return "joint_positions", [str(k) for k in obs["joint_positions"]]
+    if isinstance(obs, dict):
+        return "", [
+            str(k) for k, v in obs.items() if isinstance(v, int | float) and not isinstance(v, bool)
+        ]
+    return "", []
+
+
+def _state_vector(obs: Any, source: str, names: list[str]) -> np.ndarray:
+    values = obs.get(source) if source else obs
+    return np.asarray([float(values.get(n, math.nan)) for n in names], dtype=np.float32)
+
+
+def _camera_frames(trace: Trace, camera: str) -> Iterator[tuple[int, np.ndarray]]:
+    frames = getattr(trace, "iter_frames", None)
+    if frames is not None:
+        yield from frames(camera)
+        return
+    for e in trace.events:
+        if e.kind == OBSERVATION and camera in (e.data.get("images") or {}):
+            yield e.step, trace.image(e.data["images"][camera])
+
+
+def _episode_shape(trace: Trace) -> dict[str, Any]:
+    env = trace.meta.get("env") or {}
+    hz = env.get("control_hz")
+    observations = {e.step: e for e in trace.events if e.kind == OBSERVATION}
+    first_obs = next(iter(observations.values()), None)
+    source, state_names = _state_names(first_obs.data.get("obs") if first_obs else None)
+    action_names = [str(k) for k in env.get("action_keys") or []]
+    if not action_names:
+        first_action = next((e for e in trace.events if e.kind == ACTION), None)
+        action_names = (
+            [str(k) for k in (first_action.data.get("action") or {})] if first_action else []
+        )
+    cameras: dict[str, tuple[int, ...]] = {}
+    for e in trace.events:
+        if e.kind == OBSERVATION and e.data.get("images"):
+            for cam in e.data["images"]:
+                if cam not in cameras:
+                    cameras[cam] = ()
+    return {
+        "hz": hz,
+        "source": source,
+        "state": state_names,
+        "action": action_names,
+        "cameras": list(cameras),
+    }
+
+
+def export_lerobot(
+    paths: Sequence[str | Path],
+    *,
+    repo_id: str,
+    root: str | Path,
+    use_videos: bool = True,
+    robot_type: str | None = None,
+) -> ExportReport:
+    """Write the episodes under `paths` (bags, run directories, folders of them) to a new
+    LeRobotDataset at `root`. All episodes must share keys, cameras and control rate."""
+    from ..scoring.report import expand_paths
+
+    if not isinstance(repo_id, str) or not repo_id or repo_id.count("/") > 1:
+        raise ValueError(f"repo_id={repo_id!r}: must be a non-empty name like 'user/dataset'")
+    root = Path(root)
+    if root.exists() and any(root.iterdir()):
+        raise ValueError(
+            f"root={str(root)!r}: already exists and is not empty (a dataset is never overwritten)"
+        )
+    sources = expand_paths(paths)
+    if not sources:
+        raise ValueError(f"paths={list(map(str, paths))!r}: no episodes found")
+    # First pass: the shape every episode must share (events only, no frames).
+    shape: dict[str, Any] | None = None
+    frame_shapes: dict[str, tuple[int, ...]] = {}
+    for src in sources:
+        trace = load_trace(src)
+        this = _episode_shape(trace)
+        if shape is None:
+            shape = this
+            for cam in this["cameras"]:
+                _, frame = next(_camera_frames(trace, cam))
+                frame_shapes[cam] = tuple(np.asarray(frame).shape)
+        elif (this["state"], this["action"], this["cameras"], this["hz"]) != (
+            shape["state"],
+            shape["action"],
+            shape["cameras"],
+            shape["hz"],
+        ):
+            raise ValueError(
+                f"path={str(src)!r}: its state keys, action keys, cameras or control rate differ from {str(sources[0])!r}"
+            )
+    assert shape is not None
+    hz = shape["hz"]
+    if not isinstance(hz, int | float) or hz <= 0 or abs(hz - round(hz)) > 1e-9:
+        raise ValueError(
+            f"control_hz={hz!r}: LeRobot datasets need a whole number of frames per second"
+        )
+    fps = int(round(hz))
+    if not shape["action"]:
+        raise ValueError(f"path={str(sources[0])!r}: no action keys recorded")
+    features: dict[str, dict[str, Any]] = {
+        "observation.state": {
+            "dtype": "float32",
+            "shape": (len(shape["state"]),),
+            "names": shape["state"],
+        },
+        "action": {"dtype": "float32", "shape": (len(shape["action"]),), "names": shape["action"]},
+    }
+    for cam in shape["cameras"]:
+        fs = frame_shapes[cam]
+        if len(fs) != 3 or fs[2] != 3:
+            raise ValueError(f"camera={cam!r}: frames of shape {fs} are not HxWx3")
+        features[f"observation.images.{_feature_name(cam)}"] = {
+            "dtype": "video" if use_videos else "image",
+            "shape": fs,
+            "names": ["height", "width", "channels"],
+        }
+
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    dataset = LeRobotDataset.create(
+        repo_id=repo_id,
+        fps=fps,
+        features=features,
+        root=root,
+        robot_type=robot_type,
+        use_videos=use_videos,
+    )
+    frames_total = 0
+    try:
+        for src in sources:
+            trace = load_trace(src)
+            frames_total += _add_episode(dataset, trace, shape)
+    finally:
+        dataset.finalize()
+    from lerobot.datasets.dataset_metadata import CODEBASE_VERSION
+
+    return ExportReport(
+        repo_id=repo_id,
+        root=str(root),
+        episodes=len(sources),
+        frames=frames_total,
+        fps=fps,
+        state_names=shape["state"],
+        action_names=shape["action"],
+        cameras=shape["cameras"],
+        sources=[str(s) for s in sources],
+        codebase_version=str(CODEBASE_VERSION),
+    )
+
+
+def _feature_name(camera: str) -> str:
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in camera)
+
+
+def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
+    task = str(trace.meta.get("instruction") or "")
+    observations = {e.step: e for e in trace.events if e.kind == OBSERVATION}
+    cams = shape["cameras"]
+    frame_iters = {cam: _camera_frames(trace, cam) for cam in cams}
+    pending: dict[str, tuple[int, np.ndarray] | None] = {
+        cam: next(frame_iters[cam], None) for cam in cams
+    }
+    current: dict[str, np.ndarray] = {}
+    n = 0
+    for e in trace.events:
+        if e.kind != ACTION:
+            continue
+        obs_event = observations.get(e.step)
+        if obs_event is None:
+            raise ValueError(f"trace {trace.path}: action at step {e.step} has no observation")
+        action = e.data.get("action") or {}
+        frame: dict[str, Any] = {
+            "observation.state": _state_vector(
+                obs_event.data.get("obs") or {}, shape["source"], shape["state"]
+            ),
+            "action": np.asarray(
+                [float(action.get(k, math.nan)) for k in shape["action"]], dtype=np.float32
+            ),
+            "task": task,
+        }
+        for cam in cams:
+            # advance to the latest recorded frame at or before this step
+            while pending[cam] is not None and pending[cam][0] <= e.step:
+                current[cam] = pending[cam][1]
+                pending[cam] = next(frame_iters[cam], None)
+            if cam not in current:
+                raise ValueError(
+                    f"trace {trace.path}: camera {cam!r} has no frame at or before step {e.step}"
+                )
+            frame[f"observation.images.{_feature_name(cam)}"] = current[cam]
+        dataset.add_frame(frame)
+        n += 1
+    if n == 0:
+        _log.warning("%s: no executed steps; episode skipped", trace.path)
+        return 0
+    dataset.save_episode()
+    return n

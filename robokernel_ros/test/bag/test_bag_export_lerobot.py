@@ -1,0 +1,94 @@
+"""Recorded episodes -> LeRobotDataset with lerobot's writer, loaded back with lerobot."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from bag_fixtures import ChunkAgent, NumpyArm
+from robokernel_ros.bag import EpisodeBagMirror
+from robokernel_ros.bag.cli import main as export_main
+from robokernel_ros.kernel import EpisodeRunner
+from robokernel_ros.kernel.events import EventBus
+from robokernel_ros.kernel.trace import TraceStore, load_trace
+
+pytest.importorskip("lerobot.datasets.lerobot_dataset", reason="lerobot[dataset] not installed")
+
+
+class CameraArm(NumpyArm):
+    def _obs(self):
+        obs = super()._obs()
+        obs["images"] = {"front": np.full((32, 48, 3), (self.n * 9) % 256, dtype=np.uint8)}
+        return obs
+
+
+@pytest.fixture
+def two_episodes(tmp_path):
+    store = TraceStore(tmp_path / "runs")
+    bus = EventBus()
+    sink = EpisodeBagMirror(store.root)
+    sink.attach(bus)
+    runner = EpisodeRunner(
+        CameraArm(steps_to_success=12), ChunkAgent(), trace=store, bus=bus, image_every=2
+    )
+    records = [runner.run(max_steps=30, instruction="reach the shelf") for _ in range(2)]
+    return records, sink.bag_paths
+
+
+def test_export_round_trip(tmp_path, two_episodes, capsys):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    records, bags = two_episodes
+    root = tmp_path / "dataset"
+    assert (
+        export_main([*map(str, bags), "--repo-id", "robokernel/arm", "--root", str(root), "--json"])
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert report["episodes"] == 2 and report["frames"] == sum(r.steps for r in records) == 24
+    assert report["fps"] == 20 and report["cameras"] == ["front"]
+
+    ds = LeRobotDataset("robokernel/arm", root=root, video_backend="pyav")
+    assert ds.meta.info["codebase_version"] == report["codebase_version"] == "v3.0"
+    assert ds.fps == 20 and ds.num_episodes == 2 and len(ds) == 24
+    assert ds.meta.features["action"]["names"] == ["j0", "j1", "j2"]
+    i = 0
+    for episode, bag in enumerate(bags):
+        trace = load_trace(bag)
+        obs = {e.step: e.data["obs"] for e in trace.of_kind("observation")}
+        for k, action in enumerate(trace.of_kind("action")):
+            item = ds[i]
+            assert int(item["episode_index"]) == episode and int(item["frame_index"]) == k
+            assert item["task"] == "reach the shelf"
+            expected_action = [action.data["action"][j] for j in ("j0", "j1", "j2")]
+            np.testing.assert_allclose(item["action"].numpy(), np.float32(expected_action))
+            expected_state = [obs[action.step]["joint_positions"][j] for j in ("j0", "j1", "j2")]
+            np.testing.assert_allclose(
+                item["observation.state"].numpy(), np.float32(expected_state)
+            )
+            # frames are recorded every 2nd step; the latest recorded frame is held in between
+            frame_step = action.step - action.step % 2
+            expected_pixel = (frame_step * 9) % 256
+            image = item["observation.images.front"]
+            assert tuple(image.shape) == (3, 32, 48)
+            assert abs(float(image.mean()) * 255 - expected_pixel) < 4  # video is lossy
+            assert float(item["timestamp"]) == pytest.approx(k / 20, abs=1e-4)
+            i += 1
+
+
+def test_export_refusals(tmp_path, two_episodes, capsys):
+    from robokernel_ros.bag.export import export_lerobot
+
+    _, bags = two_episodes
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(ValueError, match="root=.*not empty"):
+        export_lerobot(bags, repo_id="a/b", root=tmp_path / "full")
+    with pytest.raises(ValueError, match="repo_id="):
+        export_lerobot(bags, repo_id="", root=tmp_path / "d1")
+    assert (
+        export_main([str(tmp_path / "missing"), "--repo-id", "a/b", "--root", str(tmp_path / "d2")])
+        == 2
+    )
+    assert "does not exist" in capsys.readouterr().err
