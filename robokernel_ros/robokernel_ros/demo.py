@@ -1,73 +1,286 @@
-"""`make demo`: bring up nodes on a private ROS_DOMAIN_ID, exercise them, shut down cleanly.
+"""`make demo`: the simulated workcell over ROS 2, evaluated end to end, then shut down.
 
-Interim version (foundation): one chunk_echo node process answers an observation with
-an ActionChunk and a RunPolicy call with a JSON report.
+    python -m robokernel_ros.demo [--episodes 3] [--trace-dir runs/demo] [--max-steps 300]
+
+1. Starts the graph of `launch/sim_workcell.launch.py` as processes, from the same
+   config files, on a private ROS_DOMAIN_ID: sim_robot (MuJoCo SO-101 standing in for
+   ros2_control), safety_shield (limits, watchdog, latched e-stop), policy_server
+   (the scripted reaching policy) and runner (env=ros: /joint_states in, commands to
+   the shield).
+2. Calls the runner's `eval_policy` service: the `remote` provider asks the policy
+   server for chunks over ROS, the kernel runs in realtime mode (the robot keeps
+   moving while the next chunk is computed), the shield gates every command.
+3. Prints one row per episode (success, steps, holds, interventions of the kernel's
+   shield, chunk round-trip latency) and the shield node's counters, with the run
+   directories and bags written.
+4. Stops every process (SIGINT, then SIGKILL after a grace period) and checks none is
+   left.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # robokernel_ros/ (setup.py, config/, launch/)
+CONFIG_DIR = PACKAGE_DIR / "config"
+NAMESPACE = "/robokernel"
+SO101_JOINTS = (
+    "shoulder_pan",
+    "shoulder_lift",
+    "elbow_flex",
+    "wrist_flex",
+    "wrist_roll",
+    "gripper",
+)
 
 
-def _private_domain() -> str:
-    return os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100)
+def config_dir() -> Path:
+    """The config folder: the source tree's, else the installed share folder."""
+    if CONFIG_DIR.is_dir():
+        return CONFIG_DIR
+    from ament_index_python.packages import get_package_share_directory
+
+    return Path(get_package_share_directory("robokernel_ros")) / "config"
 
 
-def main() -> int:
-    os.environ["ROS_DOMAIN_ID"] = _private_domain()
+@dataclass
+class NodeProcess:
+    """One node of the workcell graph, as `launch/*.launch.py` declares it."""
+
+    name: str
+    executable: str  # the console script (setup.py) the launch file names
+    params_files: list[str]  # file names in config/
+    params: dict[str, str] = field(default_factory=dict)
+    remaps: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def module(self) -> str:
+        return f"robokernel_ros.nodes.{self.executable}"
+
+    def argv(self, namespace: str = NAMESPACE, config: Path | None = None) -> list[str]:
+        config = config or config_dir()
+        args = [sys.executable, "-m", self.module, "--ros-args", "-r", f"__ns:={namespace}",
+                "-r", f"__node:={self.name}"]  # fmt: skip
+        for name in self.params_files:
+            args += ["--params-file", str(config / name)]
+        for key, value in self.params.items():
+            args += ["-p", f"{key}:={value}"]
+        for src, dst in self.remaps:
+            args += ["-r", f"{src}:={dst}"]
+        return args
+
+
+def workcell_graph(
+    *, trace_dir: str, sim: bool = True, policy_params: str = "policy_server_scripted_so101.yaml"
+) -> list[NodeProcess]:
+    """The nodes of sim_workcell.launch.py (sim=True) or workcell.launch.py (sim=False)."""
+    nodes = [
+        NodeProcess(
+            "safety_shield", "safety_shield", ["shield_so101.yaml"],
+            {"limits_file": str(config_dir() / "joint_limits_so101.yaml")}, [("~/estop", "estop")],
+        ),
+        NodeProcess("policy_server", "policy_server", [policy_params]),
+        NodeProcess("runner", "runner", ["runner_ros_so101.yaml"], {"trace_dir": trace_dir}),
+    ]  # fmt: skip
+    if sim:
+        nodes.insert(0, NodeProcess("sim_robot", "sim_robot", ["workcell_sim_robot_so101.yaml"]))
+    return nodes
+
+
+def start_graph(
+    nodes: list[NodeProcess], log_dir: Path, env: dict[str, str] | None = None
+) -> list[subprocess.Popen]:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for node in nodes:
+        log = open(log_dir / f"{node.name}.log", "w")  # noqa: SIM115 - closed with the process
+        procs.append(
+            subprocess.Popen(
+                node.argv(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            )
+        )  # fmt: skip
+    return procs
+
+
+def stop_graph(procs: list[subprocess.Popen], grace_s: float = 8.0) -> list[int]:
+    """SIGINT every process group, SIGKILL what is left after `grace_s`; return the pids killed."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace_s
+    killed = []
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(timeout=5)
+            killed.append(p.pid)
+    return killed
+
+
+def _chunk_latencies(trace_path: str | None) -> list[float]:
+    """Round-trip seconds of every chunk of an episode (chunk.merge events of its trace)."""
+    if not trace_path:
+        return []
+    path = Path(trace_path) / "events.jsonl"
+    out = []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if event.get("kind") == "chunk.merge" and "inference_s" in event.get("data", {}):
+                out.append(float(event["data"]["inference_s"]))
+    return out
+
+
+def _table(report: dict[str, Any]) -> str:
+    rows = [("ep", "success", "outcome", "steps", "holds", "kernel_shield", "chunks", "chunk_p50_ms",
+             "chunk_max_ms", "bag")]  # fmt: skip
+    for ep in report.get("episodes", []):
+        lat = _chunk_latencies(ep.get("trace_path"))
+        rows.append((
+            str(ep.get("episode")), str(ep.get("success")), str(ep.get("outcome")), str(ep.get("steps_advanced")),
+            str(ep.get("hold_steps")), str(ep.get("safety_interventions")), str(len(lat)),
+            f"{1e3 * statistics.median(lat):.2f}" if lat else "-", f"{1e3 * max(lat):.2f}" if lat else "-",
+            "yes" if ep.get("bag_path") and Path(ep["bag_path"]).is_dir() else "no",
+        ))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=3)
+    parser.add_argument("--max-steps", type=int, default=300, help="steps per episode at 50 Hz")
+    parser.add_argument("--trace-dir", default="runs/demo")
+    args = parser.parse_args(argv)
+
+    os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    trace_dir = Path(args.trace_dir).resolve()
+    log_dir = trace_dir / "logs"
+    t0 = time.monotonic()
+    print(f"demo: ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}, traces and bags in {trace_dir}")
+    procs = start_graph(workcell_graph(trace_dir=str(trace_dir)), log_dir)
+    status = 1
+    try:
+        status = _evaluate(args, log_dir)
+    finally:
+        killed = stop_graph(procs)
+        left = [p.pid for p in procs if p.poll() is None]
+        print(f"demo: {len(procs)} processes stopped"
+              + (f" ({len(killed)} needed SIGKILL)" if killed else " cleanly")
+              + (f"; STILL RUNNING: {left}" if left else "")
+              + f"; total {time.monotonic() - t0:.1f} s")  # fmt: skip
+        if left or killed:
+            status = status or 1
+    return status
+
+
+def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from sensor_msgs.msg import JointState
 
-    from robokernel_interfaces.msg import ActionChunk, Observation
-    from robokernel_interfaces.srv import RunPolicy
+    from robokernel_interfaces.msg import ShieldState
+    from robokernel_interfaces.srv import EvalPolicy
+    from robokernel_ros.nodes._common import STATUS_QOS
+    from robokernel_ros.policies import remote
 
-    server = subprocess.Popen(
-        [sys.executable, "-m", "robokernel_ros.nodes.chunk_echo"], start_new_session=True
-    )
-    rclpy.init()
-    node = rclpy.create_node("robokernel_demo")
-    executor = SingleThreadedExecutor()
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("robokernel_demo", context=context)
+    executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            executor.spin_once(timeout_sec=0.05)
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
     try:
-        chunks: list[ActionChunk] = []
-        node.create_subscription(ActionChunk, "action_chunk", chunks.append, 10)
-        publisher = node.create_publisher(Observation, "observation", 10)
-        client = node.create_client(RunPolicy, "run_policy")
-        if not client.wait_for_service(timeout_sec=30):
-            print("demo: the chunk_echo node did not come up", file=sys.stderr)
-            return 1
-        future = client.call_async(RunPolicy.Request(robot_name="arm", n_steps=10))
-        executor.spin_until_future_complete(future, timeout_sec=10)
-        print(f"RunPolicy -> ok={future.result().ok} report={future.result().report_json}")
-        obs = Observation(
-            run_id="demo", step=0, joint_state=JointState(name=["j1", "j2"], position=[0.0, 0.5])
+        shield_state: list[Any] = []
+        node.create_subscription(
+            ShieldState, f"{NAMESPACE}/safety_shield/state", shield_state.append, STATUS_QOS
         )
-        deadline = time.monotonic() + 10
-        while not chunks and time.monotonic() < deadline:
-            publisher.publish(obs)
-            executor.spin_once(timeout_sec=0.2)
-        if not chunks:
-            print("demo: no ActionChunk came back", file=sys.stderr)
+        client = node.create_client(EvalPolicy, f"{NAMESPACE}/eval_policy")
+        if not client.wait_for_service(timeout_sec=60):
+            print(f"demo: the runner did not come up (logs in {log_dir})", file=sys.stderr)
             return 1
-        c = chunks[0]
+        try:
+            remote.check_server_ready(node, NAMESPACE, timeout_s=60)
+        except RuntimeError as exc:
+            print(f"demo: {exc} (logs in {log_dir})", file=sys.stderr)
+            return 1
+        config = json.loads(_policy_config())
+        final = config["targets"][-1]
+        request = EvalPolicy.Request(
+            robot_name="arm", policy_provider="remote", n_episodes=args.episodes, max_steps=args.max_steps,
+            seed=0, async_rtc=True, instruction="reach the three waypoints in order",
+        )  # fmt: skip
+        request.extra_json = json.dumps(
+            {
+                "success": {
+                    "predicate": "joint_near_target",
+                    "targets": final,
+                    "tolerance": config["tolerance"],
+                }
+            }
+        )
+        print(f"demo: eval_policy over ROS: scripted policy on the policy_server, {args.episodes} episodes, "
+              "realtime (async_rtc), 50 Hz")  # fmt: skip
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(args.episodes * (args.max_steps / 50.0 + 15) + 30):
+            print("demo: eval_policy did not answer in time", file=sys.stderr)
+            return 1
+        response = future.result()
+        report = json.loads(response.report_json or "{}")
+        print(_table(report))
+        if shield_state:
+            s = shield_state[-1]
+            print(f"safety_shield node: state={s.state} passed={s.passed} clipped={s.clipped} "
+                  f"refused={s.refused} held={s.held} timeouts={s.timeouts}")  # fmt: skip
         print(
-            f"ActionChunk obs_step={c.obs_step} keys={list(c.keys)} horizon={c.horizon} "
-            f"actions={json.dumps([round(v, 3) for v in c.actions])}"
+            f"success_rate={report.get('success_rate')}  ok={response.ok}  {response.message.splitlines()[0]}"
         )
-        return 0
+        return 0 if response.ok and report.get("success_rate", 0) > 0 else 1
     finally:
-        executor.shutdown()
+        stop.set()
+        thread.join(timeout=5)
+        executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
-        rclpy.shutdown()
-        os.killpg(server.pid, signal.SIGINT)
-        server.wait(timeout=10)
+        rclpy.try_shutdown(context=context)
+
+
+def _policy_config() -> str:
+    import yaml
+
+    data = yaml.safe_load((config_dir() / "policy_server_scripted_so101.yaml").read_text())
+    return data["/**"]["ros__parameters"]["policy_config_json"]
 
 
 if __name__ == "__main__":

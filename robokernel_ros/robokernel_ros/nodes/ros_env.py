@@ -309,6 +309,9 @@ class RosScene:
     def cameras(self) -> list[str]:
         return sorted(self.env.observe().get("images", {}))
 
+    def close(self) -> None:
+        """The environment's subscriptions and publisher belong to the runner's node: kept."""
+
     def render(self, camera: Any = None, width: int = 0, height: int = 0) -> Any:
         raise ValueError(
             "video: a ROS workcell has no renderer (record its camera topics with the bag)"

@@ -370,6 +370,20 @@ class RunnerNode(Node):
             raise Refused(
                 f"extra_json names {clash}: these are typed fields of the request; set them there"
             )
+        # Callables cannot cross ROS: a success criterion comes as predicate clauses
+        # ({"predicate": name, **args}, or a list of them) or a registered predicate's name.
+        for key in ("success", "success_fn"):
+            if key in extra:
+                clauses = extra.pop(key)
+                if isinstance(clauses, str):
+                    clauses = {"predicate": clauses}
+                from robokernel_ros.rollout import compile_criteria
+
+                try:
+                    criteria = compile_criteria(f"extra_json[{key!r}]", clauses)
+                except ValueError as exc:
+                    raise Refused(str(exc)) from exc
+                kwargs["success_fn"] = _AnyCriterion(criteria)
         kwargs.update(extra)
         return kwargs
 
@@ -595,6 +609,17 @@ class RunnerNode(Node):
         if self._unsubscribe is not None:
             self._unsubscribe()
         super().destroy_node()
+
+
+class _AnyCriterion:
+    """success_fn from predicate clauses: true when any clause holds."""
+
+    def __init__(self, criteria: list[Any]) -> None:
+        self.criteria = criteria
+        self.__name__ = " or ".join(c.name for c in criteria)
+
+    def __call__(self, ctx: Any) -> bool:
+        return any(c(ctx) for c in self.criteria)
 
 
 def _in_flight(cell: Any) -> list[Any]:
