@@ -93,6 +93,7 @@ class EventBus:
         self._lock = threading.Lock()
         # (callback, kinds or None); replaced wholesale on every change.
         self._subscribers: tuple[tuple[Callback, frozenset[str] | None], ...] = ()
+        self.subscriber_count = 0  # an attribute, not a property: the loop reads it every step
 
     def subscribe(
         self, callback: Callback, kinds: Iterable[str] | None = None
@@ -109,16 +110,14 @@ class EventBus:
         entry = (callback, kind_set)
         with self._lock:
             self._subscribers = (*self._subscribers, entry)
+            self.subscriber_count = len(self._subscribers)
 
         def unsubscribe() -> None:
             with self._lock:
                 self._subscribers = tuple(s for s in self._subscribers if s is not entry)
+                self.subscriber_count = len(self._subscribers)
 
         return unsubscribe
-
-    @property
-    def subscriber_count(self) -> int:
-        return len(self._subscribers)
 
     def publish(self, event: Event) -> None:
         for callback, kinds in self._subscribers:

@@ -162,17 +162,21 @@ class EpisodeRecorder:
     def emit(self, kind: str, step: int, data: dict[str, Any]) -> None:
         seq = self.seq
         self.seq = seq + 1
-        self.bus.publish(
-            Event(kind, step, data, self.t, time.monotonic() - self.t0, seq, self.run_id)
-        )
+        if self.bus.subscriber_count:
+            wall = time.monotonic() - self.t0
+            self.bus.publish(Event(kind, step, data, self.t, wall, seq, self.run_id))
 
     def observation(self, step: int, observation: Any) -> None:
         if not self.listening:
             self.seq += 1  # counted all the same, so seq numbers do not depend on listeners
             return
         images = None
-        if isinstance(observation, Mapping):
-            obs = {str(k): to_jsonable(v) for k, v in observation.items() if k != "images"}
+        if type(observation) is dict or isinstance(observation, Mapping):
+            obs = {
+                k if type(k) is str else str(k): to_jsonable(v)
+                for k, v in observation.items()
+                if k != "images"
+            }
             if self.image_every and step % self.image_every == 0:
                 images = observation.get("images")
         else:

@@ -579,6 +579,10 @@ class _Episode:
         max_holds = timing.max_hold_steps
         period = 1.0 / self.spec.control_hz
         on_step = r._on_step
+        bus = r.bus
+        compat = rec.compat
+        record_privileged = r.record_privileged
+        plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
         start = time.monotonic()
         step = 0
         self._final_observation = observation
@@ -591,7 +595,10 @@ class _Episode:
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
                 )
             stopping = op.stop_requested
-            self.record_observation(step, observation)
+            if bus.subscriber_count or record_privileged:
+                self.record_observation(step, observation)
+            else:
+                rec.seq += 1  # nobody listens: count the event, build nothing
 
             # Chunks: merge what has arrived, then ask for more when the queue runs low.
             if not stopping:
@@ -600,11 +607,17 @@ class _Episode:
                 if self.pending is None and len(self.queue) <= refill:
                     self.request(step, observation)
 
-            hold = r.hold_action(self.last_sent)
+            last = self.last_sent
+            # Absolute control without an env hold holds the last target: no copy needed.
+            hold = last if (plain_absolute_hold and last is not None) else r.hold_action(last)
             if self.queue and not stopping:
                 proposed = self.queue.popleft()
                 result: ShieldResult = shield.review(proposed, hold=hold)
-                rec.compat.count(result, isinstance(proposed, Mapping))
+                if result.missing_keys or result.unknown_keys or result.refused:
+                    compat.count(result, type(proposed) is dict or isinstance(proposed, Mapping))
+                else:
+                    compat.actions += 1
+                    compat.resolved += 1
                 is_hold = False
                 self.consecutive_holds = 0
             else:
@@ -622,7 +635,9 @@ class _Episode:
                 reward = float(stepped.reward)
                 terminated = bool(stepped.terminated)
                 truncated = bool(stepped.truncated)
-                info = stepped.info if isinstance(stepped.info, Mapping) else {}
+                info = stepped.info
+                if type(info) is not dict and not isinstance(info, Mapping):
+                    info = {}
             except Exception as exc:
                 raise _EpisodeOver(
                     EpisodeOutcome.ERROR,
@@ -631,18 +646,21 @@ class _Episode:
                 ) from exc
             self.last_sent = action
             self.total_reward += reward
-            rec.emit(
-                ev.ACTION,
-                step,
-                {
-                    "step": step,
-                    "action": action,
-                    "hold": is_hold,
-                    "reward": reward,
-                    "terminated": terminated,
-                    "truncated": truncated,
-                },
-            )
+            if bus.subscriber_count:
+                rec.emit(
+                    ev.ACTION,
+                    step,
+                    {
+                        "step": step,
+                        "action": action,
+                        "hold": is_hold,
+                        "reward": reward,
+                        "terminated": terminated,
+                        "truncated": truncated,
+                    },
+                )
+            else:
+                rec.seq += 1
             sim_time = info.get("sim_time_s")
             if sim_time is not None:
                 self.sim_time = float(sim_time)
@@ -772,20 +790,16 @@ def _late_verdict(runner: Any, record: EpisodeRecord, verdict: dict[str, Any]) -
         import json
 
         path = record.trace_path
-        with open(path / EVENTS_FILE, "a", encoding="utf-8") as f:
-            f.write(
-                dumps_line(
-                    {
-                        "seq": event.seq,
-                        "kind": event.kind,
-                        "step": event.step,
-                        "t": event.t,
-                        "wall": event.wall,
-                        "data": event.data,
-                    }
-                )
-                + "\n"
-            )
+        line = {
+            "seq": event.seq,
+            "kind": event.kind,
+            "step": event.step,
+            "t": event.t,
+            "wall": event.wall,
+            "data": event.data,
+        }
+        with open(path / EVENTS_FILE, "ab") as f:
+            f.write(dumps_line(line))
         meta_path = path / META_FILE
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         meta.update(
@@ -814,6 +828,10 @@ def _as_chunk(chunk: Any) -> list[Any]:
 
 
 def _row(action: Any, keys: Sequence[str]) -> list[Any]:
+    if type(action) is dict:  # the common case: every value a float already
+        row = [action.get(key) for key in keys]
+        if all(type(value) is float for value in row):
+            return row
     if not isinstance(action, Mapping):
         return [None] * len(keys)
     row = []

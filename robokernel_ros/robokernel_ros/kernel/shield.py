@@ -48,7 +48,11 @@ class Intervention:
 
     def to_dict(self) -> dict[str, Any]:
         value = self.value
-        if not isinstance(value, int | float | str | bool | None):
+        if isinstance(value, float) and not math.isfinite(value):
+            value = repr(
+                value
+            )  # "nan" / "inf": strict JSON has no such numbers, the trace says what came
+        elif not isinstance(value, int | float | str | bool | None):
             value = repr(value)
         return {
             "guard": self.guard,
@@ -59,7 +63,7 @@ class Intervention:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built for every review, and frozen init is slow
 class GuardContext:
     """What a guard may compare an action with.
 
@@ -335,13 +339,18 @@ class SafetyShield:
         self.clip_tolerance = _check_number("clip_tolerance", clip_tolerance, minimum=0.0)
         self.limit_guard = LimitGuard(spec.action_limits, self.clip_tolerance)
         self.guards: list[Guard] = [FiniteGuard(), self.limit_guard, *guards]
-        self._rate_guards = any(not isinstance(g, FiniteGuard | LimitGuard) for g in self.guards)
         self.default_dt = 1.0 / float(spec.control_hz)
         self._keys = spec.action_keys
         self._key_set = frozenset(spec.action_keys)
         self.last: dict[str, float] | None = None
         self.previous: dict[str, float] | None = None
         self.last_dt = 0.0  # seconds between `previous` and `last` (0: unknown, use dt)
+        # The fast path's check: a float inside [lo, hi] (+-inf where a key has no limits)
+        # is what FiniteGuard and LimitGuard both pass untouched.
+        inf = math.inf
+        self._bounds = tuple(
+            (key, *spec.action_limits.get(key, (-inf, inf))) for key in spec.action_keys
+        )
 
     def reset(self) -> None:
         self.last = None
@@ -367,8 +376,20 @@ class SafetyShield:
         hold: executed when the action is refused, and the source of missing keys.
         dt: seconds since the last command (default 1 / control_hz).
         """
+        step_dt = self.default_dt if dt is None else dt
+        working = self._fast_pass(action) if type(action) is dict else None
+        if working is not None:
+            # Every key present, finite and within limits: only the extra guards remain.
+            result = ShieldResult(working, [], False, (), ())
+            extra = self.guards[2:]
+            if extra:
+                ctx = GuardContext(self.last, self.previous, hold, step_dt, self.last_dt)
+                result = self._finish(working, run_guards(extra, working, ctx), hold, (), ())
+            if record:
+                self.previous, self.last, self.last_dt = self.last, result.action, step_dt
+            return result
         resolved = None
-        if isinstance(action, Mapping):
+        if type(action) is dict or isinstance(action, Mapping):
             try:
                 resolved = self._resolve_keys(action, hold)
             except Exception:  # a broken Mapping from an agent: refused, never raised
@@ -386,18 +407,41 @@ class SafetyShield:
                 )
                 result = self._refuse(hold, [refusal], missing, unknown)
             else:
-                step_dt = self.default_dt if dt is None else dt
                 ctx = GuardContext(self.last, self.previous, hold, step_dt, self.last_dt)
                 interventions = run_guards(self.guards, working, ctx)
-                if interventions and interventions[-1].action == "refused":
-                    result = self._refuse(hold, interventions, missing, unknown)
-                else:
-                    if interventions and self._rate_guards:
-                        self._contain(working, interventions)
-                    result = ShieldResult(working, interventions, False, missing, unknown)
+                result = self._finish(working, interventions, hold, missing, unknown)
         if record:
-            self.record_sent(result.action, self.default_dt if dt is None else dt)
+            self.record_sent(result.action, step_dt)
         return result
+
+    def _fast_pass(self, action: dict[str, Any]) -> dict[str, float] | None:
+        """A copy of `action` when it has exactly the action keys, each a finite float within
+        its limits (the common case); None sends it through every guard."""
+        if len(action) != len(self._bounds):
+            return None
+        working = {}
+        for key, lo, hi in self._bounds:
+            value = action.get(key)
+            # NaN fails every comparison; v - v is NaN for +-inf (keys without limits).
+            if type(value) is float and lo <= value <= hi and value - value == 0.0:
+                working[key] = value
+            else:
+                return None
+        return working
+
+    def _finish(
+        self,
+        working: dict[str, float],
+        interventions: list[Intervention],
+        hold: Mapping[str, float] | None,
+        missing: tuple[str, ...],
+        unknown: tuple[str, ...],
+    ) -> ShieldResult:
+        if interventions and interventions[-1].action == "refused":
+            return self._refuse(hold, interventions, missing, unknown)
+        if interventions and len(self.guards) > 2:
+            self._contain(working, interventions)
+        return ShieldResult(working, interventions, False, missing, unknown)
 
     def _resolve_keys(
         self, action: Mapping[str, Any], hold: Mapping[str, float] | None

@@ -58,7 +58,7 @@ def test_run_directory_layout_and_round_trip(tmp_path: Path) -> None:
     assert len(lines) == 4
     first = json.loads(lines[2])
     assert set(first) == {"seq", "kind", "step", "t", "wall", "data"}
-    assert first["data"]["reward"] == "nan"  # strict JSON: non-finite numbers become strings
+    assert first["data"]["reward"] is None  # strict JSON: non-finite numbers become null
 
     trace = load_trace(run)
     assert trace.meta["instruction"] == "pick" and not trace.truncated
