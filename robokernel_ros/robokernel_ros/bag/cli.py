@@ -1,8 +1,9 @@
 """`robokernel export-lerobot BAG_OR_RUNS... --repo-id NAME --root DIR` and
 `robokernel bag-recover BAG [--repair OUT] [--json]`.
 
-`add_parsers(subparsers)` registers both on the `robokernel` CLI; `main(argv)` runs
-export-lerobot on its own (`python -m robokernel_ros.bag.cli`).
+Importing this module registers both on the `robokernel` CLI's subcommand registry;
+`main(argv)` runs export-lerobot on its own (`python -m robokernel_ros.bag.cli`).
+Exit status: 0, 1 when refused (message on stderr), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from typing import Any
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,7 @@ def run_export(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         print(f"robokernel export-lerobot: error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     if args.json:
         print(json.dumps(asdict(report)))
     else:
@@ -66,17 +66,34 @@ def run_recover(args: argparse.Namespace) -> int:
     return recover_main(argv)
 
 
-def add_parsers(subparsers: Any) -> None:
-    export = subparsers.add_parser("export-lerobot", help="recorded episodes -> a LeRobotDataset")
-    add_export_arguments(export)
-    export.set_defaults(func=run_export)
-    recover = subparsers.add_parser(
-        "bag-recover", help="report (and repair) a bag left by a killed writer"
+def _recover_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bag", help="bag folder (or its .mcap / .db3 file)")
+    parser.add_argument(
+        "--repair", metavar="OUT", help="write the recovered messages to a complete bag at OUT"
     )
-    recover.add_argument("bag")
-    recover.add_argument("--repair", metavar="OUT")
-    recover.add_argument("--json", action="store_true")
-    recover.set_defaults(func=run_recover)
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+
+def _register() -> None:
+    from ..cli import register_subcommand
+
+    register_subcommand(
+        "export-lerobot",
+        "recorded episodes -> a LeRobotDataset",
+        add_export_arguments,
+        run_export,
+        replace=True,
+    )
+    register_subcommand(
+        "bag-recover",
+        "report (and repair) a bag left by a killed writer",
+        _recover_arguments,
+        run_recover,
+        replace=True,
+    )
+
+
+_register()
 
 
 def main(argv: list[str] | None = None) -> int:

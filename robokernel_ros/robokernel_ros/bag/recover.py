@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         report = recover_bag(args.bag, repair=args.repair)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     print(json.dumps(report.to_dict()) if args.json else report.summary())
     return 0
 

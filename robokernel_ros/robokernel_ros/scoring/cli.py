@@ -1,7 +1,8 @@
 """`robokernel score PATH... [--json] [--plot OUT.png] [--scorers NAMES] [--success CLAUSE]`.
 
-`add_parser(subparsers)` registers the subcommand on the `robokernel` CLI; `main(argv)`
-runs it on its own (`python -m robokernel_ros.scoring`).
+Importing this module registers `score` on the `robokernel` CLI's subcommand registry;
+`main(argv)` runs it on its own (`python -m robokernel_ros.scoring`). Exit status: 0,
+1 when refused (the message goes to stderr), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -30,15 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "score", help="score recorded episodes (run directories or bags)"
-    )
-    add_arguments(parser)
-    parser.set_defaults(func=run)
-    return parser
-
-
 def run(args: argparse.Namespace) -> int:
     from ..kernel.trace import load_trace
     from .plot import plot_episode
@@ -61,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             result["plot"] = str(plot_episode(load_trace(episodes[0]), args.plot))
     except ValueError as exc:
         print(f"robokernel score: error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     if args.json:
         print(
             json.dumps(result, allow_nan=False, default=str)
@@ -100,6 +92,20 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     return run(parser.parse_args(argv))
 
+
+def _register() -> None:
+    from ..cli import register_subcommand
+
+    register_subcommand(
+        "score",
+        "score recorded episodes (run directories or bags)",
+        add_arguments,
+        run,
+        replace=True,
+    )
+
+
+_register()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -89,6 +89,6 @@ def test_export_refusals(tmp_path, two_episodes, capsys):
         export_lerobot(bags, repo_id="", root=tmp_path / "d1")
     assert (
         export_main([str(tmp_path / "missing"), "--repo-id", "a/b", "--root", str(tmp_path / "d2")])
-        == 2
+        == 1
     )
     assert "does not exist" in capsys.readouterr().err

@@ -103,7 +103,7 @@ def test_recover_cli_reports_and_refuses(tmp_path: Path, capsys, record_episode)
     assert recover_main([str(run_dir / "bag"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["complete"] and report["episode_ended"] and report["events"] == len(published)
-    assert recover_main([str(tmp_path / "nothing")]) == 2
+    assert recover_main([str(tmp_path / "nothing")]) == 1
     assert "not a rosbag2 folder" in capsys.readouterr().err
     with pytest.raises(ValueError, match="repair=.*already exists"):
         recover_bag(run_dir / "bag", repair=run_dir)

@@ -116,14 +116,14 @@ def test_score_cli_json_table_and_plot(record_episode, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "aggregate over 1 episode(s)" in out and "success_rate: 1" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
-    assert score_main([str(tmp_path / "missing")]) == 2
+    assert score_main([str(tmp_path / "missing")]) == 1
     assert "does not exist" in capsys.readouterr().err
-    assert score_main([str(run_dir), "--scorers", "nope"]) == 2
+    assert score_main([str(run_dir), "--scorers", "nope"]) == 1
     assert "scorer='nope'" in capsys.readouterr().err
-    assert score_main([str(run_dir), "--success", "{not json"]) == 2
+    assert score_main([str(run_dir), "--success", "{not json"]) == 1
     root = run_dir.parent
     record_episode(root=root)
-    assert score_main([str(root), "--plot", str(tmp_path / "two.png")]) == 2
+    assert score_main([str(root), "--plot", str(tmp_path / "two.png")]) == 1
     assert "exactly one episode" in capsys.readouterr().err
 
 
@@ -161,3 +161,16 @@ def test_shadow_replay_of_the_executing_policy_is_zero(tmp_path, timing):
         assert first.diff["j0"] == pytest.approx(first.shadow["j0"] - first.executed["j0"])
     if timing.mode == "realtime":
         assert same.holds_skipped > 0
+
+
+def test_robokernel_cli_has_score_and_export(record_episode, capsys):
+    from robokernel_ros.cli import main as robokernel
+
+    run_dir, _ = record_episode()
+    assert robokernel(["score", str(run_dir / "bag"), str(run_dir.parent), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    # the bag and the folder holding its run directory: the same episode twice
+    assert [e["length"] for e in result["episodes"]] == [10, 10]
+    assert result["aggregate"]["successes"] == 2
+    assert robokernel(["bag-recover", str(run_dir / "bag"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["complete"] is True
