@@ -1,0 +1,107 @@
+"""The launch files, checked statically (no `launch` package here): every Node names a
+console script of setup.py, every parameter file exists, every LaunchConfiguration is
+declared; and the demo/test graph starts the same executables from the same files."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from robokernel_ros.demo import workcell_graph
+
+PACKAGE = Path(__file__).resolve().parents[2]
+LAUNCH = PACKAGE / "launch"
+CONFIG = PACKAGE / "config"
+
+
+def _console_scripts() -> set[str]:
+    tree = ast.parse((PACKAGE / "setup.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "console_scripts":
+                    return {ast.literal_eval(item).split("=")[0].strip() for item in value.elts}
+    raise AssertionError("setup.py declares no console_scripts")
+
+
+def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
+    return [
+        n for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == name
+    ]  # fmt: skip
+
+
+def _kw(call: ast.Call, name: str) -> ast.AST | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _parse(name: str) -> ast.Module:
+    return ast.parse((LAUNCH / name).read_text(), filename=name)
+
+
+@pytest.mark.parametrize("launch_file", ["sim_workcell.launch.py", "workcell.launch.py"])
+def test_launch_file_is_consistent(launch_file: str) -> None:
+    tree = _parse(launch_file)
+    scripts = _console_scripts()
+    nodes = _calls(tree, "Node")
+    assert nodes, "no Node in the launch file"
+    for node in nodes:
+        executable = ast.literal_eval(_kw(node, "executable"))
+        assert executable in scripts, f"{executable} is not a console script of setup.py"
+        assert ast.literal_eval(_kw(node, "package")) == "robokernel_ros"
+    yaml_names = {
+        c.value for c in ast.walk(tree) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        and c.value.endswith(".yaml")
+    }  # fmt: skip
+    assert yaml_names, "no parameter file named"
+    for name in yaml_names:
+        assert (CONFIG / name).is_file(), f"config/{name} does not exist"
+    declared = {ast.literal_eval(c.args[0]) for c in _calls(tree, "DeclareLaunchArgument")}
+    used = {ast.literal_eval(c.args[0]) for c in _calls(tree, "LaunchConfiguration")}
+    assert used <= declared, f"launch arguments used but not declared: {used - declared}"
+    assert "namespace" in declared
+    assert "generate_launch_description" in {
+        f.name for f in tree.body if isinstance(f, ast.FunctionDef)
+    }
+
+
+@pytest.mark.parametrize(
+    ("launch_file", "sim"), [("sim_workcell.launch.py", True), ("workcell.launch.py", False)]
+)
+def test_the_process_graph_is_the_launch_graph(launch_file: str, sim: bool) -> None:
+    tree = _parse(launch_file)
+    launched = sorted(ast.literal_eval(_kw(n, "executable")) for n in _calls(tree, "Node"))
+    graph = workcell_graph(trace_dir="runs", sim=sim)
+    assert sorted(n.executable for n in graph) == launched
+    yaml_names = {
+        c.value for c in ast.walk(tree) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        and c.value.endswith(".yaml")
+    }  # fmt: skip
+    graph_files = {f for n in graph for f in n.params_files} | {
+        Path(v).name for n in graph for v in n.params.values() if v.endswith(".yaml")
+    }
+    assert graph_files == yaml_names
+    for node in graph:
+        argv = node.argv()
+        assert f"__node:={node.name}" in argv and "__ns:=/robokernel" in argv
+        for f in node.params_files:
+            assert (CONFIG / f).is_file()
+    # the shield's e-stop is the workcell's <ns>/estop in both
+    shield = next(n for n in graph if n.executable == "safety_shield")
+    assert ("~/estop", "estop") in shield.remaps
+    assert "estop" in (LAUNCH / launch_file).read_text()
+
+
+def test_config_files_are_ros_parameter_files() -> None:
+    import json
+
+    import yaml
+
+    for path in sorted(CONFIG.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        if path.name.startswith(("runner", "policy_server", "workcell")):
+            params = data["/**"]["ros__parameters"]
+            assert params, path.name
+            if "policy_config_json" in params:
+                assert isinstance(json.loads(params["policy_config_json"]), dict), path.name
