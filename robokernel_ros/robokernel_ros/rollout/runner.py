@@ -991,9 +991,12 @@ class PolicyRunner:
                         seed, elapsed, video_path, video_fps, extras) -> dict[str, Any]:  # fmt: skip
         outcome = getattr(record.outcome, "value", str(record.outcome))
         error = record.error
-        if outcome == "error" or outcome == "watchdog":
-            message = (error or {}).get("message") or record.status
-            stopped_reason = f"error: {message}"
+        if outcome == "error":
+            status = str(record.status or "")
+            message = (error or {}).get("message") or status
+            stopped_reason = status if status.startswith("error") else f"error: {message}"
+        elif outcome == "watchdog":
+            stopped_reason = f"error: {record.status}"
         elif outcome in ("stopped", "estopped"):
             stopped_reason = outcome
         elif menv.stop_reason is not None:

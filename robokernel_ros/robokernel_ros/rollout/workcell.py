@@ -170,6 +170,7 @@ class SimWorkcell:
                     "text": out["content"][0]["text"],
                     "call": control.call,
                     "finished_at": time.monotonic(),
+                    "envelope": out,
                 }
         control.done.set()
 
@@ -287,7 +288,7 @@ class SimWorkcell:
             last = self._last.get(robot_name)
         if last is None:
             return error_envelope(f"robot_name={robot_name!r}: no rollout has run on it")
-        return envelope(last["status"], last["text"], last)
+        return last["envelope"]
 
     def stop_policy(self, robot_name: str | None = "") -> dict[str, Any]:
         """Stop the rollout on `robot_name`, or every rollout when it is "" (or None).

@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-
 from robokernel_ros.policies.base import register_provider
 from robokernel_ros.policies.mock import MockPolicy
 from robokernel_ros.rollout import SceneBusyError, SimWorkcell, envelope_json, envelope_text
@@ -66,7 +65,9 @@ def test_start_returns_at_once_and_wait_gives_the_result(cell):
     assert envelope_json(out)["robot_name"] == "arm"
     assert "arm" in running(cell)["robots"]
     busy = cell.start_policy("arm", n_steps=5)
-    assert busy["status"] == "error" and "already running a policy (start_policy" in envelope_text(busy)
+    assert busy["status"] == "error" and "already running a policy (start_policy" in envelope_text(
+        busy
+    )
     assert "stop_policy(robot_name='arm')" in envelope_text(busy)
     result = cell.wait_policy("arm", timeout_s=30)
     assert result["status"] == "success" and envelope_json(result)["steps_advanced"] == 30
@@ -109,7 +110,10 @@ def test_stop_while_queued_and_list_agrees_with_stop(cell, gate):
 
 
 def test_idle_stop_names_the_rollout_in_flight(cell):
-    assert cell.start_policy("arm", n_steps=100000, policy_config={"latency_s": 0.002})["status"] == "success"
+    assert (
+        cell.start_policy("arm", n_steps=100000, policy_config={"latency_s": 0.002})["status"]
+        == "success"
+    )
     try:
         assert wait_for(lambda: "arm" in running(cell)["robots"])
         idle = cell.stop_policy("arm2")
@@ -126,14 +130,18 @@ def test_idle_stop_names_the_rollout_in_flight(cell):
 def test_blocking_run_policy_is_listed_and_stopped_by_a_bare_stop(cell):
     box = {}
     thread = threading.Thread(
-        target=lambda: box.setdefault("out", cell.run_policy("arm", n_steps=100000, policy_config={"latency_s": 0.002}))
+        target=lambda: box.setdefault(
+            "out", cell.run_policy("arm", n_steps=100000, policy_config={"latency_s": 0.002})
+        )
     )
     thread.start()
     try:
         assert wait_for(lambda: running(cell)["count"] == 1)
         entry = running(cell)["running"][0]
         assert entry["robots"] == ["arm"] and entry["call"] == "run_policy"
-        assert wait_for(lambda: running(cell)["running"] and running(cell)["running"][0]["step"] > 2)
+        assert wait_for(
+            lambda: running(cell)["running"] and running(cell)["running"][0]["step"] > 2
+        )
         stop = cell.stop_policy()  # no robot_name: every rollout (the e-stop fanout's shape)
         assert envelope_json(stop)["stopped"] == ["arm"]
     finally:
@@ -169,7 +177,13 @@ def test_scene_mutations_are_refused_while_a_rollout_drives(cell, gate):
             assert out["status"] == "error", name
             if name in ("remove_object", "move_object", "remove_camera", "load_scene"):
                 # argument errors may be reported first; the guard still must not let them through
-                assert "refused" in text or "no such" in text or "not a camera" in text or "does not exist" in text or "cannot" in text, text
+                assert (
+                    "refused" in text
+                    or "no such" in text
+                    or "not a camera" in text
+                    or "does not exist" in text
+                    or "cannot" in text
+                ), text
                 continue
             assert f"{name} refused" in text and "'arm' (start_policy" in text, text
             assert "stop_policy(robot_name='arm')" in text

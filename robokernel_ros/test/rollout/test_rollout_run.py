@@ -5,20 +5,51 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from robokernel_ros.kernel.trace import load_trace
 from robokernel_ros.policies.mock import MockPolicy
 from robokernel_ros.rollout import RecordingFrameError, SimWorkcell, envelope_json, envelope_text
 
-RESULT_FIELDS = (
-    "robot_name policy instruction n_steps elapsed_s stopped_early stopped_reason actions_applied steps_advanced "
-    "action_errors action_resolution_rate partial_action_failure_rate video_path video_frames video_fps sim_time_s "
-    "stop_when_true_at_reset stop_when_reset_warning chunk_prefetch_enabled policy_rtc_enabled "
-    "chunk_prefetch_chunks_acquired chunk_prefetch_hits chunk_prefetch_blocks avg_inference_ms max_inference_ms "
-    "rtc_async_enabled rtc_chunks_acquired rtc_prefetch_hits rtc_prefetch_blocks rtc_avg_inference_ms "
-    "rtc_max_inference_ms positional_fallback_used generic_state_keys_used missing_state_keys_used "
-    "policy_load_time_s policy_load_cache_hit policy_resident_rss_mb trace_path bag_path"
-).split()
+RESULT_FIELDS = [
+    "robot_name",
+    "policy",
+    "instruction",
+    "n_steps",
+    "elapsed_s",
+    "stopped_early",
+    "stopped_reason",
+    "actions_applied",
+    "steps_advanced",
+    "action_errors",
+    "action_resolution_rate",
+    "partial_action_failure_rate",
+    "video_path",
+    "video_frames",
+    "video_fps",
+    "sim_time_s",
+    "stop_when_true_at_reset",
+    "stop_when_reset_warning",
+    "chunk_prefetch_enabled",
+    "policy_rtc_enabled",
+    "chunk_prefetch_chunks_acquired",
+    "chunk_prefetch_hits",
+    "chunk_prefetch_blocks",
+    "avg_inference_ms",
+    "max_inference_ms",
+    "rtc_async_enabled",
+    "rtc_chunks_acquired",
+    "rtc_prefetch_hits",
+    "rtc_prefetch_blocks",
+    "rtc_avg_inference_ms",
+    "rtc_max_inference_ms",
+    "positional_fallback_used",
+    "generic_state_keys_used",
+    "missing_state_keys_used",
+    "policy_load_time_s",
+    "policy_load_cache_hit",
+    "policy_resident_rss_mb",
+    "trace_path",
+    "bag_path",
+]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +77,10 @@ def test_result_has_every_field_and_is_strict_json(cell):
     assert j["elapsed_s"] > 0 and j["action_resolution_rate"] == 1.0 and j["action_errors"] == {}
     assert j["trace_path"] and load_trace(j["trace_path"]).meta["outcome"] == "truncated"
     assert j["bag_path"] is None and j["video_path"] is None
-    for alias, name in (("rtc_chunks_acquired", "chunk_prefetch_chunks_acquired"), ("rtc_async_enabled", "chunk_prefetch_enabled")):
+    for alias, name in (
+        ("rtc_chunks_acquired", "chunk_prefetch_chunks_acquired"),
+        ("rtc_async_enabled", "chunk_prefetch_enabled"),
+    ):
         assert j[alias] == j[name]
 
 
@@ -115,16 +149,25 @@ def test_seed_makes_traces_bit_identical(cell):
 def test_stop_when_predicate_ends_the_rollout(cell):
     out, j = run(cell, n_steps=50, stop_when={"predicate": "step_at_least", "n": 7}, trace_dir=None)
     assert out["status"] == "success"
-    assert j["steps_advanced"] == 7 and j["stopped_reason"] == "predicate" and j["stopped_early"] is True
+    assert (
+        j["steps_advanced"] == 7
+        and j["stopped_reason"] == "predicate"
+        and j["stopped_early"] is True
+    )
     assert j["stop_predicate"] == "step_at_least(n=7)"
     out, j = run(cell, n_steps=50, stop_when=[{"sim_time_beyond": {"t": 0.11}}], trace_dir=None)
     assert j["steps_advanced"] == 6 and j["stopped_reason"] == "predicate"
 
 
 def test_stop_when_true_at_reset_is_reported_and_not_fired_at_once(cell):
-    out, j = run(cell, n_steps=8, stop_when={"predicate": "base_below_z", "z": 10.0}, trace_dir=None)
+    out, j = run(
+        cell, n_steps=8, stop_when={"predicate": "base_below_z", "z": 10.0}, trace_dir=None
+    )
     assert out["status"] == "success"
-    assert j["stop_when_true_at_reset"] is True and "already true at reset" in j["stop_when_reset_warning"]
+    assert (
+        j["stop_when_true_at_reset"] is True
+        and "already true at reset" in j["stop_when_reset_warning"]
+    )
     assert j["steps_advanced"] == 8 and j["stopped_reason"] == "budget"
 
 
@@ -142,45 +185,80 @@ def test_criterion_that_raises_is_fatal_and_named(cell):
 
 
 def test_async_rtc_resolves_from_the_policy(cell):
-    _, j = run(cell, n_steps=40, policy_config={"execution_horizon": 8}, action_horizon=8, trace_dir=None)
+    _, j = run(
+        cell, n_steps=40, policy_config={"execution_horizon": 8}, action_horizon=8, trace_dir=None
+    )
     assert j["chunk_prefetch_enabled"] is True  # chunk-emitting -> overlap
-    assert j["chunk_prefetch_hits"] + j["chunk_prefetch_blocks"] == j["chunk_prefetch_chunks_acquired"] - 1
+    assert (
+        j["chunk_prefetch_hits"] + j["chunk_prefetch_blocks"]
+        == j["chunk_prefetch_chunks_acquired"] - 1
+    )
     # virtual clock: even a fast inference takes >= 1 step, so the cold start holds once
     assert j["chunk_prefetch_blocks"] == 0 and j["hold_steps"] == 1 and j["actions_applied"] == 39
     _, j = run(cell, n_steps=10, trace_dir=None)
     assert j["chunk_prefetch_enabled"] is False  # single-step mock stays synchronous
     assert j["chunk_prefetch_chunks_acquired"] == 10
-    _, j = run(cell, n_steps=16, policy_config={"execution_horizon": 8}, async_rtc=False, trace_dir=None)
+    _, j = run(
+        cell, n_steps=16, policy_config={"execution_horizon": 8}, async_rtc=False, trace_dir=None
+    )
     assert j["chunk_prefetch_enabled"] is False and j["chunk_prefetch_chunks_acquired"] == 2
 
 
 def test_async_rtc_latency_masks_or_starves(cell):
     # 50 Hz, horizon 8, refill at 4 left: 40 ms (2 steps) hides behind the queue ...
-    _, j = run(cell, n_steps=40, policy_config={"execution_horizon": 8, "latency_s": 0.04}, async_rtc=True, trace_dir=None)
+    _, j = run(
+        cell,
+        n_steps=40,
+        policy_config={"execution_horizon": 8, "latency_s": 0.04},
+        async_rtc=True,
+        trace_dir=None,
+    )
     # (only the cold start holds, for the ceil(latency x rate) steps of the first inference)
-    assert j["chunk_prefetch_blocks"] == 0 and j["chunk_prefetch_hits"] >= 4 and j["hold_steps"] <= 3
+    assert (
+        j["chunk_prefetch_blocks"] == 0 and j["chunk_prefetch_hits"] >= 4 and j["hold_steps"] <= 3
+    )
     assert j["avg_inference_ms"] >= 40
     # ... 160 ms (8 steps) cannot: the seam starves and the robot holds
-    _, j = run(cell, n_steps=40, policy_config={"execution_horizon": 8, "latency_s": 0.16}, async_rtc=True, trace_dir=None)
+    _, j = run(
+        cell,
+        n_steps=40,
+        policy_config={"execution_horizon": 8, "latency_s": 0.16},
+        async_rtc=True,
+        trace_dir=None,
+    )
     assert j["chunk_prefetch_blocks"] >= 1 and j["hold_steps"] > 0
 
 
 def test_rtc_inference_timeout_bounds_a_stuck_inference(cell):
-    out, j = run(cell, n_steps=10, policy_config={"latency_s": 0.5}, rtc_inference_timeout_s=0.05, trace_dir=None)
+    out, j = run(
+        cell,
+        n_steps=10,
+        policy_config={"latency_s": 0.5},
+        rtc_inference_timeout_s=0.05,
+        trace_dir=None,
+    )
     assert out["status"] == "error"
     assert j["error_category"] == "policy_timeout" and j["stopped_reason"].startswith("error")
 
 
 def test_empty_chunk_is_requeried_once(cell):
     out, j = run(cell, n_steps=5, policy_config={"empty_chunks": [0]}, trace_dir=None)
-    assert out["status"] == "success" and j["empty_chunks_requeried"] == 1 and j["actions_applied"] == 5
+    assert (
+        out["status"] == "success"
+        and j["empty_chunks_requeried"] == 1
+        and j["actions_applied"] == 5
+    )
     out, j = run(cell, n_steps=5, policy_config={"empty_chunks": [0, 1]}, trace_dir=None)
     assert out["status"] == "error" and "empty chunk twice" in j["error"]
 
 
 def test_policy_error_is_reported(cell):
     out, j = run(cell, n_steps=10, policy_config={"fail_on_call": 2}, trace_dir=None)
-    assert out["status"] == "error" and j["error_category"] == "policy_error" and j["steps_advanced"] == 2
+    assert (
+        out["status"] == "error"
+        and j["error_category"] == "policy_error"
+        and j["steps_advanced"] == 2
+    )
 
 
 def test_on_frame_is_best_effort_except_recording_errors(cell):
@@ -211,9 +289,15 @@ def test_observer_sees_the_episode_events(cell):
 def test_policy_object_is_reused_and_reported(cell):
     policy = MockPolicy(seed=1)
     _, j = run(cell, n_steps=3, policy_object=policy, trace_dir=None)
-    assert j["policy_load_cache_hit"] is True and policy.action_keys == tuple(cell.scene.robot_action_keys("arm"))
+    assert j["policy_load_cache_hit"] is True and policy.action_keys == tuple(
+        cell.scene.robot_action_keys("arm")
+    )
     _, j = run(cell, n_steps=3, trace_dir=None)
-    assert j["policy_load_cache_hit"] is False and j["policy_load_time_s"] >= 0 and j["policy_resident_rss_mb"] > 0
+    assert (
+        j["policy_load_cache_hit"] is False
+        and j["policy_load_time_s"] >= 0
+        and j["policy_resident_rss_mb"] > 0
+    )
 
 
 def test_unbound_policy_reports_positional_fallback(cell):
@@ -222,4 +306,8 @@ def test_unbound_policy_reports_positional_fallback(cell):
             pass  # ignores the binding: falls back to generic positional keys
 
     out, j = run(cell, n_steps=3, policy_object=Unbound(), trace_dir=None)
-    assert j["positional_fallback_used"] is True and j["actions_applied"] == 0 and out["status"] == "error"
+    assert (
+        j["positional_fallback_used"] is True
+        and j["actions_applied"] == 0
+        and out["status"] == "error"
+    )
