@@ -1,0 +1,242 @@
+"""Benchmark of the rosbag2 mirror (issue 7), each figure next to its anchor in the same run.
+
+    python bench/bag_mirror.py [--quick]
+
+1. mirror_events_per_s: kernel events per second through BagMirror (event -> messages
+   -> CDR -> MCAP), against the raw rosbags Writer writing the very messages the mirror
+   produced (already built: serialise + write only). Target: ratio >= 0.8.
+2. loop_steps_per_s: an EpisodeRunner (numpy arm, chunking agent, TraceStore on) with
+   the mirror attached, against the same loop without it. Target: ratio >= 0.9.
+3. score_s: `robokernel score` on a 30,000-step episode's bag (load + all scorers),
+   against the raw rosbags read of the same bag (every message of the events topic read
+   and deserialised). Reported as a ratio (no target in the issue).
+
+The last line is one JSON object with every figure and each target's verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros"))
+
+from robokernel_ros.bag import BagMirror, EpisodeBagMirror  # noqa: E402
+from robokernel_ros.bag import types as T  # noqa: E402
+from robokernel_ros.kernel import EpisodeRunner  # noqa: E402
+from robokernel_ros.kernel.events import Event, EventBus  # noqa: E402
+from robokernel_ros.kernel.spec import Capabilities, EnvSpec, StepResult  # noqa: E402
+from robokernel_ros.kernel.trace import TraceStore  # noqa: E402
+
+JOINTS = tuple(f"joint_{i}" for i in range(6))
+
+
+def synthetic_events(steps: int, chunk: int = 10) -> list[Event]:
+    """start, per step observation + (chunk.request + chunk.merge every `chunk`) + action, end."""
+    events: list[Event] = []
+
+    def add(kind: str, step: int, data: dict[str, Any]) -> None:
+        events.append(Event(kind, step, data, step / 50.0, step * 0.0005, len(events), "bench"))
+
+    add(
+        "episode.start",
+        0,
+        {
+            "run_id": "bench",
+            "env": {"action_keys": list(JOINTS), "control_hz": 50.0},
+            "instruction": "bench",
+        },
+    )
+    for s in range(steps):
+        q = {j: 0.001 * s + i for i, j in enumerate(JOINTS)}
+        add(
+            "observation",
+            s,
+            {"obs": {"joint_positions": q, "joint_velocities": dict.fromkeys(JOINTS, 0.1)}},
+        )
+        if s % chunk == 0:
+            add("chunk.request", s, {"request_id": s // chunk})
+            rows = [[0.001 * (s + r) + i for i in range(len(JOINTS))] for r in range(chunk)]
+            add("chunk.merge", s, {"obs_step": s, "arrival_step": s, "dropped": 0, "kept": chunk, "inference_s": 0.02,
+                                   "request_id": s // chunk, "keys": list(JOINTS), "actions": rows})  # fmt: skip
+        add(
+            "action",
+            s,
+            {"action": q, "hold": False, "reward": 0.0, "terminated": False, "truncated": False},
+        )
+    add("episode.end", steps, {"outcome": "success", "steps": steps})
+    return events
+
+
+class CapturingMirror(BagMirror):
+    """A BagMirror that also keeps (topic, msgtype, qos, msg, ns) of every message it wrote."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        self.captured: list[tuple[str, str, Any, Any, int]] = []
+
+    def _put(self, topic: str, msgtype: str, qos: Any, msg: Any, ns: int) -> None:
+        self.captured.append((topic, msgtype, qos, msg, ns))
+        super()._put(topic, msgtype, qos, msg, ns)
+
+
+def bench_mirror(tmp: Path, steps: int, repeats: int) -> dict[str, Any]:
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    events = synthetic_events(steps)
+    cap = CapturingMirror(tmp / "capture")
+    for e in events:
+        cap.write(e)
+    cap.close()
+    messages = cap.captured
+    store = T.typestore()
+    mirror_s, raw_s = [], []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        m = BagMirror(tmp / f"mirror{r}")
+        for e in events:
+            m.write(e)
+        m.close()
+        mirror_s.append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        w = Writer(tmp / f"raw{r}", version=9, storage_plugin=StoragePlugin.MCAP)
+        w.open()
+        conns: dict[str, Any] = {}
+        for topic, msgtype, qos, msg, ns in messages:
+            conn = conns.get(topic)
+            if conn is None:
+                conn = conns[topic] = w.add_connection(
+                    topic, msgtype, typestore=store, offered_qos_profiles=[qos]
+                )
+            w.write(conn, ns, store.serialize_cdr(msg, msgtype))
+        w.close()
+        raw_s.append(time.perf_counter() - t0)
+    mirror_eps = len(events) / min(mirror_s)
+    raw_eps = len(events) / min(raw_s)
+    return {
+        "events": len(events),
+        "messages": len(messages),
+        "mirror_events_per_s": mirror_eps,
+        "raw_writer_events_per_s": raw_eps,
+        "mirror_vs_raw_ratio": mirror_eps / raw_eps,
+    }
+
+
+class Arm:
+    def __init__(self) -> None:
+        self.env_spec = EnvSpec(action_keys=JOINTS, control="absolute", control_hz=50.0,
+                                action_limits={k: (-10.0, 10.0) for k in JOINTS},
+                                capabilities=Capabilities(privileged_state=False))  # fmt: skip
+        self.q = np.zeros(len(JOINTS))
+
+    def _obs(self) -> dict[str, Any]:
+        return {"joint_positions": dict(zip(JOINTS, self.q.tolist(), strict=True))}
+
+    def reset(self, seed: int | None = None) -> dict[str, Any]:
+        self.q = np.zeros(len(JOINTS))
+        return self._obs()
+
+    def step(self, action: Any) -> StepResult:
+        target = np.fromiter((action[k] for k in JOINTS), float, len(JOINTS))
+        self.q += 0.5 * (target - self.q)
+        return StepResult(self._obs())
+
+
+class Agent:
+    def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
+        pass
+
+    def act(self, observation: Any, step: int, **kwargs: Any) -> list[dict[str, float]]:
+        q = observation["joint_positions"]
+        return [{k: q[k] + 0.001 * (i + 1) for k in JOINTS} for i in range(10)]
+
+
+def bench_loop(tmp: Path, steps: int, repeats: int) -> dict[str, Any]:
+    off, on = [], []
+    for r in range(repeats):
+        for mirrored, out in ((False, off), (True, on)):
+            store = TraceStore(tmp / f"loop{r}{mirrored}")
+            bus = EventBus()
+            if mirrored:
+                EpisodeBagMirror(store.root).attach(bus)
+            runner = EpisodeRunner(Arm(), Agent(), trace=store, bus=bus)
+            t0 = time.perf_counter()
+            rec = runner.run(max_steps=steps)
+            out.append(rec.steps / (time.perf_counter() - t0))
+    return {
+        "loop_steps": steps,
+        "loop_steps_per_s_mirror_off": max(off),
+        "loop_steps_per_s_mirror_on": max(on),
+        "loop_on_vs_off_ratio": max(on) / max(off),
+    }
+
+
+def bench_score(tmp: Path, steps: int) -> dict[str, Any]:
+    from robokernel_ros.scoring import score_paths
+    from rosbags.rosbag2 import Reader
+
+    bag = tmp / "score_bag"
+    m = BagMirror(bag)
+    for e in synthetic_events(steps):
+        m.write(e)
+    m.close()
+    store = T.typestore()
+    t0 = time.perf_counter()
+    with Reader(bag) as reader:
+        conns = [c for c in reader.connections if c.topic == "/robokernel/events"]
+        n = 0
+        for conn, _, raw in reader.messages(connections=conns):
+            store.deserialize_cdr(raw, conn.msgtype)
+            n += 1
+    raw_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    result = score_paths([bag])
+    score_s = time.perf_counter() - t0
+    assert result["episodes"][0]["length"] == steps
+    return {
+        "score_steps": steps,
+        "score_events": n,
+        "score_s": score_s,
+        "raw_rosbags_read_s": raw_s,
+        "score_vs_raw_read_time_ratio": score_s / raw_s,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller runs")
+    args = parser.parse_args()
+    steps = 2000 if args.quick else 10000
+    repeats = 2 if args.quick else 3
+    score_steps = 5000 if args.quick else 30000
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        figures: dict[str, Any] = {}
+        figures.update(bench_mirror(tmp, steps, repeats))
+        print(f"mirror: {figures['mirror_events_per_s']:.0f} events/s vs raw rosbags writer {figures['raw_writer_events_per_s']:.0f} events/s "
+              f"(same {figures['messages']} messages) -> ratio {figures['mirror_vs_raw_ratio']:.2f} (target >= 0.8)")  # fmt: skip
+        figures.update(bench_loop(tmp, steps, repeats))
+        print(f"loop: {figures['loop_steps_per_s_mirror_on']:.0f} steps/s with the mirror vs {figures['loop_steps_per_s_mirror_off']:.0f} without "
+              f"-> ratio {figures['loop_on_vs_off_ratio']:.2f} (target >= 0.9)")  # fmt: skip
+        figures.update(bench_score(tmp, score_steps))
+        print(f"score: {figures['score_s']:.2f} s for a {score_steps}-step episode's bag vs raw rosbags read {figures['raw_rosbags_read_s']:.2f} s "
+              f"-> {figures['score_vs_raw_read_time_ratio']:.2f}x the raw read time")  # fmt: skip
+    figures["quick"] = args.quick
+    figures["verdicts"] = {
+        "mirror_vs_raw_ratio>=0.8": figures["mirror_vs_raw_ratio"] >= 0.8,
+        "loop_on_vs_off_ratio>=0.9": figures["loop_on_vs_off_ratio"] >= 0.9,
+    }
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
