@@ -147,7 +147,7 @@ class EpisodeRecorder:
         if self.trace is not None:
             self.writer = self.trace.open_run()
             self.run_id = self.writer.run_id
-            self._unsubscribe = self.bus.subscribe(self.writer)
+            self._unsubscribe = self.bus.subscribe(self.writer.write)
         data = {"run_id": self.run_id, **data}
         self.emit(ev.EPISODE_START, 0, data)
 

@@ -94,7 +94,7 @@ def test_stop_from_another_thread_during_a_wall_clock_episode() -> None:
     started = time.monotonic()
     record = runner.run(10_000)
     assert record.outcome == EpisodeOutcome.STOPPED
-    assert time.monotonic() - started < 1.0 and 5 <= record.steps <= 60
+    assert time.monotonic() - started < 1.5 and 1 <= record.steps <= 100
 
 
 class ConfirmEnv(CountingEnv):

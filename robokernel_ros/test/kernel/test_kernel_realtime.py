@@ -162,9 +162,10 @@ def test_virtual_clock_traces_are_deterministic(tmp_path: Path) -> None:
 
 def test_measured_latency_on_the_virtual_clock() -> None:
     agent = ScriptedAgent(tagged, chunk_size=20, delay_s=0.05)
-    runner = EpisodeRunner(PointEnv(control_hz=100.0), agent, timing=Timing("realtime"))
+    timing = Timing("realtime", max_hold_steps=500)
+    runner = EpisodeRunner(PointEnv(control_hz=100.0), agent, timing=timing)
     events = record_events(runner)
-    runner.run(12)
+    runner.run(300)  # room for a loaded machine: the merge comes when the measured latency says
     merge = next(e for e in events if e.kind == "chunk.merge")
     assert merge.data["inference_s"] >= 0.05
     assert merge.data["dropped"] == delay_steps(merge.data["inference_s"], 100.0) >= 5
@@ -199,14 +200,14 @@ def test_wall_clock_ticks_at_control_rate_and_measures_arrival() -> None:
 
 
 def test_wall_clock_timeout_is_detected_while_in_flight() -> None:
-    agent = ScriptedAgent(tagged, chunk_size=10, delay_s=1.0)
+    agent = ScriptedAgent(tagged, chunk_size=10, delay_s=2.0)
     timing = Timing("realtime", clock="wall")
     started = time.monotonic()
     record = EpisodeRunner(PointEnv(control_hz=50.0), agent, timing=timing, act_timeout_s=0.1).run(
-        100
+        1000
     )
     assert record.outcome == EpisodeOutcome.ERROR and record.error["category"] == "policy_timeout"
-    assert time.monotonic() - started < 0.8
+    assert time.monotonic() - started < 1.5  # detected while act() still runs
 
 
 def test_rtc_agent_receives_queued_actions_and_delay() -> None:
