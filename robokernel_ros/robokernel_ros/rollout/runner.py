@@ -1209,8 +1209,14 @@ class PolicyRunner:
                                        agent=agents[plan.robot], policies=policies, timing=timing, episode=i,
                                        seed=seed, video_path=video_path, split=None, joint_names=joints,
                                        carry_state=carry)  # fmt: skip
-                if i > 0:
-                    result["policy_load_cache_hit"] = True
+                if i == 0:
+                    result.update(reports[plan.robot])
+                else:  # the same policy object, reused: nothing was loaded for this episode
+                    result.update(
+                        policy_load_time_s=0.0,
+                        policy_load_cache_hit=True,
+                        policy_resident_rss_mb=_rss_mb(),
+                    )
                 episodes.append(result)
                 progress.episode_done(i, success=result["success"], steps=result["steps_advanced"],
                                       outcome=result["outcome"])  # fmt: skip
