@@ -362,7 +362,12 @@ class RunnerNode(Node):
             async_rtc=_async_rtc(request.async_rtc),
             rtc_inference_timeout_s=_timeout(request.rtc_inference_timeout_s),
         )
-        return self._merge_extra(kwargs, extra)
+        kwargs = self._merge_extra(kwargs, extra)
+        if self.env_kind == "ros":
+            # A robot's time cannot run faster than the wall clock: paced by default, so
+            # async_rtc runs the kernel's realtime wall-clock mode (holds, watchdog).
+            kwargs.setdefault("fast_mode", False)
+        return kwargs
 
     def _merge_extra(self, kwargs: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         clash = sorted(set(extra) & set(kwargs))

@@ -1,0 +1,134 @@
+"""The simulated workcell graph (sim_workcell.launch.py's nodes, from the same config files)
+as real processes: e-stop during a rollout, policy_server killed mid-episode, runner SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rclpy")
+
+from robokernel_ros.demo import NAMESPACE, workcell_graph  # noqa: E402
+from robokernel_ros.kernel import load_trace  # noqa: E402
+from robokernel_ros.nodes._common import ESTOP_QOS, STATUS_QOS  # noqa: E402
+from robokernel_ros.nodes.runner import EVENTS_QOS  # noqa: E402
+from robokernel_ros.policies import remote  # noqa: E402
+from std_msgs.msg import Bool  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from robokernel_interfaces.msg import KernelEvent, ShieldState  # noqa: E402
+from robokernel_interfaces.srv import ListPoliciesRunning, RunPolicy, StartPolicy  # noqa: E402
+
+NS = NAMESPACE
+
+
+@pytest.fixture
+def workcell(processes, tmp_path, ros):
+    trace_dir = tmp_path / "runs"
+    procs = {
+        n.name: processes.start(n.name, n.argv()) for n in workcell_graph(trace_dir=str(trace_dir))
+    }
+    events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
+    shield = ros.collect(ShieldState, f"{NS}/safety_shield/state", STATUS_QOS)
+    assert ros.wait_for(StartPolicy, f"{NS}/start_policy", 60), processes.log(procs["runner"])
+    remote.check_server_ready(ros.node, NS, timeout_s=60)
+    assert ros.wait_until(lambda: shield and shield[-1].state == "active", 30), processes.log(
+        procs["safety_shield"]
+    )
+    return procs, trace_dir, events, shield
+
+
+def _start(n_steps: int = 5000) -> StartPolicy.Request:
+    return StartPolicy.Request(
+        robot_name="arm", policy_provider="remote", n_steps=n_steps, async_rtc=1
+    )
+
+
+def _ends(events) -> list[dict]:
+    return [json.loads(e.data_json) for e in list(events) if e.kind == "episode.end"]
+
+
+def _running(ros) -> list[str]:
+    return list(ros.call(ListPoliciesRunning, f"{NS}/list_policies_running", timeout_s=5).robots)
+
+
+def test_estop_ends_the_episode_nothing_passes_and_start_is_refused_until_clear_fault(
+    workcell, ros
+) -> None:
+    procs, trace_dir, events, shield = workcell
+    estop = ros.node.create_publisher(Bool, f"{NS}/estop", ESTOP_QOS)
+    started = ros.call(StartPolicy, f"{NS}/start_policy", _start())
+    assert started.ok, started.message
+    assert ros.wait_until(lambda: shield[-1].passed + shield[-1].clipped > 10, 15)
+    estop.publish(Bool(data=True))
+    assert ros.wait_until(lambda: _ends(events), 10)
+    assert _ends(events)[-1]["outcome"] == "estopped"
+    assert ros.wait_until(lambda: shield[-1].estop_latched, 5)
+    latched = shield[-1]
+    forwarded = latched.passed + latched.clipped
+    time.sleep(1.5)
+    assert shield[-1].passed + shield[-1].clipped == forwarded, (
+        "a command passed the latched shield"
+    )
+    refused = ros.call(StartPolicy, f"{NS}/start_policy", _start(), timeout_s=10)
+    assert not refused.ok and "e-stop is latched" in refused.message
+    held = ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)
+    assert not held.success and "still pressed" in held.message
+    estop.publish(Bool(data=False))
+    time.sleep(0.5)
+    cleared = ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)
+    assert cleared.success, cleared.message
+    assert ros.wait_until(lambda: not shield[-1].estop_latched, 5)
+    again = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
+        robot_name="arm", policy_provider="remote", n_steps=40, async_rtc=1), timeout_s=60)  # fmt: skip
+    assert again.ok, again.message
+    assert json.loads(again.report_json)["actions_applied"] > 0
+
+
+def test_policy_server_killed_mid_episode_ends_in_watchdog_and_the_next_rollout_works(
+    workcell, ros, processes
+) -> None:
+    procs, trace_dir, events, shield = workcell
+    started = ros.call(StartPolicy, f"{NS}/start_policy", _start())
+    assert started.ok, started.message
+    assert ros.wait_until(lambda: sum(e.kind == "chunk.merge" for e in list(events)) >= 5, 15)
+    processes.kill(procs["policy_server"])
+    assert ros.wait_until(lambda: _ends(events), 20), [e.kind for e in events][-10:]
+    end = _ends(events)[-1]
+    assert end["outcome"] == "watchdog", end
+    assert ros.wait_until(lambda: not _running(ros), 15)
+    run_dirs = [p for p in trace_dir.iterdir() if (p / "events.jsonl").is_file()]
+    assert len(run_dirs) == 1
+    trace = load_trace(run_dirs[0])
+    assert trace.of_kind("episode.end") and trace.meta.get("outcome") == "watchdog"
+    bag = load_trace(run_dirs[0] / "bag")
+    assert [e.kind for e in bag.events] == [e.kind for e in trace.events]
+    # a server back on the same namespace: the next rollout works
+    server = next(n for n in workcell_graph(trace_dir=str(trace_dir)) if n.name == "policy_server")
+    processes.start("policy_server_again", server.argv())
+    remote.check_server_ready(ros.node, NS, timeout_s=60)
+    again = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
+        robot_name="arm", policy_provider="remote", n_steps=40, async_rtc=1), timeout_s=60)  # fmt: skip
+    assert again.ok, again.message
+
+
+def test_runner_sigkill_the_shield_watchdog_holds_and_the_trace_loads(
+    workcell, ros, processes
+) -> None:
+    procs, trace_dir, events, shield = workcell
+    started = ros.call(StartPolicy, f"{NS}/start_policy", _start())
+    assert started.ok, started.message
+    assert ros.wait_until(lambda: sum(e.kind == "action" for e in list(events)) >= 40, 15)
+    timeouts = shield[-1].timeouts
+    processes.kill(procs["runner"])
+    assert ros.wait_until(lambda: shield[-1].timeouts > timeouts, 3), (
+        "the shield's watchdog did not fire"
+    )
+    run_dirs = [p for p in Path(trace_dir).iterdir() if (p / "events.jsonl").is_file()]
+    assert len(run_dirs) == 1
+    trace = load_trace(run_dirs[0])
+    assert trace.of_kind("episode.start") and len(trace.of_kind("action")) >= 1
+    assert not trace.of_kind("episode.end")
