@@ -1,0 +1,74 @@
+"""The `robokernel` CLI: eval and benchmark subcommands, tables, JSON, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from robokernel_ros import cli
+
+
+def test_eval_prints_a_table(capsys, tmp_path):
+    code = cli.main(["eval", "--robot", "so101", "--policy", "mock", "--episodes", "2", "--max-steps", "10",
+                     "--seed", "3", "--trace-dir", str(tmp_path)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (
+        "mock on so101: 2 episodes" in out and "stopped_reason" in out and out.count("budget") == 2
+    )
+    assert len(list(tmp_path.iterdir())) == 2  # one run directory per episode
+
+
+def test_eval_json_async_rtc_and_video(capsys, tmp_path):
+    code = cli.main(["eval", "--robot", "so101", "--episodes", "1", "--max-steps", "16", "--async-rtc", "--json",
+                     "--policy-config", '{"execution_horizon": 8}', "--no-trace", "--video", str(tmp_path)])  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert report["chunk_prefetch_enabled"] is True and report["n_episodes"] == 1
+    assert report["video_paths"] == [str(tmp_path / "eval_ep0.mp4")]
+
+
+def test_refusals_exit_non_zero_with_the_message(capsys):
+    assert cli.main(["eval", "--robot", "so101", "--episodes", "0", "--no-trace"]) == 1
+    assert "error: n_episodes=0: must be a positive whole number" in capsys.readouterr().err
+    assert cli.main(["eval", "--robot", "nope", "--no-trace"]) == 1
+    assert "model='nope'" in capsys.readouterr().err
+    assert cli.main(["eval", "--robot", "so101", "--policy", "ghost", "--no-trace"]) == 1
+    assert "policy_provider='ghost'" in capsys.readouterr().err
+    assert cli.main(["benchmark", "no_such_bench", "--no-trace"]) == 1
+    assert "no such benchmark" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["eval"])  # usage error: --robot is required
+    assert exc.value.code == 2
+
+
+def test_benchmark_list_and_run(capsys):
+    assert cli.main(["benchmark", "--list"]) == 0
+    assert "go2_walk_forward" in capsys.readouterr().out
+    code = cli.main(["benchmark", "go2_walk_forward", "--episodes", "1", "--policy-config", '{"amplitude": 0.0}',
+                     "--no-trace", "--json"])  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["benchmark"] == "go2_walk_forward" and report["success_rate"] == 0.0
+    assert report["episodes"][0]["stop_predicate"] == "base_below_z(z=0.15)"
+
+
+def test_subcommands_are_a_registry():
+    seen = []
+    cli.register_subcommand(
+        "hello", "say hello", lambda p: p.add_argument("--who"), lambda a: seen.append(a.who) or 0
+    )
+    try:
+        assert cli.main(["hello", "--who", "ros"]) == 0 and seen == ["ros"]
+        with pytest.raises(ValueError, match="already registered"):
+            cli.register_subcommand("hello", "again", lambda p: None, lambda a: 0)
+    finally:
+        cli.SUBCOMMANDS.pop("hello", None)
+
+
+def test_module_entry_point_exit_status():
+    proc = subprocess.run([sys.executable, "-m", "robokernel_ros.cli", "eval", "--robot", "so101", "--max-steps", "0",
+                           "--no-trace"], capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert proc.returncode == 1 and "max_steps=0" in proc.stderr
