@@ -609,7 +609,17 @@ class _Episode:
 
             last = self.last_sent
             # Absolute control without an env hold holds the last target: no copy needed.
-            hold = last if (plain_absolute_hold and last is not None) else r.hold_action(last)
+            if plain_absolute_hold and last is not None:
+                hold = last
+            else:
+                try:
+                    hold = r.hold_action(last)
+                except Exception as exc:
+                    raise _EpisodeOver(
+                        EpisodeOutcome.ERROR,
+                        f"error: {ENV_ERROR}: hold_action: {type(exc).__name__}: {exc}",
+                        _error_info(ENV_ERROR, exc),
+                    ) from exc
             if self.queue and not stopping:
                 proposed = self.queue.popleft()
                 result: ShieldResult = shield.review(proposed, hold=hold)
@@ -629,6 +639,11 @@ class _Episode:
                 rec.interventions(step, result.interventions)
             action = result.action
 
+            if op.estopped:  # an e-stop during act(): nothing more reaches the env
+                raise _EpisodeOver(
+                    EpisodeOutcome.ESTOPPED,
+                    f"estopped: e-stop at step {step}; call clear_fault() before the next run",
+                )
             try:
                 stepped = env.step(action)
                 next_observation = stepped.observation
@@ -681,7 +696,7 @@ class _Episode:
 
             if terminated:
                 success = info.get("success")
-                if success is False:
+                if success is not None and not success:
                     return (
                         EpisodeOutcome.FAILURE,
                         f"failure: terminated at step {step} with info['success'] False",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -38,6 +39,8 @@ from .shield import SafetyShield, build_guards
 from .spec import EnvSpec
 from .timing import Timing
 from .trace import TraceStore
+
+_log = logging.getLogger(__name__)
 
 
 class ServedSession:
@@ -353,5 +356,8 @@ class ServedSession:
         self._rec = None
         on_end = getattr(self.agent, "on_episode_end", None)
         if on_end is not None:
-            on_end(record)
+            try:
+                on_end(record)
+            except Exception:
+                _log.exception("agent.on_episode_end raised; ignored")
         return record

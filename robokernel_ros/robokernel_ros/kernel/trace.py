@@ -178,7 +178,6 @@ class RunWriter:
         self._images: _ImageWriter | None = None
         self._max_queued_images = max_queued_images
         self._last_flush = time.monotonic()
-        self._lines = 0
         self._image_dirs: dict[str, str] = {}
         self._write_meta()
 
@@ -205,13 +204,10 @@ class RunWriter:
         try:
             with self._lock:
                 self._file.write(line)
-                self._lines += 1
-                # Look at the clock every 64 lines only: the flush bound stays, the cost goes.
-                if self._lines & 63 == 0 or self.flush_interval_s == 0:
-                    now = time.monotonic()
-                    if now - self._last_flush >= self.flush_interval_s:
-                        self._file.flush()
-                        self._last_flush = now
+                now = time.monotonic()
+                if now - self._last_flush >= self.flush_interval_s:
+                    self._file.flush()
+                    self._last_flush = now
             if kind == EPISODE_START:
                 self._meta = {"run_id": self.run_id, **to_jsonable(event.data)}
                 self._write_meta()

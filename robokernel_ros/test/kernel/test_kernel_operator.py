@@ -189,3 +189,18 @@ def test_verdict_refusals() -> None:
         channel.verdict("success", note=3)  # type: ignore[arg-type]
     channel.verdict(EpisodeOutcome.FAILURE)
     assert channel.take_verdict()["outcome"] == "failure"
+
+
+def test_estop_during_a_slow_act_reaches_the_env_with_nothing_more() -> None:
+    env = PointEnv()
+
+    class SlowAgent(ScriptedAgent):
+        def act(self, observation: Any, step: int, **rtc: Any) -> Any:
+            if step == 2:
+                runner.operator.estop()  # arrives while the policy computes
+            return super().act(observation, step)
+
+    runner = EpisodeRunner(env, SlowAgent(ramp))
+    record = runner.run(10)
+    assert record.outcome == EpisodeOutcome.ESTOPPED and len(env.received) == 2
+    runner.operator.clear_fault()

@@ -240,3 +240,11 @@ def test_sync_and_realtime_both_respect_execution_steps(mode: str) -> None:
     env = PointEnv()
     EpisodeRunner(env, agent, timing=Timing(mode, execution_steps=3, latency_s=0.0)).run(9)  # type: ignore[arg-type]
     assert max(round(a["j1"] * 1000) for a in env.received) == 2
+
+
+def test_sync_on_the_wall_clock_is_paced_at_control_rate() -> None:
+    started = time.monotonic()
+    record = EpisodeRunner(
+        PointEnv(control_hz=50.0), ScriptedAgent(tagged, 4), timing=Timing(clock="wall")
+    ).run(10)
+    assert record.steps == 10 and record.holds == 0 and time.monotonic() - started >= 9 / 50
