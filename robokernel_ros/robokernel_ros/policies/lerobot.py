@@ -22,7 +22,8 @@ policy_config keys (all checked by `preflight` before anything starts):
                        True (required), False (off), or a dict of RTCConfig fields
   overrides            {config field: value} applied to the checkpoint's config before
                        the model is built (e.g. {"n_action_steps": 10})
-  full_chunk           return the whole predicted chunk rather than n_action_steps
+  full_chunk           return the whole predicted chunk rather than its first
+                       n_action_steps (default: True with RTC, else False)
   plugins              modules to import first (third-party LeRobot policy plugins)
   robot_type           passed to the processors as LeRobot's robot_type
 
@@ -427,7 +428,6 @@ class LerobotPolicy(Policy):
         self.device = resolve_device(config.get("device", "auto"))
         self.robot_type = config.get("robot_type", "")
         self.allow_missing_state_keys = bool(config.get("allow_missing_state_keys", False))
-        self.full_chunk = bool(config.get("full_chunk", False))
         try:
             declared = read_checkpoint_names(path, cfg_json)
         except BindingError as exc:
@@ -451,6 +451,9 @@ class LerobotPolicy(Policy):
             if self.supports_rtc and lr_cfg.rtc_config is not None
             else 0
         )
+        # RTC merges the whole predicted chunk (as LeRobot's RTC engine does), so its
+        # tail is there to blend with and to cover the inference delay.
+        self.full_chunk = bool(config.get("full_chunk", self.supports_rtc))
         n_action_steps = int(getattr(lr_cfg, "n_action_steps", 1) or 1)
         ensembling = getattr(lr_cfg, "temporal_ensemble_coeff", None) is not None
         self.chunk_mode = (n_action_steps > 1 or self.supports_rtc) and not ensembling

@@ -32,7 +32,8 @@ def test_rtc_policy_reports_rtc_and_chunks(ckpt_flow: Path) -> None:
     assert policy.load_report()["policy_rtc_enabled"] is True
     assert policy.execution_horizon == 6
     chunk = policy.get_actions(so101_observation())
-    assert len(chunk) == 6 and list(chunk[0]) == list(
+    # with RTC the whole chunk (chunk_size 12) comes back; 6 run before the next request
+    assert len(chunk) == 12 and list(chunk[0]) == list(
         reversed(SO101)
     )  # the policy's order, robot keys
 
@@ -55,7 +56,7 @@ def test_queued_actions_and_delay_reach_lerobot_in_model_space(ckpt_flow: Path) 
     call = model.calls[-1]
     assert call["inference_delay"] == 3
     prev = call["prev_chunk_left_over"]
-    assert tuple(prev.shape) == (4, 6)
+    assert tuple(prev.shape) == (10, 6)
     # the robot-space actions, in the policy's action order (reversed joints), normalised
     # with the checkpoint's action stats (mean 0, std 0.5)
     order = list(reversed(SO101))
@@ -64,8 +65,8 @@ def test_queued_actions_and_delay_reach_lerobot_in_model_space(ckpt_flow: Path) 
     assert call["task"] in ("pick the cube", ["pick the cube"])
     assert policy.last_rtc_call == {
         "inference_delay": 3,
-        "queued": 4,
-        "prev_chunk_left_over_shape": (4, 6),
+        "queued": 10,
+        "prev_chunk_left_over_shape": (10, 6),
     }
 
 
