@@ -102,6 +102,7 @@ class SimWorkcell:
             registry=self.benchmarks,
             record_privileged=record_privileged,
         )
+        self.episode_sinks = self.runner.episode_sinks  # one list: sinks added later apply too
         self._lock = threading.RLock()
         self._inflight: dict[int, RolloutControl] = {}
         self._last: dict[str, dict[str, Any]] = {}

@@ -311,3 +311,41 @@ def test_unbound_policy_reports_positional_fallback(cell):
         and j["actions_applied"] == 0
         and out["status"] == "error"
     )
+
+
+def test_episode_sinks_attach_per_episode_and_report_paths(cell, tmp_path):
+    seen = []
+
+    def sink(ctx):
+        kinds = []
+        unsubscribe = ctx.bus.subscribe(lambda e: kinds.append(e.kind))
+        seen.append((ctx.robots, ctx.episode, ctx.call))
+
+        def finish(record):
+            unsubscribe()
+            return {"bag_path": str(tmp_path / f"{record.run_id}.mcap"), "sink_events": len(kinds)}
+
+        return finish
+
+    cell.episode_sinks.append(sink)
+    try:
+        _, j = run(cell, n_steps=4)
+        report = envelope_json(cell.eval_policy(n_episodes=2, max_steps=3))
+    finally:
+        cell.episode_sinks.remove(sink)
+    assert seen == [
+        (("arm",), 0, "run_policy"),
+        (("arm",), 0, "eval_policy"),
+        (("arm",), 1, "eval_policy"),
+    ]
+    assert j["bag_path"] == str(tmp_path / f"{j['run_id']}.mcap") and j["sink_events"] > 4
+    assert report["bag_paths"] == [
+        str(tmp_path / f"{e['run_id']}.mcap") for e in report["episodes"]
+    ]
+
+
+def test_fast_mode_false_paces_at_the_control_rate(cell):
+    _, fast = run(cell, n_steps=10, trace_dir=None)
+    _, paced = run(cell, n_steps=10, fast_mode=False, trace_dir=None)
+    assert paced["elapsed_s"] >= 10 / 50.0 - 0.01  # 10 steps at 50 Hz take >= 0.2 s of wall time
+    assert paced["steps_advanced"] == fast["steps_advanced"] == 10
