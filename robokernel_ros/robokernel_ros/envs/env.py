@@ -325,9 +325,7 @@ class MujocoEnv:
                 "robots": robots,
             }
 
-    def render(
-        self, camera: str | None = None, *, width: int = 320, height: int = 240
-    ) -> np.ndarray:
+    def render(self, camera: str | None = None, width: int = 320, height: int = 240) -> np.ndarray:
         return self.scene.render(camera, width=width, height=height)
 
     def __repr__(self) -> str:

@@ -5,9 +5,16 @@ first imported (`egl`: headless GPU or Mesa's software EGL; `osmesa`: pure softw
 `glfw`: needs a display). Importing robokernel_ros.envs sets MUJOCO_GL=egl when it is
 unset and no display is present, which only takes effect if mujoco was not imported yet.
 
-An OpenGL context can be current on one thread at a time, so renderers are kept per
-thread (a rollout renders on its worker thread, a user on the API thread) and the
-context is released after every frame.
+An OpenGL context can be current on one thread at a time, so each thread that renders
+(a rollout's worker, the API thread) gets its own context, made current for one frame
+and released after it. One context per thread serves every image size: it renders into
+a corner of an offscreen framebuffer as large as the largest image asked for so far
+(creating a context uploads every mesh, which takes about a second with a software
+renderer, so contexts are not made per size).
+
+Quality: "fast" (the scene's default) renders without multisampling, shadows and
+reflections - about 4x faster with Mesa's software renderer on a CPU-only machine;
+"full" renders as the model's <visual> settings say.
 """
 
 from __future__ import annotations
@@ -16,12 +23,14 @@ import contextlib
 import logging
 import os
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import mujoco
 import numpy as np
 
 log = logging.getLogger(__name__)
+
+RenderQuality = Literal["fast", "full"]
 
 INSTALL_HINT = (
     "Offscreen rendering needs an OpenGL backend: set MUJOCO_GL=egl (GPU or Mesa EGL; "
@@ -40,117 +49,138 @@ def rendering_backend() -> str:
     return os.environ.get("MUJOCO_GL", "glfw") or "glfw"
 
 
-class RendererCache:
-    """mujoco.Renderer objects keyed by (model generation, width, height), one set per thread."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-        self._all: list[mujoco.Renderer] = []  # every renderer made, to close them all
-        self._guard = threading.Lock()
-
-    def _get(
-        self, model: mujoco.MjModel, generation: int, width: int, height: int
-    ) -> mujoco.Renderer:
-        cache: dict[tuple[int, int, int], mujoco.Renderer] | None = getattr(
-            self._local, "cache", None
+def _gl_context_class() -> Any:
+    try:
+        from mujoco.rendering.classic import gl_context  # mujoco >= 3.4
+    except ImportError:  # pragma: no cover - older layout
+        from mujoco import gl_context  # type: ignore[no-redef]
+    cls = getattr(gl_context, "GLContext", None)
+    if cls is None:
+        raise RenderingUnavailable(
+            f"MuJoCo has no OpenGL backend (MUJOCO_GL={rendering_backend()!r}). {INSTALL_HINT}"
         )
-        if cache is None:
-            cache = self._local.cache = {}
-        key = (generation, width, height)
-        renderer = cache.get(key)
-        if renderer is not None:
-            return renderer
-        for stale in [k for k in cache if k[0] != generation]:
-            self._close(cache.pop(stale))
+    return cls
+
+
+class _Context:
+    """One thread's GL context, MuJoCo render context and abstract scene for one model."""
+
+    def __init__(
+        self, model: mujoco.MjModel, width: int, height: int, quality: RenderQuality
+    ) -> None:
+        self.model = model
+        self.width, self.height = width, height
+        if quality == "fast":
+            model.vis.quality.offsamples = 0
         vis = model.vis.global_
-        if width > vis.offwidth:
-            vis.offwidth = width
-        if height > vis.offheight:
-            vis.offheight = height
+        vis.offwidth = max(int(vis.offwidth), width)
+        vis.offheight = max(int(vis.offheight), height)
+        self.gl = _gl_context_class()(vis.offwidth, vis.offheight)
+        self.gl.make_current()
         try:
-            renderer = mujoco.Renderer(model, height=height, width=width)
-        except Exception as exc:  # the backends raise ImportError, RuntimeError, mujoco.FatalError
-            raise RenderingUnavailable(
-                f"offscreen rendering failed with MUJOCO_GL={rendering_backend()!r}: "
-                f"{type(exc).__name__}: {exc}. {INSTALL_HINT}"
-            ) from exc
-        _release(renderer)
-        cache[key] = renderer
-        with self._guard:
-            self._all.append(renderer)
-        return renderer
+            self.con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150.value)
+            mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self.con)
+        finally:
+            _release(self.gl)
+        self.scene = mujoco.MjvScene(model=model, maxgeom=10000)
+        if quality == "fast":
+            self.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
+            self.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
+        self.option = mujoco.MjvOption()
+        self.camera = mujoco.MjvCamera()
+
+    def fits(self, width: int, height: int) -> bool:
+        return width <= self.con.offWidth and height <= self.con.offHeight
+
+    def render(self, data: mujoco.MjData, camera: int, width: int, height: int) -> np.ndarray:
+        cam = self.camera
+        if camera < 0:
+            cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+            mujoco.mjv_defaultFreeCamera(self.model, cam)
+        else:
+            cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+            cam.fixedcamid = camera
+        rect = mujoco.MjrRect(0, 0, width, height)
+        image = np.empty((height, width, 3), dtype=np.uint8)
+        mujoco.mjv_updateScene(
+            self.model, data, self.option, None, cam, mujoco.mjtCatBit.mjCAT_ALL.value, self.scene
+        )
+        with self.gl.as_current():
+            mujoco.mjr_render(rect, self.scene, self.con)
+            mujoco.mjr_readPixels(image, None, rect, self.con)
+        return np.ascontiguousarray(image[::-1])
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception), self.gl.as_current():
+            self.con.free()
+        with contextlib.suppress(Exception):
+            self.gl.free()
+
+
+class RendererCache:
+    """One render context per thread for the current model generation."""
+
+    def __init__(self, quality: RenderQuality = "fast") -> None:
+        if quality not in ("fast", "full"):
+            raise ValueError(f"render_quality={quality!r}: must be 'fast' or 'full'")
+        self.quality: RenderQuality = quality
+        self._local = threading.local()
+        self._all: set[_Context] = set()
+        self._guard = threading.Lock()
 
     def render(
         self,
         model: mujoco.MjModel,
         data: mujoco.MjData,
         generation: int,
-        camera: int | mujoco.MjvCamera,
+        camera: int,
         width: int,
         height: int,
-        out: np.ndarray | None = None,
     ) -> np.ndarray:
-        renderer = self._get(model, generation, width, height)
-        with _current(renderer):
-            renderer.update_scene(data, camera=camera)
-            return renderer.render(out=out)
+        entry: tuple[int, _Context] | None = getattr(self._local, "entry", None)
+        if entry is not None and (entry[0] != generation or not entry[1].fits(width, height)):
+            self._drop(entry[1])
+            entry = None
+        if entry is None:
+            try:
+                context = _Context(model, width, height, self.quality)
+            except RenderingUnavailable:
+                raise
+            except (
+                Exception
+            ) as exc:  # the backends raise ImportError, RuntimeError, mujoco.FatalError
+                raise RenderingUnavailable(
+                    f"offscreen rendering failed with MUJOCO_GL={rendering_backend()!r}: "
+                    f"{type(exc).__name__}: {exc}. {INSTALL_HINT}"
+                ) from exc
+            entry = (generation, context)
+            self._local.entry = entry
+            with self._guard:
+                self._all.add(context)
+        return entry[1].render(data, camera, width, height)
 
-    def _close(self, renderer: mujoco.Renderer) -> None:
+    def _drop(self, context: _Context) -> None:
         with self._guard:
-            if renderer in self._all:
-                self._all.remove(renderer)
-        try:
-            renderer.close()
-        except Exception as exc:  # a context current on a finished thread cannot be freed
-            log.debug("closing a renderer failed: %s", exc)
+            self._all.discard(context)
+        context.close()
 
     def close(self) -> None:
-        """Free the renderers of the calling thread and forget the others'."""
-        cache = getattr(self._local, "cache", None) or {}
-        for renderer in list(cache.values()):
-            self._close(renderer)
-        cache.clear()
+        """Free every context (call when no other thread is rendering)."""
+        self._local.entry = None
         with self._guard:
-            others, self._all = self._all, []
-        for renderer in others:
-            with contextlib.suppress(Exception):
-                renderer.close()
+            contexts, self._all = list(self._all), set()
+        for context in contexts:
+            context.close()
 
 
-def _gl_context(renderer: mujoco.Renderer) -> Any:
-    return getattr(renderer, "_gl_context", None)
-
-
-@contextlib.contextmanager
-def _current(renderer: mujoco.Renderer):
-    """Make the renderer's context current for one frame, then release it (restoring
-    whatever was current before), so another thread can use its own context later."""
-    ctx = _gl_context(renderer)
-    as_current = getattr(ctx, "as_current", None)
-    if as_current is None:
-        yield
+def _release(gl: Any) -> None:
+    """Un-bind whatever context is current on this thread (EGL), so the context can be
+    made current on another thread later."""
+    if rendering_backend() != "egl":
         return
-    with as_current():
-        yield
-
-
-def _release(renderer: mujoco.Renderer) -> None:
-    """mujoco.Renderer leaves its context current after construction: release it."""
-    ctx = _gl_context(renderer)
-    if ctx is None:
-        return
-    backend = rendering_backend()
     with contextlib.suppress(Exception):
-        if backend == "egl":
-            from mujoco import egl
+        from mujoco import egl
 
-            egl.EGL.eglMakeCurrent(
-                egl.EGL_DISPLAY,
-                egl.EGL.EGL_NO_SURFACE,
-                egl.EGL.EGL_NO_SURFACE,
-                egl.EGL.EGL_NO_CONTEXT,
-            )
-        elif backend == "osmesa":
-            from mujoco import osmesa
-
-            osmesa.GL.osmesa.OSMesaMakeCurrent(None, None, osmesa.GL.GL_UNSIGNED_BYTE, 0, 0)
+        egl.EGL.eglMakeCurrent(
+            egl.EGL_DISPLAY, egl.EGL.EGL_NO_SURFACE, egl.EGL.EGL_NO_SURFACE, egl.EGL.EGL_NO_CONTEXT
+        )

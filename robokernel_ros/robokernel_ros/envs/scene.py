@@ -36,7 +36,7 @@ import mujoco
 import numpy as np
 
 from .models import resolve_model
-from .render import RendererCache
+from .render import RendererCache, RenderQuality
 
 if TYPE_CHECKING:
     from .env import MujocoEnv
@@ -415,8 +415,14 @@ class MujocoScene:
     """Robots, objects and cameras in one MuJoCo model. See the module docstring."""
 
     def __init__(
-        self, *, timestep: float = DEFAULT_TIMESTEP, gravity: Sequence[float] = DEFAULT_GRAVITY
+        self,
+        *,
+        timestep: float = DEFAULT_TIMESTEP,
+        gravity: Sequence[float] = DEFAULT_GRAVITY,
+        render_quality: RenderQuality = "fast",
     ) -> None:
+        """An empty scene (floor, light). `render_quality`: "fast" (no multisampling,
+        shadows or reflections; much faster on a software renderer) or "full"."""
         self.lock = threading.RLock()
         self._timestep = _finite("timestep", timestep, positive=True)
         self._gravity = _vector("gravity", gravity, 3)
@@ -426,7 +432,7 @@ class MujocoScene:
         self._objects: dict[str, ObjectEntry] = {}
         self._cameras: dict[str, CameraEntry] = {}
         self._offscreen = (640, 480)
-        self._renderers = RendererCache()
+        self._renderers = RendererCache(render_quality)
         self.generation = 0  # bumped on every recompile; envs rebind their indices on change
         self.model: mujoco.MjModel
         self.data: mujoco.MjData
@@ -808,9 +814,7 @@ class MujocoScene:
 
     # ------------------------------------------------------------ rendering
 
-    def render(
-        self, camera: str | None = None, *, width: int = 320, height: int = 240
-    ) -> np.ndarray:
+    def render(self, camera: str | None = None, width: int = 320, height: int = 240) -> np.ndarray:
         """An RGB image (height x width x 3, uint8) of the current state from a named
         camera, or MuJoCo's free camera for None. Offscreen (EGL or OSMesa); raises
         RenderingUnavailable naming MUJOCO_GL and how to install a backend."""
