@@ -66,6 +66,8 @@ class Event:
     wall: monotonic seconds since the episode started.
     seq: 0, 1, 2, ... within the episode.
     run_id: the run directory name of the episode ("" when nothing is recorded).
+    line: the event's events.jsonl line (bytes), cached by `kernel.trace.event_line`
+       so the trace writer and the rosbag mirror encode it once; not compared.
     """
 
     kind: str
@@ -75,6 +77,7 @@ class Event:
     wall: float = 0.0
     seq: int = 0
     run_id: str = ""
+    line: bytes | None = field(default=None, compare=False, repr=False)
 
 
 Callback = Callable[[Event], Any]

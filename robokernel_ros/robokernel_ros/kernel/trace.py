@@ -127,6 +127,29 @@ except ImportError:  # pragma: no cover - orjson is pinned in requirements/base.
     dumps_line = _dumps_stdlib
 
 
+def event_line(event: Event) -> bytes:
+    """The events.jsonl line of `event` (with its newline), encoded once per event.
+
+    The first subscriber that needs it encodes it and caches it on the event
+    (`Event.line`), so the trace writer and the rosbag mirror share one encoding.
+    Observations carrying image arrays are not encoded here: each writer puts its
+    own frame paths in their line.
+    """
+    line = event.line
+    if line is None:
+        line = event.line = dumps_line(
+            {
+                "seq": event.seq,
+                "kind": event.kind,
+                "step": event.step,
+                "t": event.t,
+                "wall": event.wall,
+                "data": event.data,
+            }
+        )
+    return line
+
+
 class _ImageWriter:
     """Saves frames in a background thread; the bounded queue keeps memory flat."""
 
@@ -191,16 +214,18 @@ class RunWriter:
         kind = event.kind
         if kind == OBSERVATION and "images" in data:
             data = {**data, "images": self._save_images(event.step, data["images"])}
-        line = dumps_line(
-            {
-                "seq": event.seq,
-                "kind": kind,
-                "step": event.step,
-                "t": event.t,
-                "wall": event.wall,
-                "data": data,
-            }
-        )
+            line = dumps_line(
+                {
+                    "seq": event.seq,
+                    "kind": kind,
+                    "step": event.step,
+                    "t": event.t,
+                    "wall": event.wall,
+                    "data": data,
+                }
+            )
+        else:
+            line = event_line(event)  # shared with the other subscribers (the bag mirror)
         try:
             with self._lock:
                 self._file.write(line)
