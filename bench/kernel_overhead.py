@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from robokernel_ros.kernel import EnvSpec, EpisodeRunner, StepResult, TraceStore
 
 TARGET_ADDED_US = 20.0
@@ -89,9 +88,13 @@ def bare_loop(steps: int) -> float:
     return time.perf_counter() - start
 
 
-def kernel_run(steps: int, trace_root: Path | None, rss_samples: list[float] | None = None) -> float:
+def kernel_run(
+    steps: int, trace_root: Path | None, rss_samples: list[float] | None = None
+) -> float:
     env = TrivialEnv()
-    runner = EpisodeRunner(env, TrivialAgent(env.keys), trace=TraceStore(trace_root) if trace_root else None)
+    runner = EpisodeRunner(
+        env, TrivialAgent(env.keys), trace=TraceStore(trace_root) if trace_root else None
+    )
     if rss_samples is not None:
         every = max(1, steps // 20)
 
@@ -118,10 +121,14 @@ def best_of(repeats: int, fn: Any, *args: Any) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="shorter runs (< 1 min)")
     parser.add_argument("--steps", type=int, default=None, help="steps per timed run")
-    parser.add_argument("--memory-steps", type=int, default=None, help="steps of the long traced episode")
+    parser.add_argument(
+        "--memory-steps", type=int, default=None, help="steps of the long traced episode"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     steps = args.steps or (20_000 if args.quick else 100_000)
@@ -163,11 +170,21 @@ def main() -> None:
         "rss_growth_mib<=20": figures["rss_growth_mib"] <= TARGET_RSS_GROWTH_MIB,
     }
     print(f"bare loop (anchor)        {figures['bare_us_per_step']:8.2f} us/step")
-    print(f"EpisodeRunner, no trace   {figures['kernel_no_trace_us_per_step']:8.2f} us/step  (+{figures['added_us_per_step_no_trace']:.2f})")
-    print(f"EpisodeRunner, traced     {figures['kernel_traced_us_per_step']:8.2f} us/step  (+{figures['added_us_per_step_traced']:.2f}, x{figures['traced_over_bare_ratio']} the anchor)")
-    print(f"target: added <= {TARGET_ADDED_US} us/step traced: {'PASS' if verdicts['added_us_per_step_traced<=20'] else 'FAIL'}")
-    print(f"{memory_steps}-step traced episode: RSS {figures['rss_first_mib']} -> {figures['rss_last_mib']} MiB, {figures['trace_bytes_per_step']} B/step on disk")
-    print(f"target: RSS growth <= {TARGET_RSS_GROWTH_MIB} MiB: {'PASS' if verdicts['rss_growth_mib<=20'] else 'FAIL'}")
+    print(
+        f"EpisodeRunner, no trace   {figures['kernel_no_trace_us_per_step']:8.2f} us/step  (+{figures['added_us_per_step_no_trace']:.2f})"
+    )
+    print(
+        f"EpisodeRunner, traced     {figures['kernel_traced_us_per_step']:8.2f} us/step  (+{figures['added_us_per_step_traced']:.2f}, x{figures['traced_over_bare_ratio']} the anchor)"
+    )
+    print(
+        f"target: added <= {TARGET_ADDED_US} us/step traced: {'PASS' if verdicts['added_us_per_step_traced<=20'] else 'FAIL'}"
+    )
+    print(
+        f"{memory_steps}-step traced episode: RSS {figures['rss_first_mib']} -> {figures['rss_last_mib']} MiB, {figures['trace_bytes_per_step']} B/step on disk"
+    )
+    print(
+        f"target: RSS growth <= {TARGET_RSS_GROWTH_MIB} MiB: {'PASS' if verdicts['rss_growth_mib<=20'] else 'FAIL'}"
+    )
     print(json.dumps({**figures, "verdicts": verdicts}))
 
 
