@@ -135,6 +135,7 @@ def main() -> None:
     memory_steps = args.memory_steps or (200_000 if args.quick else 1_000_000)
     repeats = 3
 
+    load_start = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="kernel_bench_"))
     try:
         kernel_run(1000, tmp / "warmup")  # imports, caches
@@ -164,6 +165,10 @@ def main() -> None:
         "rss_first_mib": round(samples[1], 1),  # after the first slice: buffers allocated
         "rss_last_mib": round(samples[-1], 1),
         "rss_growth_mib": round(samples[-1] - samples[1], 1),
+        # Context for the absolute figures: on a shared machine everything slows together.
+        "load_avg_1min_start": round(load_start, 2),
+        "load_avg_1min_end": round(os.getloadavg()[0], 2),
+        "cpu_count": os.cpu_count(),
     }
     verdicts = {
         "added_us_per_step_traced<=20": figures["added_us_per_step_traced"] <= TARGET_ADDED_US,
@@ -184,6 +189,9 @@ def main() -> None:
     )
     print(
         f"target: RSS growth <= {TARGET_RSS_GROWTH_MIB} MiB: {'PASS' if verdicts['rss_growth_mib<=20'] else 'FAIL'}"
+    )
+    print(
+        f"load average {figures['load_avg_1min_start']} -> {figures['load_avg_1min_end']} on {figures['cpu_count']} CPUs"
     )
     print(json.dumps({**figures, "verdicts": verdicts}))
 
