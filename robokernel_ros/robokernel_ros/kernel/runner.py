@@ -27,6 +27,7 @@ import concurrent.futures
 import datetime
 import logging
 import math
+import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -97,6 +98,27 @@ class _Pending:
     inference_s: float = 0.0
     future: concurrent.futures.Future | None = None  # wall clock
     submitted: float = 0.0
+
+
+class _DaemonWorker:
+    """Runs each call in its own daemon thread (act() calls are per chunk, not per step).
+
+    concurrent.futures' pool threads are joined at interpreter exit, so one hung policy
+    would keep the process alive; daemon threads do not."""
+
+    def submit(self, fn: Any, *args: Any) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def target() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # delivered to the loop through the future
+                future.set_exception(exc)
+
+        threading.Thread(target=target, name="kernel-act", daemon=True).start()
+        return future
 
 
 def _is_int(value: Any) -> bool:
@@ -298,7 +320,7 @@ class _Episode:
         self.steps = 0
         self.last_sent: dict[str, float] | None = None
         self.last_delay = 0  # steps the previous request took (for RTC's delay hint)
-        self.executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self.executor: _DaemonWorker | None = None
         self.sim_time: float | None = None
         self._final_observation: Any = None  # the observation after the last step
 
@@ -374,18 +396,15 @@ class _Episode:
             _error_info(POLICY_TIMEOUT, None, message),
         )
 
-    def worker(self) -> concurrent.futures.ThreadPoolExecutor:
+    def worker(self) -> _DaemonWorker:
         if self.executor is None:
-            self.executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="kernel-act"
-            )
+            self.executor = _DaemonWorker()
         return self.executor
 
     def abandon_worker(self) -> None:
-        # A hung act() cannot be killed: leave its thread behind, never wait for it.
-        if self.executor is not None:
-            self.executor.shutdown(wait=False, cancel_futures=True)
-            self.executor = None
+        # A hung act() cannot be killed: its daemon thread is left behind, never waited for,
+        # so neither the episode nor the interpreter's exit hangs on it.
+        self.executor = None
 
     # -- chunks ----------------------------------------------------------------------
     def request(self, step: int, observation: Any) -> None:
