@@ -76,7 +76,7 @@ class Refused(ValueError):
 
 def _json_object(field: str, text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text or "{}")
+        value = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise Refused(f"{field}={text!r}: must be a JSON object ({exc})") from exc
     if not isinstance(value, dict):

@@ -142,3 +142,63 @@ def test_eval_policy_over_ros(runner, ros, processes) -> None:
         EvalPolicy, f"{NS}/eval_policy", EvalPolicy.Request(robot_name="arm", n_episodes=0)
     )
     assert not bad.ok and "n_episodes" in bad.message
+
+
+def test_200_malformed_requests_are_all_refused_and_the_node_still_serves(
+    runner, ros, processes
+) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    proc, _ = runner
+    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), processes.log(proc)
+    bad_float = st.sampled_from([0.0, -1.0, -1e9, float("nan"), float("inf"), float("-inf")])
+    not_object = st.one_of(
+        st.text(max_size=20).filter(lambda t: not t.strip().startswith("{")),
+        st.sampled_from(["[]", "1", "null", '"x"', "{", '{"a":', "true"]),
+    )
+    breakers = st.one_of(
+        st.tuples(st.just("n_steps"), st.integers(-(2**62), 0).filter(lambda v: v != -1)),
+        st.tuples(
+            st.just("async_rtc"), st.integers(-128, 127).filter(lambda v: v not in (-1, 0, 1))
+        ),
+        st.tuples(st.just("control_frequency"), bad_float),
+        st.tuples(st.just("action_horizon"), st.integers(-(2**62), 0)),
+        st.tuples(st.just("seed"), st.integers(-(2**62), -2)),
+        st.tuples(st.just("rtc_inference_timeout_s"), bad_float.filter(lambda v: v != 0.0)),
+        st.tuples(st.just("policy_config_json"), not_object),
+        st.tuples(st.just("extra_json"), not_object),
+        st.tuples(
+            st.just("robot_name"), st.text(min_size=1, max_size=12).filter(lambda t: t != "arm")
+        ),
+        st.tuples(
+            st.just("policy_provider"),
+            st.text(max_size=12).filter(
+                lambda t: t not in ("mock", "scripted", "lerobot", "remote")
+            ),
+        ),
+    )
+    services = st.sampled_from([(RunPolicy, "run_policy"), (StartPolicy, "start_policy")])
+    answers: list[tuple[str, object, bool, str]] = []
+
+    @settings(
+        max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    )
+    @given(service=services, breaker=breakers)
+    def check(service, breaker) -> None:
+        srv, name = service
+        field, value = breaker
+        request = srv.Request(robot_name="arm", policy_provider="mock", n_steps=5)
+        setattr(request, field, value)
+        response = ros.call(srv, f"{NS}/{name}", request, timeout_s=30)
+        answers.append((field, value, response.ok, response.message))
+        assert not response.ok and response.status == "error", (field, value, response.message)
+        assert response.message and json.loads(response.report_json) is not None
+
+    check()
+    assert len(answers) == 200
+    assert proc.poll() is None, processes.log(proc)
+    ok = ros.call(RunPolicy, f"{NS}/run_policy", _run(n_steps=5))
+    assert ok.ok, ok.message
+    listed = ros.call(ListPoliciesRunning, f"{NS}/list_policies_running", timeout_s=5)
+    assert listed.ok and list(listed.robots) == []
