@@ -27,11 +27,17 @@ metadata (the meta.json of the run directory) in custom_data.
 Memory is bounded: messages are serialised as they arrive and the storage's chunk is
 closed and flushed to disk at least every `flush_interval_s` (and by size), so a process
 killed mid-episode leaves every flushed chunk readable (`robokernel_ros.bag.recover`).
+
+Cost: messages are serialised by the hand-written CDR encoders of `bag.cdr` (byte for
+byte what rosbags' serialize_cdr writes, without building message objects) and the
+KernelEvent's data_json is the trace's own line (`kernel.trace.event_line`: encoded
+once per event, shared with the run directory's writer).
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -59,7 +65,8 @@ from ..kernel.events import (
     SAFETY_INTERVENTION,
     Event,
 )
-from ..kernel.trace import IMAGES_DIR, dumps_line, to_jsonable
+from ..kernel.trace import IMAGES_DIR, dumps_line, event_line, to_jsonable
+from . import cdr
 from . import types as T
 
 _log = logging.getLogger(__name__)
@@ -172,17 +179,19 @@ class BagMirror:
         self._lock = threading.Lock()
         self._meta: dict[str, Any] = {}
         self._store = T.typestore()
-        self._types = self._store.types
-        self._time = self._types["builtin_interfaces/msg/Time"]
-        self._header = self._types["std_msgs/msg/Header"]
         self._connections: dict[str, Any] = {}
+        self._kinds: dict[str, bytes] = {}  # event kind -> UTF-8 bytes
+        self._run_ids: dict[str, bytes] = {}
         self._unsubscribe: Callable[[], None] | None = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
         self._writer = Writer(self.path, version=9, storage_plugin=plugin)
         self._writer.open()
         self._writer.set_custom_data(FORMAT_KEY, FORMAT_VERSION)
-        self._connection(f"{prefix}/events", T.KERNEL_EVENT, QOS_RELIABLE)
+        self._events_topic = f"{prefix}/events"
+        self._joint_states_topic = f"{prefix}/joint_states"
+        self._action_topic = f"{prefix}/action"
+        self._events = self._connection(self._events_topic, T.KERNEL_EVENT, QOS_RELIABLE)
         self._last_flush = time.monotonic()
 
     @classmethod
@@ -220,9 +229,12 @@ class BagMirror:
             self._connections[topic] = conn
         return conn
 
-    def _put(self, topic: str, msgtype: str, qos: Qos, msg: Any, ns: int) -> None:
-        conn = self._connection(topic, msgtype, qos)
-        self._writer.write(conn, ns, self._store.serialize_cdr(msg, msgtype))
+    def _put(self, topic: str, msgtype: str, qos: Qos, data: bytes, ns: int) -> None:
+        """Write one serialised message (CDR bytes of `msgtype`) to `topic`."""
+        conn = self._connections.get(topic)
+        if conn is None:
+            conn = self._connection(topic, msgtype, qos)
+        self._writer.write(conn, ns, data)
         self.messages_written += 1
 
     def write(self, event: Event) -> None:
@@ -249,38 +261,53 @@ class BagMirror:
 
     def _write(self, event: Event) -> None:
         ns = _stamp_ns(event.t)
-        sec, nanosec = divmod(ns, 1_000_000_000)
-        stamp = self._time(sec=sec, nanosec=nanosec)
+        stamp = divmod(ns, 1_000_000_000)  # (sec, nanosec)
         data = event.data
+        kind = event.kind
         images: Mapping[str, Any] | None = None
-        if event.kind == OBSERVATION and data.get("images"):
+        if kind == OBSERVATION and data.get("images"):
             images = data["images"]
             data = {
                 **data,
                 "images": {str(c): self._image_path(c, v, event.step) for c, v in images.items()},
             }
-        line = _json_line(
-            {
-                "seq": event.seq,
-                "kind": event.kind,
-                "step": event.step,
-                "t": event.t,
-                "wall": event.wall,
-                "data": data,
-            }
+            line = dumps_line(
+                {
+                    "seq": event.seq,
+                    "kind": kind,
+                    "step": event.step,
+                    "t": event.t,
+                    "wall": event.wall,
+                    "data": data,
+                }
+            )
+        else:
+            line = event_line(event)  # the run directory's line: encoded once per event
+        kind_bytes = self._kinds.get(kind)
+        if kind_bytes is None:
+            kind_bytes = self._kinds[kind] = kind.encode()
+        run_id = self._run_ids.get(event.run_id)
+        if run_id is None:
+            run_id = self._run_ids[event.run_id] = event.run_id.encode()
+        body = memoryview(line)
+        if line.endswith(b"\n"):
+            body = body[:-1]
+        self._writer.write(
+            self._events,
+            ns,
+            cdr.kernel_event(
+                stamp[0],
+                stamp[1],
+                run_id,
+                max(0, int(event.seq)),
+                kind_bytes,
+                int(event.step),
+                body,
+            ),
         )
-        kernel_event = self._types[T.KERNEL_EVENT](
-            stamp=stamp,
-            run_id=event.run_id,
-            seq=max(0, int(event.seq)),
-            kind=event.kind,
-            step=int(event.step),
-            data_json=line,
-        )
-        self._put(f"{self.prefix}/events", T.KERNEL_EVENT, QOS_RELIABLE, kernel_event, ns)
+        self.messages_written += 1
         self.events_written += 1
 
-        kind = event.kind
         if kind == OBSERVATION:
             self._joint_state(event.data.get("obs"), stamp, ns)
             if images:
@@ -305,34 +332,29 @@ class BagMirror:
     def _image_path(self, camera: Any, value: Any, step: int) -> str:
         return value if isinstance(value, str) else image_relative_path(str(camera), step)
 
-    def _header_of(self, stamp: Any, frame_id: str = "") -> Any:
-        return self._header(stamp=stamp, frame_id=frame_id)
-
-    def _joint_state(self, obs: Any, stamp: Any, ns: int) -> None:
+    def _joint_state(self, obs: Any, stamp: tuple[int, int], ns: int) -> None:
         if not isinstance(obs, Mapping):
             return
         positions = obs.get("joint_positions")
         if not isinstance(positions, Mapping) or not positions:
             return
-        names = [str(k) for k in positions]
-        velocities = obs.get("joint_velocities")
-        efforts = obs.get("joint_efforts")
+        names = tuple(positions)
+        velocity = _column(obs.get("joint_velocities"), names)
+        effort = _column(obs.get("joint_efforts"), names)
+        try:
+            data = cdr.joint_state(*stamp, "", names, positions.values(), velocity, effort)
+        except (struct.error, TypeError):  # not all plain numbers: convert as float() does
+            data = cdr.joint_state(
+                *stamp,
+                "",
+                names,
+                [float(positions[n]) for n in names],
+                [float(v) for v in velocity],
+                [float(v) for v in effort],
+            )
+        self._put(self._joint_states_topic, T.JOINT_STATE, QOS_SENSOR, data, ns)
 
-        def column(values: Any) -> np.ndarray:
-            if isinstance(values, Mapping) and all(n in values for n in names):
-                return np.asarray([float(values[n]) for n in names], dtype=np.float64)
-            return np.empty(0, dtype=np.float64)
-
-        msg = self._types[T.JOINT_STATE](
-            header=self._header_of(stamp),
-            name=names,
-            position=np.asarray([float(positions[n]) for n in names], dtype=np.float64),
-            velocity=column(velocities),
-            effort=column(efforts),
-        )
-        self._put(f"{self.prefix}/joint_states", T.JOINT_STATE, QOS_SENSOR, msg, ns)
-
-    def _image(self, camera: str, image: Any, step: int, stamp: Any, ns: int) -> None:
+    def _image(self, camera: str, image: Any, step: int, stamp: tuple[int, int], ns: int) -> None:
         if isinstance(image, str):
             if self.image_loader is None:
                 return
@@ -356,59 +378,43 @@ class BagMirror:
                 array.dtype,
             )
             return
-        height, width = array.shape[:2]
-        channels = 1 if array.ndim == 2 else array.shape[2]
-        msg = self._types[T.IMAGE](
-            header=self._header_of(stamp, camera),
-            height=height,
-            width=width,
-            encoding="rgb8" if channels == 3 else "mono8",
-            is_bigendian=0,
-            step=width * channels,
-            data=array.reshape(-1),
-        )
-        self._put(camera_topic(camera, self.prefix), T.IMAGE, QOS_SENSOR, msg, ns)
+        data = cdr.image(*stamp, camera, array)
+        self._put(camera_topic(camera, self.prefix), T.IMAGE, QOS_SENSOR, data, ns)
 
-    def _action(self, data: Mapping[str, Any], stamp: Any, ns: int) -> None:
+    def _action(self, data: Mapping[str, Any], stamp: tuple[int, int], ns: int) -> None:
         action = data.get("action")
         if not isinstance(action, Mapping):
             return
-        hold = bool(data.get("hold", False))
-        msg = self._types[T.JOINT_STATE](
-            header=self._header_of(stamp, "hold" if hold else "policy"),
-            name=[str(k) for k in action],
-            position=np.asarray([_float(v) for v in action.values()], dtype=np.float64),
-            velocity=np.empty(0, dtype=np.float64),
-            effort=np.empty(0, dtype=np.float64),
-        )
-        self._put(f"{self.prefix}/action", T.JOINT_STATE, QOS_RELIABLE, msg, ns)
+        frame_id = "hold" if data.get("hold", False) else "policy"
+        names = tuple(action)
+        try:
+            msg = cdr.joint_state(*stamp, frame_id, names, action.values())
+        except (struct.error, TypeError):  # not all plain numbers: NaN for what is not one
+            msg = cdr.joint_state(*stamp, frame_id, names, [_float(v) for v in action.values()])
+        self._put(self._action_topic, T.JOINT_STATE, QOS_RELIABLE, msg, ns)
 
-    def _chunk(self, event: Event, data: Mapping[str, Any], stamp: Any, ns: int) -> None:
+    def _chunk(
+        self, event: Event, data: Mapping[str, Any], stamp: tuple[int, int], ns: int
+    ) -> None:
         keys = [str(k) for k in (data.get("keys") or [])]
         rows = data.get("actions") or []
-        flat: list[float] = []
-        for row in rows:
-            if isinstance(row, Mapping):
-                flat.extend(_float(row.get(k)) for k in keys)
-            else:
-                flat.extend(_float(v) for v in row)
-        msg = self._types[T.ACTION_CHUNK](
-            header=self._header_of(stamp),
-            run_id=event.run_id,
-            obs_step=max(0, int(data.get("obs_step", event.step) or 0)),
-            keys=keys,
-            horizon=len(rows),
-            actions=np.asarray(flat, dtype=np.float64),
-            inference_time_s=_float(data.get("inference_s")),
+        msg = cdr.action_chunk(
+            *stamp,
+            event.run_id,
+            max(0, int(data.get("obs_step", event.step) or 0)),
+            keys,
+            len(rows),
+            _flat_rows(rows, keys),
+            _float(data.get("inference_s")),
         )
         self._put(f"{self.prefix}/action_chunk", T.ACTION_CHUNK, QOS_RELIABLE, msg, ns)
 
-    def _intervention(self, data: Mapping[str, Any], stamp: Any, ns: int) -> None:
+    def _intervention(self, data: Mapping[str, Any], stamp: tuple[int, int], ns: int) -> None:
         detail = {
             k: v for k, v in data.items() if k not in ("guard", "key", "value", "limit", "action")
         }
-        msg = self._types[T.SHIELD_INTERVENTION](
-            stamp=stamp,
+        msg = cdr.shield_intervention(
+            *stamp,
             guard=str(data.get("guard", "")),
             joint=str(data.get("key") or ""),
             value=_float(data.get("value")),
@@ -420,19 +426,13 @@ class BagMirror:
             f"{self.prefix}/shield/intervention", T.SHIELD_INTERVENTION, QOS_RELIABLE, msg, ns
         )
 
-    def _operator(self, kind: str, data: Mapping[str, Any], stamp: Any, ns: int) -> None:
+    def _operator(
+        self, kind: str, data: Mapping[str, Any], stamp: tuple[int, int], ns: int
+    ) -> None:
         command = kind.split(".", 1)[1]
-        self._put(
-            f"{self.prefix}/operator",
-            T.STRING,
-            QOS_RELIABLE,
-            self._types[T.STRING](data=command),
-            ns,
-        )
+        self._put(f"{self.prefix}/operator", T.STRING, QOS_RELIABLE, cdr.string(command), ns)
         if kind == OPERATOR_VERDICT:
-            msg = self._types[T.VERDICT](
-                outcome=str(data.get("outcome", "")), note=str(data.get("note", "") or "")
-            )
+            msg = cdr.verdict(str(data.get("outcome", "")), str(data.get("note", "") or ""))
             self._put(f"{self.prefix}/operator/verdict", T.VERDICT, QOS_LATCHED, msg, ns)
 
     # -- durability -----------------------------------------------------------------
@@ -489,6 +489,36 @@ def _float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return float("nan")
+
+
+def _column(values: Any, names: tuple[Any, ...]) -> Any:
+    """The values of `names` from a mapping holding all of them, else an empty column."""
+    if not isinstance(values, Mapping):
+        return ()
+    if tuple(values) == names:
+        return values.values()
+    if all(n in values for n in names):
+        return [values[n] for n in names]
+    return ()
+
+
+def _flat_rows(rows: Any, keys: list[str]) -> np.ndarray:
+    """An action chunk's rows (mappings by key, or sequences) flattened row-major."""
+    if not any(isinstance(row, Mapping) for row in rows):
+        try:
+            array = np.asarray(rows, dtype=np.float64)
+        except (TypeError, ValueError):
+            pass
+        else:
+            if array.ndim == 2 or array.size == 0:
+                return array.reshape(-1)
+    flat: list[float] = []
+    for row in rows:
+        if isinstance(row, Mapping):
+            flat.extend(_float(row.get(k)) for k in keys)
+        else:
+            flat.extend(_float(v) for v in row)
+    return np.asarray(flat, dtype=np.float64)
 
 
 def mirror_trace(trace: Any, path: str | Path | None = None, **kwargs: Any) -> Path:

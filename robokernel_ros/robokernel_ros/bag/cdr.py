@@ -1,0 +1,308 @@
+"""Hand-written CDR serialisers for the messages the mirror writes.
+
+ROS 2's default wire format: XCDR1 (plain CDR), little endian. A message is the
+4-byte encapsulation header `00 01 00 00` followed by its fields in order, each
+primitive aligned to its own size (8 at most) counted from the end of the header;
+a string is a uint32 length (terminating NUL included), the UTF-8 bytes and a NUL;
+a sequence is a uint32 count followed by its elements (a sequence of float64 is
+aligned to 8 only when it is not empty, as rosbags and Fast-CDR write it).
+
+The output is byte-for-byte what rosbags' `Typestore.serialize_cdr` produces for the
+same message (a property test checks it), at a fraction of the cost: no message
+objects are built, and the constant parts of the two per-step messages
+(KernelEvent: run_id and kind; JointState: frame_id and joint names) are laid out
+once per layout in a cached `struct.Struct`.
+
+Every function takes the stamp as (sec, nanosec) and returns the serialised bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Buffer, Sequence
+from typing import Any
+
+import numpy as np
+
+HEADER = b"\x00\x01\x00\x00"  # CDR_LE, no options
+_ZEROS = bytes(8)
+_U32 = struct.Struct("<I")
+_F64 = struct.Struct("<d")
+_MAX_CACHED_LAYOUTS = 256  # per cache: layouts are few (one per kind, per joint-name set)
+
+
+class CdrBuilder:
+    """Appends CDR fields to a list of byte parts, tracking the aligned position.
+
+    The building block of the serialisers below; `bytes()` returns the message.
+    """
+
+    __slots__ = ("parts", "pos")
+
+    def __init__(self) -> None:
+        self.parts: list[Buffer] = [HEADER]
+        self.pos = 0  # bytes written after the encapsulation header
+
+    def align(self, size: int) -> None:
+        pad = -self.pos & (size - 1)
+        if pad:
+            self.parts.append(_ZEROS[:pad])
+            self.pos += pad
+
+    def raw(self, data: Buffer, size: int) -> None:
+        self.parts.append(data)
+        self.pos += size
+
+    def uint8(self, value: int) -> None:
+        self.parts.append(bytes((value,)))
+        self.pos += 1
+
+    def pack(self, fmt: struct.Struct, alignment: int, *values: Any) -> None:
+        self.align(alignment)
+        self.parts.append(fmt.pack(*values))
+        self.pos += fmt.size
+
+    def uint32(self, value: int) -> None:
+        self.pack(_U32, 4, value)
+
+    def float64(self, value: float) -> None:
+        self.pack(_F64, 8, value)
+
+    def stamp(self, sec: int, nanosec: int) -> None:
+        self.pack(_STAMP, 4, sec, nanosec)
+
+    def string(self, value: str | bytes) -> None:
+        data = value.encode() if isinstance(value, str) else value
+        self.align(4)
+        self.parts.append(_U32.pack(len(data) + 1))
+        self.parts.append(data)
+        self.parts.append(b"\0")
+        self.pos += len(data) + 5
+
+    def strings(self, values: Sequence[str | bytes]) -> None:
+        self.uint32(len(values))
+        for value in values:
+            self.string(value)
+
+    def float64s(self, values: np.ndarray | Sequence[float]) -> None:
+        array = np.ascontiguousarray(values, dtype="<f8")
+        self.uint32(array.size)
+        if array.size:
+            self.align(8)
+            self.raw(array.tobytes(), array.nbytes)
+
+    def uint8s(self, data: np.ndarray | Buffer) -> None:
+        view = memoryview(np.ascontiguousarray(data, dtype=np.uint8)).cast("B")
+        self.uint32(view.nbytes)
+        self.raw(view, view.nbytes)
+
+    def bytes(self) -> bytes:
+        return b"".join(self.parts)
+
+
+_STAMP = struct.Struct("<iI")  # builtin_interfaces/Time: int32 sec, uint32 nanosec
+
+
+def _string_field(pos: int, data: bytes) -> tuple[bytes, int]:
+    """A string at `pos`: its bytes including the alignment before it, and the new pos."""
+    pad = -pos & 3
+    out = _ZEROS[:pad] + _U32.pack(len(data) + 1) + data + b"\0"
+    return out, pos + len(out)
+
+
+# -- robokernel_interfaces/msg/KernelEvent ---------------------------------------------
+#   builtin_interfaces/Time stamp; string run_id; uint64 seq; string kind; int64 step;
+#   string data_json
+
+
+def _kernel_event_layout(run_id: bytes, kind: bytes) -> struct.Struct:
+    # header | sec nanosec | len run_id NUL pad | seq | len kind NUL pad | step | len ...
+    pos = 8 + 4 + len(run_id) + 1
+    pad_run = -pos & 7
+    pos += pad_run + 8 + 4 + len(kind) + 1
+    pad_kind = -pos & 7
+    return struct.Struct(
+        f"<4siII{len(run_id) + 1 + pad_run}sQI{len(kind) + 1 + pad_kind}sqI"
+    )  # 's' fields are NUL-padded: the terminator and the alignment come for free
+
+
+_kernel_event_layouts: dict[tuple[bytes, bytes], struct.Struct] = {}
+
+
+def kernel_event(
+    sec: int, nanosec: int, run_id: bytes, seq: int, kind: bytes, step: int, data_json: Buffer
+) -> bytes:
+    """A KernelEvent; run_id, kind and data_json as UTF-8 bytes (data_json without NUL)."""
+    key = (run_id, kind)
+    layout = _kernel_event_layouts.get(key)
+    if layout is None:
+        if len(_kernel_event_layouts) >= _MAX_CACHED_LAYOUTS:
+            _kernel_event_layouts.clear()
+        layout = _kernel_event_layouts[key] = _kernel_event_layout(run_id, kind)
+    size = memoryview(data_json).nbytes
+    head = layout.pack(HEADER, sec, nanosec, len(run_id) + 1, run_id, seq, len(kind) + 1, kind, step, size + 1)  # fmt: skip
+    return b"".join((head, data_json, b"\0"))
+
+
+# -- sensor_msgs/msg/JointState ----------------------------------------------------------
+#   std_msgs/Header header (Time stamp, string frame_id); string[] name;
+#   float64[] position; float64[] velocity; float64[] effort
+
+
+def _joint_state_layout(
+    frame_id: bytes, names: tuple[bytes, ...], counts: tuple[int, int, int]
+) -> tuple[struct.Struct, bytes]:
+    """The Struct of a JointState with this frame_id, these names and these column sizes.
+
+    Its fields: header, sec, nanosec, the constant bytes (frame_id, names), then per
+    column its count and values. Returns (struct, constant bytes).
+    """
+    fixed, pos = _string_field(8, frame_id)
+    parts = [fixed]
+    pad = -pos & 3
+    parts.append(_ZEROS[:pad] + _U32.pack(len(names)))
+    pos += pad + 4
+    for name in names:
+        out, pos = _string_field(pos, name)
+        parts.append(out)
+    constant = b"".join(parts)
+    fmt = f"<4siI{len(constant)}s"
+    for count in counts:
+        pad = -pos & 3
+        fmt += f"{pad}xI"
+        pos += pad + 4
+        if count:
+            pad = -pos & 7
+            fmt += f"{pad}x{count}d"
+            pos += pad + 8 * count
+    return struct.Struct(fmt), constant
+
+
+_joint_state_layouts: dict[tuple[Any, ...], tuple[struct.Struct, bytes]] = {}
+
+
+def joint_state(
+    sec: int,
+    nanosec: int,
+    frame_id: str,
+    names: tuple[str, ...],
+    position: Sequence[float],
+    velocity: Sequence[float] = (),
+    effort: Sequence[float] = (),
+) -> bytes:
+    """A JointState. position/velocity/effort: Python or numpy floats (ints accepted)."""
+    counts = (len(position), len(velocity), len(effort))
+    key = (frame_id, names, counts)
+    found = _joint_state_layouts.get(key)
+    if found is None:
+        if len(_joint_state_layouts) >= _MAX_CACHED_LAYOUTS:
+            _joint_state_layouts.clear()
+        found = _joint_state_layouts[key] = _joint_state_layout(
+            frame_id.encode(), tuple(n.encode() for n in names), counts
+        )
+    layout, constant = found
+    return layout.pack(
+        HEADER,
+        sec,
+        nanosec,
+        constant,
+        counts[0],
+        *position,
+        counts[1],
+        *velocity,
+        counts[2],
+        *effort,
+    )
+
+
+# -- the types written once per chunk, frame or operator command -------------------------
+
+
+def _header(cdr: CdrBuilder, sec: int, nanosec: int, frame_id: str) -> None:
+    cdr.stamp(sec, nanosec)
+    cdr.string(frame_id)
+
+
+def image(
+    sec: int, nanosec: int, frame_id: str, pixels: np.ndarray, encoding: str | None = None
+) -> bytes:
+    """A sensor_msgs/Image of an HxW (mono8) or HxWx1/HxWx3 (mono8/rgb8) uint8 array."""
+    height, width = pixels.shape[:2]
+    channels = 1 if pixels.ndim == 2 else pixels.shape[2]
+    if encoding is None:
+        encoding = "rgb8" if channels == 3 else "mono8"
+    cdr = CdrBuilder()
+    _header(cdr, sec, nanosec, frame_id)
+    cdr.pack(_IMAGE_SIZE, 4, height, width)
+    cdr.string(encoding)
+    cdr.uint8(0)  # is_bigendian
+    cdr.uint32(width * channels)  # step: bytes per row
+    cdr.uint8s(pixels)
+    return cdr.bytes()
+
+
+_IMAGE_SIZE = struct.Struct("<II")
+
+
+def action_chunk(
+    sec: int,
+    nanosec: int,
+    run_id: str,
+    obs_step: int,
+    keys: Sequence[str],
+    horizon: int,
+    actions: np.ndarray | Sequence[float],
+    inference_time_s: float,
+) -> bytes:
+    """A robokernel_interfaces/ActionChunk (actions row-major, horizon x len(keys))."""
+    cdr = CdrBuilder()
+    _header(cdr, sec, nanosec, "")
+    cdr.string(run_id)
+    cdr.pack(_U64, 8, obs_step)
+    cdr.strings(keys)
+    cdr.uint32(horizon)
+    cdr.float64s(actions)
+    cdr.float64(inference_time_s)
+    return cdr.bytes()
+
+
+_U64 = struct.Struct("<Q")
+
+
+def shield_intervention(
+    sec: int,
+    nanosec: int,
+    guard: str,
+    joint: str,
+    value: float,
+    limit: float,
+    action: str,
+    detail: str,
+) -> bytes:
+    """A robokernel_interfaces/ShieldIntervention."""
+    cdr = CdrBuilder()
+    cdr.stamp(sec, nanosec)
+    cdr.string(guard)
+    cdr.string(joint)
+    cdr.pack(_TWO_F64, 8, value, limit)
+    cdr.string(action)
+    cdr.string(detail)
+    return cdr.bytes()
+
+
+_TWO_F64 = struct.Struct("<dd")
+
+
+def verdict(outcome: str, note: str) -> bytes:
+    """A robokernel_interfaces/Verdict."""
+    cdr = CdrBuilder()
+    cdr.string(outcome)
+    cdr.string(note)
+    return cdr.bytes()
+
+
+def string(data: str) -> bytes:
+    """A std_msgs/String."""
+    cdr = CdrBuilder()
+    cdr.string(data)
+    return cdr.bytes()
