@@ -92,9 +92,9 @@ class CdrBuilder:
             self.raw(array.tobytes(), array.nbytes)
 
     def uint8s(self, data: np.ndarray | Buffer) -> None:
-        view = memoryview(np.ascontiguousarray(data, dtype=np.uint8)).cast("B")
-        self.uint32(view.nbytes)
-        self.raw(view, view.nbytes)
+        flat = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+        self.uint32(flat.size)
+        self.raw(memoryview(flat), flat.size)
 
     def bytes(self) -> bytes:
         return b"".join(self.parts)
