@@ -42,6 +42,8 @@ STATUS_TOPIC = "policy_server/status"
 OBSERVATION_TOPIC = "observation"
 CHUNK_TOPIC = "action_chunk"
 CHUNK_SERVICE = "get_action_chunk"
+#: What a policy server's status detail says when its policy could not be loaded.
+LOAD_FAILED = "failed"
 
 # --- wire format ----------------------------------------------------------------------------
 
@@ -391,6 +393,8 @@ class ServerWatch:
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while not self.ready():
+                if self.alive() and LOAD_FAILED in self.state.detail:
+                    break  # a failed load never becomes ready: no point in waiting
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
