@@ -216,16 +216,28 @@ class MujocoEnv:
             key_to_id = self._key_to_id
             applied: list[str] = []
             unknown: list[str] = []
-            for key, value in action.items():
+            targets: list[tuple[int, float]] = []
+            try:
+                items = action.items()
+            except AttributeError:
+                raise ValueError(
+                    f"action={action!r}: must be a mapping of action key -> number"
+                ) from None
+            for key, value in items:
                 idx = key_to_id.get(key)
                 if idx is None:
                     unknown.append(key)
                     continue
-                v = float(value)
+                try:
+                    v = float(value)
+                except (TypeError, ValueError):
+                    v = math.nan
                 if not math.isfinite(v):
                     raise ValueError(f"action[{key!r}]={value!r}: must be a finite number")
-                ctrl[idx] = v
+                targets.append((idx, v))
                 applied.append(key)
+            for idx, v in targets:  # all or nothing: a refused action changes no target
+                ctrl[idx] = v
             mujoco.mj_step(self._model, data, self.substeps)
             observation = self._observe()
             reward = 0.0

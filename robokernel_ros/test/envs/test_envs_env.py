@@ -141,8 +141,17 @@ def test_unspecified_actuators_keep_their_target_and_unknown_keys_are_reported(
 def test_a_non_finite_action_value_is_refused(arm_scene: MujocoScene) -> None:
     env = arm_scene.make_env("arm")
     env.reset()
+    before = env.hold_action(None)
     with pytest.raises(ValueError, match=r"action\['elbow_flex'\]=nan: must be a finite number"):
-        env.step({"elbow_flex": float("nan")})
+        env.step({"shoulder_pan": 0.2, "elbow_flex": float("nan")})
+    with pytest.raises(ValueError, match=r"action\['gripper'\]='open': must be a finite number"):
+        env.step({"gripper": "open"})
+    with pytest.raises(
+        ValueError, match=r"action=\[0.1\]: must be a mapping of action key -> number"
+    ):
+        env.step([0.1])  # type: ignore[arg-type]
+    assert env.hold_action(None) == before  # a refused action changed no target
+    assert arm_scene.data.time == 0.0
 
 
 @pytest.mark.parametrize(("hz", "substeps"), [(50.0, 10), (100, 5), (500.0, 1), (20.0, 25)])
