@@ -10,16 +10,10 @@
 Imports no ROS (the ROS robot environment belongs to the nodes).
 """
 
-import os
-import sys
+from . import _gl
 
-# MuJoCo reads MUJOCO_GL once, when it is imported: headless machines need EGL/OSMesa.
-if (
-    sys.platform.startswith("linux")
-    and "mujoco" not in sys.modules
-    and not os.environ.get("DISPLAY")
-):
-    os.environ.setdefault("MUJOCO_GL", "egl")
+# MuJoCo reads MUJOCO_GL once, when it is imported: settle it first (see _gl).
+_gl.prepare()
 
 from .env import MujocoEnv  # noqa: E402
 from .models import PACKAGED_MODELS, packaged_models, resolve_model  # noqa: E402

@@ -28,6 +28,8 @@ from typing import Any, Literal
 import mujoco
 import numpy as np
 
+from . import _gl
+
 log = logging.getLogger(__name__)
 
 RenderQuality = Literal["fast", "full"]
@@ -46,7 +48,15 @@ class RenderingUnavailable(RuntimeError):
 
 def rendering_backend() -> str:
     """The backend MuJoCo was asked to use (MUJOCO_GL), or 'glfw' (its default)."""
-    return os.environ.get("MUJOCO_GL", "glfw") or "glfw"
+    return _gl.requested_backend or os.environ.get("MUJOCO_GL", "glfw") or "glfw"
+
+
+def _unavailable(detail: str) -> RenderingUnavailable:
+    missing = f" (lib{_gl.missing_library} is not installed)" if _gl.missing_library else ""
+    return RenderingUnavailable(
+        f"offscreen rendering is unavailable with MUJOCO_GL={rendering_backend()!r}{missing}: "
+        f"{detail}. {INSTALL_HINT}"
+    )
 
 
 def _gl_context_class() -> Any:
@@ -56,9 +66,7 @@ def _gl_context_class() -> Any:
         from mujoco import gl_context  # type: ignore[no-redef]
     cls = getattr(gl_context, "GLContext", None)
     if cls is None:
-        raise RenderingUnavailable(
-            f"MuJoCo has no OpenGL backend (MUJOCO_GL={rendering_backend()!r}). {INSTALL_HINT}"
-        )
+        raise _unavailable("MuJoCo has no OpenGL context")
     return cls
 
 
@@ -149,10 +157,7 @@ class RendererCache:
             except (
                 Exception
             ) as exc:  # the backends raise ImportError, RuntimeError, mujoco.FatalError
-                raise RenderingUnavailable(
-                    f"offscreen rendering failed with MUJOCO_GL={rendering_backend()!r}: "
-                    f"{type(exc).__name__}: {exc}. {INSTALL_HINT}"
-                ) from exc
+                raise _unavailable(f"{type(exc).__name__}: {exc}") from exc
             entry = (generation, context)
             self._local.entry = entry
             with self._guard:
@@ -176,7 +181,7 @@ class RendererCache:
 def _release(gl: Any) -> None:
     """Un-bind whatever context is current on this thread (EGL), so the context can be
     made current on another thread later."""
-    if rendering_backend() != "egl":
+    if os.environ.get("MUJOCO_GL") != "egl":
         return
     with contextlib.suppress(Exception):
         from mujoco import egl

@@ -504,7 +504,10 @@ class MujocoScene:
         self._cameras: dict[str, CameraEntry] = {}
         self._offscreen = (640, 480)
         self._renderers = RendererCache(render_quality)
-        self.generation = 0  # bumped on every recompile; envs rebind their indices on change
+        # Bumped on every recompile and timestep change: envs rebind their indices and
+        # substeps on change. _compiled counts recompiles only (render contexts follow it).
+        self.generation = 0
+        self._compiled = 0
         self.model: mujoco.MjModel
         self.data: mujoco.MjData
         self._index: _Index
@@ -942,7 +945,7 @@ class MujocoScene:
         with self.lock:
             cam = self.camera_id(camera)
             return self._renderers.render(
-                self.model, self.data, self.generation, cam, int(width), int(height)
+                self.model, self.data, self._compiled, cam, int(width), int(height)
             )
 
     def close(self) -> None:
@@ -1081,6 +1084,7 @@ class MujocoScene:
             self._carry_state(self.model, old, self._index, model, data, index)
         self.model, self.data, self._index = model, data, index
         self.generation += 1
+        self._compiled += 1
         if fresh:
             self._apply_base_home()
         for name in new_robots:
