@@ -6,18 +6,25 @@ A node module stays thin: it defines a Node (or LifecycleNode) subclass and
     def main(args=None) -> int:
         return run_node(MyNode, args=args)
 
+    # a node whose callbacks block (services that wait for work) on N threads:
+    def main(args=None) -> int:
+        return run_multithreaded(MyNode, args=args, threads=4)
+
 `run_node` does `rclpy.init()`, builds the node, spins it, turns Ctrl-C into a clean
 exit, stops the executor before `rclpy.shutdown()` (shutting rclpy down under a
 spinning executor aborts the process in this build), and turns a `ParameterError`
-raised while building or starting the node into one logged line and exit status 2.
+raised while building or starting the node into one logged line and exit status 2
+(a RuntimeError into one logged line and status 1). `run_multithreaded` is the same
+on a MultiThreadedExecutor.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import rclpy
@@ -74,6 +81,61 @@ EVENT_QOS = QoSProfile(
     reliability=ReliabilityPolicy.RELIABLE,
     durability=DurabilityPolicy.VOLATILE,
 )
+
+#: Live kernel events (KernelEvent): reliable, volatile, depth 1000 (an episode step
+#: publishes about five events in a burst; a shallower history drops some before a
+#: subscriber acks).
+EVENTS_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=1000,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+
+
+# --- kernel events as messages ------------------------------------------------------------
+
+
+def event_json(data: Mapping[str, Any]) -> str:
+    """An event's data as a JSON object: images (arrays of 2+ dimensions) become their
+    shape and dtype, non-finite floats their text (JSON has no NaN)."""
+    import numpy as np
+
+    from robokernel_ros.kernel.trace import to_jsonable
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, np.ndarray) and value.ndim >= 2:
+            return {"shape": list(value.shape), "dtype": str(value.dtype)}
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()}
+        return value
+
+    def finite(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return str(value)
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [finite(v) for v in value]
+        return value
+
+    return json.dumps(finite(to_jsonable(strip(dict(data)))))
+
+
+def kernel_event_msg(event: Any) -> Any:
+    """A kernel Event as a robokernel_interfaces/KernelEvent (stamp = the episode clock)."""
+    from robokernel_interfaces.msg import KernelEvent
+
+    msg = KernelEvent()
+    secs = max(0.0, float(event.t))
+    msg.stamp.sec = int(secs)
+    msg.stamp.nanosec = int((secs - int(secs)) * 1e9)
+    msg.run_id = event.run_id
+    msg.seq = int(event.seq)
+    msg.kind = event.kind
+    msg.step = int(event.step)
+    msg.data_json = event_json(event.data)
+    return msg
 
 
 # --- parameters ---------------------------------------------------------------------------
@@ -251,13 +313,14 @@ def run_node(
     make_node: Callable[[], Node],
     *,
     args: Sequence[str] | None = None,
-    executor: str | None = None,
+    executor: str | Callable[[], Any] | None = None,
     on_started: Callable[[Node], None] | None = None,
 ) -> int:
     """`main()` of a node: init rclpy, build the node, spin until Ctrl-C or shutdown.
 
     `executor` None reads the `--executor` choice from the node's `executor` parameter
-    when it has one, else uses the SingleThreadedExecutor. `on_started(node)` runs once
+    when it has one, else uses the SingleThreadedExecutor; a string is one of
+    EXECUTORS; a callable returns the executor to use. `on_started(node)` runs once
     after the node is built (e.g. a lifecycle node's autostart); a ParameterError or
     RuntimeError from it ends the process with status 2 or 1.
     Returns the exit status.
@@ -275,7 +338,7 @@ def run_node(
                 if node.has_parameter("executor")
                 else "single_threaded"
             )
-        exec_ = make_executor(kind)
+        exec_ = kind() if callable(kind) else make_executor(kind)
         exec_.add_node(node)
         if on_started is not None:
             on_started(node)
@@ -298,6 +361,27 @@ def run_node(
             node.destroy_node()
         rclpy.try_shutdown()
     return status
+
+
+def run_multithreaded(
+    make_node: Callable[[], Node],
+    *,
+    args: Sequence[str] | None = None,
+    threads: int = 4,
+    on_started: Callable[[Node], None] | None = None,
+) -> int:
+    """`run_node` on a MultiThreadedExecutor of `threads` threads: for a node whose
+    callbacks may block (a service that waits for a rollout, inference on a service
+    call) while others must still answer (callback groups decide which run together)."""
+    from rclpy.executors import MultiThreadedExecutor
+
+    check("threads", threads, min_value=1)
+    return run_node(
+        make_node,
+        args=args,
+        executor=lambda: MultiThreadedExecutor(num_threads=threads),
+        on_started=on_started,
+    )
 
 
 def _report(node: Node | None, text: str) -> None:

@@ -34,7 +34,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from robokernel_interfaces.msg import ActionChunk, Observation, PolicyServerStatus
 from robokernel_interfaces.srv import GetActionChunk
-from robokernel_ros.nodes._common import STATUS_QOS, ParameterError, declare
+from robokernel_ros.nodes._common import STATUS_QOS, ParameterError, declare, run_multithreaded
 from robokernel_ros.policies import remote as wire
 
 OBSERVATION_QOS = QoSProfile(
@@ -271,44 +271,6 @@ class PolicyServer(Node):
         if close is not None:
             close()
         super().destroy_node()
-
-
-def run_multithreaded(make_node: Any, args: list[str] | None = None, threads: int = 4) -> int:
-    """`main()` of a node whose callbacks may block (services that wait for work):
-    `_common.run_node`'s contract (Ctrl-C is a clean exit, a refused parameter is one
-    logged line and status 2, the executor stops before rclpy shuts down) on a
-    MultiThreadedExecutor."""
-    import sys
-
-    import rclpy
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-
-    from robokernel_ros.nodes._common import _report, spin_until
-
-    rclpy.init(args=list(args) if args is not None else sys.argv)
-    node = None
-    executor = None
-    status = 0
-    try:
-        node = make_node()
-        executor = MultiThreadedExecutor(num_threads=threads)
-        executor.add_node(node)
-        spin_until(executor, lambda: False)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except ParameterError as exc:
-        _report(node, f"refused: {exc}")
-        status = 2
-    except RuntimeError as exc:
-        _report(node, f"stopped: {exc}")
-        status = 1
-    finally:
-        if executor is not None:
-            executor.shutdown(timeout_sec=1.0)
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return status
 
 
 def main(args: list[str] | None = None) -> int:

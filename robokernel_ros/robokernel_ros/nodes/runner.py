@@ -31,15 +31,12 @@ stop_policy, list_policies_running and the operator channel answer during a run.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
@@ -55,19 +52,18 @@ from robokernel_interfaces.srv import (
     StopPolicy,
     SubmitVerdict,
 )
-from robokernel_ros.nodes._common import ESTOP_QOS, ParameterError, declare
+from robokernel_ros.nodes._common import (
+    ESTOP_QOS,
+    EVENTS_QOS,
+    ParameterError,
+    declare,
+    event_json,
+    kernel_event_msg,
+    run_multithreaded,
+)
 from robokernel_ros.policies import remote
 
 ENVS = ("sim", "ros")
-
-#: Live kernel events: reliable, volatile, depth 1000 (an episode step publishes about
-#: five events in a burst; a shallower history drops some before a subscriber acks).
-EVENTS_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST,
-    depth=1000,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.VOLATILE,
-)
 
 
 class Refused(ValueError):
@@ -99,28 +95,6 @@ def _optional(field: str, value: int, unset: int = -1) -> int | None:
 def _timeout(value: float) -> float | None:
     # 0 means no deadline; a negative or non-finite value goes on to be refused by the API.
     return None if value == 0.0 else value
-
-
-def _event_json(data: Mapping[str, Any]) -> str:
-    from robokernel_ros.kernel.trace import to_jsonable
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, np.ndarray) and value.ndim >= 2:
-            return {"shape": list(value.shape), "dtype": str(value.dtype)}
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items()}
-        return value
-
-    def finite(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return str(value)
-        if isinstance(value, dict):
-            return {k: finite(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [finite(v) for v in value]
-        return value
-
-    return json.dumps(finite(to_jsonable(strip(dict(data)))))
 
 
 class RunnerNode(Node):
@@ -311,16 +285,7 @@ class RunnerNode(Node):
     # events ----------------------------------------------------------------------------------
 
     def _on_event(self, event: Any) -> None:
-        msg = KernelEvent()
-        secs = max(0.0, float(event.t))
-        msg.stamp.sec = int(secs)
-        msg.stamp.nanosec = int((secs - int(secs)) * 1e9)
-        msg.run_id = event.run_id
-        msg.seq = int(event.seq)
-        msg.kind = event.kind
-        msg.step = int(event.step)
-        msg.data_json = _event_json(event.data)
-        self._events_pub.publish(msg)
+        self._events_pub.publish(kernel_event_msg(event))
 
     # API services ----------------------------------------------------------------------------
 
@@ -669,7 +634,7 @@ def _json(out: Mapping[str, Any]) -> Any:
 
 
 def _event_json_safe(value: Any) -> Any:
-    return json.loads(_event_json({"v": value}))["v"]
+    return json.loads(event_json({"v": value}))["v"]
 
 
 def _running_robots(report: Mapping[str, Any]) -> list[str]:
@@ -685,8 +650,6 @@ def _running_robots(report: Mapping[str, Any]) -> list[str]:
 
 
 def main(args: list[str] | None = None) -> int:
-    from robokernel_ros.nodes.policy_server import run_multithreaded
-
     return run_multithreaded(RunnerNode, args=args, threads=8)
 
 

@@ -321,19 +321,14 @@ def merge_limits(
     return merged
 
 
-def build_shield(
-    joints: Sequence[str],
-    limits: Mapping[str, JointLimit],
-    *,
-    command_interface: str = "position",
-    clip_tolerance: float = 0.05,
-    max_step_dt_s: float = 0.05,
-) -> SafetyShield:
-    """The kernel SafetyShield for commands to `joints` under `limits`.
+def shield_limits(
+    limits: Mapping[str, JointLimit], command_interface: str = "position"
+) -> tuple[dict[str, tuple[float, float]], dict[str, Any]]:
+    """Joint limits as the kernel shield's terms: (action_limits, safety).
 
-    Position interface: limits = position limits; guards = velocity and acceleration
-    rate limits. Velocity interface: limits = +-max_velocity; the rate guard bounds the
-    change of velocity by max_acceleration.
+    Position interface: action_limits = position limits; safety = velocity and
+    acceleration rate limits. Velocity interface: action_limits = +-max_velocity; the
+    rate guard bounds the change of velocity by max_acceleration.
     """
     if command_interface == "position":
         action_limits = {
@@ -360,6 +355,19 @@ def build_shield(
             j: lim.max_acceleration for j, lim in limits.items() if lim.max_acceleration
         }
         safety = {"max_velocity": accelerations} if accelerations else {}
+    return action_limits, safety
+
+
+def build_shield(
+    joints: Sequence[str],
+    limits: Mapping[str, JointLimit],
+    *,
+    command_interface: str = "position",
+    clip_tolerance: float = 0.05,
+    max_step_dt_s: float = 0.05,
+) -> SafetyShield:
+    """The kernel SafetyShield for commands to `joints` under `limits` (`shield_limits`)."""
+    action_limits, safety = shield_limits(limits, command_interface)
     spec = EnvSpec(
         action_keys=tuple(joints),
         control="absolute" if command_interface == "position" else "velocity",
