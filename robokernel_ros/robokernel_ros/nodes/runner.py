@@ -253,7 +253,9 @@ class RunnerNode(Node):
     def _make_workcell(self) -> Any:
         from robokernel_ros.rollout import SimWorkcell
 
-        sinks = [bag_sink] if self.trace_dir else []
+        # The workcell mirrors every episode to <trace_dir>/<run_id>/bag itself (bag="mcap",
+        # the rollout API's default); bag_sink stays for callers that build their own.
+        sinks: list[Any] = []
         trace_dir = self.trace_dir or None
         if self.env_kind == "sim":
             cell = SimWorkcell(trace_dir=trace_dir, episode_sinks=sinks)

@@ -156,6 +156,11 @@ class RolloutPlan:
     progress: bool | None = None
     benchmark: dict[str, Any] | None = None
     scene_override: Any = None  # a benchmark's own scene
+    bag: str | None = None  # the rosbag2 storage of each episode's <run_dir>/bag, None: no bag
+    cameras: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # cameras= as asked
+    image_size: tuple[int, int] | None = None  # image_size= as asked
+    env_cameras: tuple[str, ...] = ()  # resolved by resolve_cameras: what the env renders
+    env_image_size: tuple[int, int] | None = None
 
     @property
     def robot(self) -> str:
@@ -178,11 +183,15 @@ def _provider_and_config(
 
 
 def _common(plan_kwargs: dict[str, Any], *, observer: Any, on_frame: Any, video: Any, trace_dir: Any,
-            safety: Any, progress: Any) -> None:  # fmt: skip
+            safety: Any, progress: Any, bag: Any = None, cameras: Any = None,
+            image_size: Any = None) -> None:  # fmt: skip
     plan_kwargs["observers"] = v.callables("observer", observer)
     plan_kwargs["on_frame"] = v.optional_callable("on_frame", on_frame)
     plan_kwargs["video"] = v.video_config("video", video)
     plan_kwargs["trace_dir"] = v.trace_dir("trace_dir", trace_dir)
+    plan_kwargs["bag"] = v.bag_option("bag", bag, plan_kwargs["trace_dir"])
+    plan_kwargs["cameras"] = v.cameras_option("cameras", cameras)
+    plan_kwargs["image_size"] = v.image_size_option("image_size", image_size)
     if safety is not None and not isinstance(safety, Mapping):
         raise ValueError(f"safety={safety!r}: must be a dict of shield settings or None")
     plan_kwargs["safety"] = dict(safety) if safety is not None else None
@@ -212,6 +221,9 @@ def plan_run(
     video: Any = None,
     fast_mode: Any = True,
     trace_dir: Any = DEFAULT_TRACE_DIR,
+    bag: Any = None,
+    cameras: Any = None,
+    image_size: Any = None,
     safety: Any = None,
     progress: Any = None,
     call: str = "run_policy",
@@ -226,7 +238,7 @@ def plan_run(
     )
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
-            progress=progress)  # fmt: skip
+            progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
     return RolloutPlan(
         call=call,
         robots=(robot,),
@@ -272,6 +284,9 @@ def plan_eval(
     fast_mode: Any = True,
     reset_between: Any = True,
     trace_dir: Any = DEFAULT_TRACE_DIR,
+    bag: Any = None,
+    cameras: Any = None,
+    image_size: Any = None,
     safety: Any = None,
     progress: Any = None,
     call: str = "eval_policy",
@@ -283,7 +298,7 @@ def plan_eval(
     episodes = v.positive_int("n_episodes", n_episodes)
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
-            progress=progress)  # fmt: skip
+            progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
     benchmark = None
     if spec is not None:
         if registry is None:
@@ -356,6 +371,9 @@ def plan_multi(
     video: Any = None,
     fast_mode: Any = True,
     trace_dir: Any = DEFAULT_TRACE_DIR,
+    bag: Any = None,
+    cameras: Any = None,
+    image_size: Any = None,
     safety: Any = None,
     call: str = "run_multi_policy",
 ) -> RolloutPlan:
@@ -407,7 +425,7 @@ def plan_multi(
     horizons = v.per_robot("action_horizon", action_horizon, names, v.positive_int)
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
-            progress=None)  # fmt: skip
+            progress=None, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
     return RolloutPlan(
         call=call,
         robots=tuple(names),
@@ -771,6 +789,22 @@ class _MonitoredEnv:
 # --- the runner ---------------------------------------------------------------------------------
 
 
+def _attach_bag(bus: EventBus, trace_dir: Path, storage: str) -> Callable[[Any], dict[str, Any]]:
+    """Mirror the episode on `bus` to <trace_dir>/<run_id>/bag; the finisher reports bag_path."""
+    from robokernel_ros.bag.mirror import EpisodeBagMirror
+
+    mirror = EpisodeBagMirror(trace_dir, storage=storage)
+    unsubscribe = mirror.attach(bus)
+
+    def finish(record: Any) -> dict[str, Any]:
+        unsubscribe()
+        mirror.close()  # after episode.end it is closed already; a failed episode's is closed here
+        path = mirror.last_bag_path
+        return {"bag_path": str(path) if path is not None and path.is_dir() else None}
+
+    return finish
+
+
 @dataclass
 class EpisodeSinkContext:
     """What an episode sink (e.g. the rosbag mirror) gets before each episode."""
@@ -820,21 +854,29 @@ class PolicyRunner:
     def run(self, robot_name: str, **kwargs: Any) -> dict[str, Any]:
         """One rollout; returns the result dict (raises ValueError for a refused parameter)."""
         plan = plan_run(robot_name, robots=self._robots(), **kwargs)
-        self.probe_video(plan)
+        self.preflight(plan)
         return self.execute_run(plan, RolloutControl(plan.robots, "run_policy"))
 
     def evaluate(self, robot_name: str | None = None, **kwargs: Any) -> dict[str, Any]:
         """n episodes; returns the aggregate report (raises ValueError for a refused parameter)."""
         plan = plan_eval(robot_name, robots=self._robots(), registry=self.registry, **kwargs)
-        self.probe_video(plan)
+        self.preflight(plan)
         return self.execute_eval(plan, RolloutControl(plan.robots, plan.call))
 
     def run_multi(self, policies: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
         plan = plan_multi(policies, robots=self._robots(), **kwargs)
-        self.probe_video(plan)
+        self.preflight(plan)
         return self.execute_multi(plan, RolloutControl(plan.robots, "run_multi_policy"))
 
     # -- up-front checks that need the scene ------------------------------------------------
+    def preflight(self, plan: RolloutPlan, scene: Any = None) -> None:
+        """Every check that needs the scene, before the robot is claimed: the cameras the
+        policy needs and the call asks for (added to the scene when defined), then the video."""
+        from .cameras import resolve_cameras
+
+        resolve_cameras(plan, scene or plan.scene_override or self.scene)
+        self.probe_video(plan, scene)
+
     def probe_video(self, plan: RolloutPlan, scene: Any = None) -> None:
         """Validate the video folder and render one frame from the camera before anything runs."""
         if plan.video is None:
@@ -940,6 +982,8 @@ class PolicyRunner:
             bus.subscribe(obs)
         finishers = []
         trace = TraceStore(plan.trace_dir) if plan.trace_dir is not None else None
+        if plan.bag is not None and plan.trace_dir is not None:
+            finishers.append(_attach_bag(bus, plan.trace_dir, plan.bag))
         sink_ctx = EpisodeSinkContext(bus, plan.trace_dir, plan.robots, episode, plan.call)
         for sink in self.episode_sinks:
             try:
@@ -1108,7 +1152,12 @@ class PolicyRunner:
     def _prepare(self, plan: RolloutPlan, scene: Any):
         """Build the env, the policies and the agent (in the rollout's thread)."""
         robots = list(plan.robots)
-        env = scene.make_env(robots if len(robots) > 1 else robots[0], control_hz=plan.control_hz)
+        target = robots if len(robots) > 1 else robots[0]
+        if plan.env_cameras:
+            env = scene.make_env(target, control_hz=plan.control_hz, cameras=plan.env_cameras,
+                                 image_size=plan.env_image_size)  # fmt: skip
+        else:
+            env = scene.make_env(target, control_hz=plan.control_hz)
         spec = env.env_spec
         policies: dict[str, Policy] = {}
         agents: dict[str, _RolloutAgent] = {}

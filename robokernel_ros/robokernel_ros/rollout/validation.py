@@ -266,3 +266,100 @@ def episode_video_path(path: str, episode: int) -> str:
     """eval.mp4 -> eval_ep0.mp4, eval_ep1.mp4, ..."""
     p = Path(path)
     return str(p.with_name(f"{p.stem}_ep{episode}{p.suffix}"))
+
+
+# --- rosbag mirror ----------------------------------------------------------------------------
+
+BAG_STORAGES = ("mcap", "sqlite3")
+
+
+def bag_option(name: str, value: Any, trace_path: Path | None) -> str | None:
+    """bag="mcap" (True too) | "sqlite3" | False; None: "mcap" when there is a trace_dir.
+
+    Returns the storage, or None for no bag. A bag lives inside its episode's run
+    directory (<trace_dir>/<run_id>/bag), so an explicit storage needs a trace_dir.
+    """
+    if value is None:
+        return BAG_STORAGES[0] if trace_path is not None else None
+    if value is False:
+        return None
+    storage = BAG_STORAGES[0] if value is True else value
+    if not isinstance(storage, str) or storage not in BAG_STORAGES:
+        raise ValueError(
+            f"{name}={value!r}: must be 'mcap' (the default), 'sqlite3', or False for no bag"
+        )
+    if trace_path is None:
+        raise ValueError(
+            f"{name}={value!r} with trace_dir=None: a bag is written inside the episode's run directory "
+            "(<trace_dir>/<run_id>/bag); give a trace_dir, or bag=False"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("rosbags") is None:
+        raise ValueError(
+            f"{name}={value!r}: the rosbags library is not installed (pip install rosbags); or pass bag=False"
+        )
+    return storage
+
+
+# --- cameras ----------------------------------------------------------------------------------
+
+CAMERA_SPEC_KEYS = ("pos", "lookat", "xyaxes", "fovy")
+
+
+def cameras_option(name: str, value: Any) -> dict[str, dict[str, Any] | None]:
+    """cameras=[scene camera names] or {name: None | {pos, lookat | xyaxes, fovy}}.
+
+    Returns {name: spec or None}; None names a camera the scene must already have,
+    a spec adds the camera (or matches the one of that name already added).
+    """
+    if value is None:
+        return {}
+    if isinstance(value, str) or not isinstance(value, Sequence | Mapping):
+        raise ValueError(
+            f"{name}={value!r}: must be a list of scene camera names or "
+            "{name: {'pos': [x, y, z], 'lookat': [x, y, z]}}"
+        )
+    items = value.items() if isinstance(value, Mapping) else ((c, None) for c in value)
+    out: dict[str, dict[str, Any] | None] = {}
+    for cam, spec in items:
+        if not isinstance(cam, str) or not cam:
+            raise ValueError(f"{name}: camera name {cam!r} must be a non-empty string")
+        if cam in out:
+            raise ValueError(f"{name}: camera {cam!r} is named twice")
+        if spec is None:
+            out[cam] = None
+            continue
+        if not isinstance(spec, Mapping):
+            raise ValueError(
+                f"{name}[{cam!r}]={spec!r}: must be None (a scene camera) or a dict of "
+                f"{', '.join(CAMERA_SPEC_KEYS)}"
+            )
+        unknown = sorted(str(k) for k in spec if k not in CAMERA_SPEC_KEYS)
+        if unknown:
+            raise ValueError(
+                f"{name}[{cam!r}]: unknown keys {unknown}; must be among {', '.join(CAMERA_SPEC_KEYS)}"
+            )
+        if "pos" not in spec:
+            raise ValueError(f"{name}[{cam!r}]={dict(spec)!r}: 'pos' is required to add a camera")
+        out[cam] = dict(spec)
+    return out
+
+
+def image_size_option(name: str, value: Any) -> tuple[int, int] | None:
+    """image_size=N (square) or (height, width), positive whole numbers; None: the policy's."""
+    if value is None:
+        return None
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        size = positive_int(name, value)
+        return size, size
+    if isinstance(value, str) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ValueError(
+            f"{name}={value!r}: must be (height, width), two positive whole numbers, or one number"
+        )
+    try:
+        return positive_int(f"{name}[0]", value[0]), positive_int(f"{name}[1]", value[1])
+    except ValueError:
+        raise ValueError(
+            f"{name}={value!r}: must be (height, width), two positive whole numbers"
+        ) from None

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from robokernel_ros.envs import MujocoScene
@@ -71,10 +72,12 @@ class SceneBusyError(RuntimeError):
 class SimWorkcell:
     """A MuJoCo scene with the policy-rollout API.
 
-    SimWorkcell(scene=None, *, trace_dir="runs/", max_concurrent=4, bus=None,
+    SimWorkcell(scene=None, *, trace_dir="runs/", bag="mcap", max_concurrent=4, bus=None,
                 episode_sinks=(), record_privileged=True)
 
     trace_dir: the default folder of run directories for every call (None: no trace).
+    bag: the default rosbag2 mirror of every episode, written to <run_dir>/bag: "mcap",
+        "sqlite3", or False for none (a call's bag= overrides it; no trace, no bag).
     max_concurrent: rollouts that run at once; further start_policy calls queue.
     bus: an EventBus every episode's events (and eval `progress` events) are forwarded to.
     episode_sinks: per-episode bus subscribers (e.g. the rosbag mirror); see EpisodeSink.
@@ -85,6 +88,7 @@ class SimWorkcell:
         scene: MujocoScene | None = None,
         *,
         trace_dir: Any = DEFAULT_TRACE_DIR,
+        bag: Any = "mcap",
         max_concurrent: int = 4,
         bus: EventBus | None = None,
         episode_sinks: Sequence[EpisodeSink] = (),
@@ -92,6 +96,9 @@ class SimWorkcell:
     ) -> None:
         self.scene = scene if scene is not None else MujocoScene()
         self.trace_dir = v.trace_dir("trace_dir", trace_dir)
+        if bag is not False:
+            v.bag_option("bag", bag, Path("."))  # the domain, whatever the trace_dir
+        self.bag = bag
         self.bus = bus if bus is not None else EventBus()
         self.episode_sinks: list[EpisodeSink] = list(episode_sinks)
         self.benchmarks = BenchmarkRegistry()
@@ -179,6 +186,8 @@ class SimWorkcell:
 
     def _with_defaults(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs.setdefault("trace_dir", self.trace_dir)
+        if "bag" not in kwargs:  # the workcell's bag, for the calls that record a trace
+            kwargs["bag"] = self.bag if kwargs["trace_dir"] is not None else False
         return kwargs
 
     def _execute(
@@ -233,9 +242,9 @@ class SimWorkcell:
         """
         try:
             plan = plan_run(robot_name, robots=self.scene.robots(), **self._with_defaults(kwargs))
-            self.runner.probe_video(plan)
+            self.runner.preflight(plan)
             control = self._claim(plan)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, SceneBusyError) as exc:
             return error_envelope(str(exc))
         return self._execute(control, plan, self.runner, "run")
 
@@ -249,9 +258,9 @@ class SimWorkcell:
                 call="start_policy",
                 **self._with_defaults(kwargs),
             )
-            self.runner.probe_video(plan)
+            self.runner.preflight(plan)
             control = self._claim(plan)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, SceneBusyError) as exc:
             return error_envelope(str(exc))
         try:
             self._executor.submit(self._execute, control, plan, self.runner, "run")
@@ -360,9 +369,9 @@ class SimWorkcell:
         action_horizon=int | {robot: int}, duration / n_steps as run_policy."""
         try:
             plan = plan_multi(policies, robots=self.scene.robots(), **self._with_defaults(kwargs))
-            self.runner.probe_video(plan)
+            self.runner.preflight(plan)
             control = self._claim(plan)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, SceneBusyError) as exc:
             return error_envelope(str(exc))
         return self._execute(control, plan, self.runner, "multi")
 
@@ -386,9 +395,9 @@ class SimWorkcell:
                 registry=self.benchmarks,
                 **self._with_defaults(kwargs),
             )
-            self.runner.probe_video(plan)
+            self.runner.preflight(plan)
             control = self._claim(plan)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, SceneBusyError) as exc:
             return error_envelope(str(exc))
         return self._execute(control, plan, self.runner, "eval")
 
@@ -408,9 +417,9 @@ class SimWorkcell:
             scene = self._benchmark_scene(plan.benchmark)
             runner = PolicyRunner(scene, bus=self.bus, episode_sinks=self.episode_sinks, registry=self.benchmarks,
                                   record_privileged=self.runner.record_privileged)  # fmt: skip
-            runner.probe_video(plan)
+            runner.preflight(plan)
             control = self._claim(plan, scene=f"benchmark:{plan.benchmark['name']}")
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, SceneBusyError) as exc:
             return error_envelope(str(exc))
         return self._execute(control, plan, runner, "eval")
 
@@ -440,7 +449,7 @@ class SimWorkcell:
         (default: the recorded seed), safety.
         """
         try:
-            unknown = set(kwargs) - {"trace_dir", "video", "seed", "safety", "observer"}
+            unknown = set(kwargs) - {"trace_dir", "bag", "video", "seed", "safety", "observer"}
             if unknown:
                 raise ValueError(f"replay_episode: unknown parameters {sorted(unknown)}")
             trace = resolve_episode(repo_id, episode)
@@ -477,9 +486,9 @@ class SimWorkcell:
                             control_frequency=hz, action_horizon=1, seed=seed, async_rtc=False,
                             instruction=trace.meta.get("instruction") or "", call="replay_episode",
                             **self._with_defaults(kwargs))  # fmt: skip
-            self.runner.probe_video(plan)
+            self.runner.preflight(plan)
             control = self._claim(plan)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, SceneBusyError) as exc:
             return error_envelope(str(exc))
         final: dict[str, Any] = {}
 

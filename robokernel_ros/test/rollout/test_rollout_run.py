@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from robokernel_ros.kernel.trace import load_trace
@@ -76,7 +77,7 @@ def test_result_has_every_field_and_is_strict_json(cell):
     assert j["sim_time_s"] == pytest.approx(12 / 50.0)
     assert j["elapsed_s"] > 0 and j["action_resolution_rate"] == 1.0 and j["action_errors"] == {}
     assert j["trace_path"] and load_trace(j["trace_path"]).meta["outcome"] == "truncated"
-    assert j["bag_path"] is None and j["video_path"] is None
+    assert j["bag_path"] == str(Path(j["trace_path"]) / "bag") and j["video_path"] is None
     for alias, name in (
         ("rtc_chunks_acquired", "chunk_prefetch_chunks_acquired"),
         ("rtc_async_enabled", "chunk_prefetch_enabled"),
