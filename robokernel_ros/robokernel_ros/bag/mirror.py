@@ -68,7 +68,7 @@ from ..kernel.events import (
 from ..kernel.trace import IMAGES_DIR, dumps_line, event_line, to_jsonable
 from . import cdr
 from . import types as T
-from .append import message_appender
+from .append import MessageAppender
 
 _log = logging.getLogger(__name__)
 
@@ -188,7 +188,10 @@ class BagMirror:
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
         self._writer = Writer(self.path, version=9, storage_plugin=plugin)
         self._writer.open()
-        self._append = message_appender(self._writer)  # = Writer.write, with less overhead
+        # Writer.write, batched: messages are queued and written into the MCAP chunk in
+        # bulk (drained before every flush and at close; bounded by size).
+        self._appender = MessageAppender(self._writer)
+        self._append = self._appender.add
         self._writer.set_custom_data(FORMAT_KEY, FORMAT_VERSION)
         self._events_topic = f"{prefix}/events"
         self._joint_states_topic = f"{prefix}/joint_states"
@@ -225,6 +228,9 @@ class BagMirror:
     def _connection(self, topic: str, msgtype: str, qos: Qos) -> Any:
         conn = self._connections.get(topic)
         if conn is None:
+            # rosbags writes the schema and channel records into the pending chunk: the
+            # queued messages go first, so the file is what Writer.write would make.
+            self._appender.drain()
             conn = self._writer.add_connection(
                 topic, msgtype, typestore=self._store, offered_qos_profiles=[qos]
             )
@@ -445,6 +451,7 @@ class BagMirror:
             return
         # rosbags has no public flush: close the pending MCAP chunk (or commit the
         # sqlite3 transaction) so what was written so far survives a SIGKILL.
+        self._appender.drain()
         chunk = getattr(storage, "chunk", None)
         if chunk is not None and hasattr(storage, "close_chunk"):
             if chunk.msgs:
@@ -472,6 +479,7 @@ class BagMirror:
                 if self._meta:
                     self._writer.set_custom_data(META_KEY, _json_line(self._meta))
                 self._writer.set_custom_data("robokernel.events", str(self.events_written))
+                self._appender.drain()
                 self._writer.close()
             except OSError:
                 self.failed = True

@@ -8,19 +8,19 @@ from robokernel_ros.bag import BagMirror, load_bag_trace
 from robokernel_ros.kernel.events import Event
 
 
-def _episode() -> list[Event]:
-    """Big frames (chunks close by size), a stamp out of order, every topic the mirror has."""
+def _episode(steps: int = 30, images: bool = True) -> list[Event]:
+    """Chunks closing by size, a stamp out of order, every topic the mirror has."""
     events: list[Event] = []
 
     def add(kind: str, step: int, data: dict, t: float) -> None:
         events.append(Event(kind, step, data, t, 0.001 * len(events), len(events), "run-1"))
 
     add("episode.start", 0, {"run_id": "run-1", "instruction": "stack"}, 5.0)
-    for s in range(30):
+    for s in range(steps):
         t = 1.0 if s == 17 else 5.0 + 0.1 * s  # the episode clock may step back
         q = {"a": 0.1 * s, "b": -0.2 * s, "c": float(s)}
         data: dict = {"obs": {"joint_positions": q, "joint_velocities": dict.fromkeys(q, 0.5)}}
-        if s % 2 == 0:
+        if images and s % 2 == 0:
             data["images"] = {"front": np.full((240, 320, 3), s, dtype=np.uint8)}
         add("observation", s, data, t)
         if s % 5 == 0:
@@ -29,18 +29,22 @@ def _episode() -> list[Event]:
         if s == 9:
             add("safety.intervention", s, {"guard": "position", "key": "b", "value": 2.0, "limit": 1.0, "action": "clipped"}, t)  # fmt: skip
         add("action", s, {"action": q, "hold": s == 3, "reward": 0.0}, t)
-    add("operator.verdict", 29, {"outcome": "success", "note": ""}, 8.0)
-    add("episode.end", 30, {"outcome": "success", "steps": 30}, 8.0)
+    add("operator.verdict", steps - 1, {"outcome": "success", "note": ""}, 8.0)
+    add("episode.end", steps, {"outcome": "success", "steps": steps}, 8.0)
     return events
 
 
-@pytest.mark.parametrize("flush_interval_s", [0.0, 1e9])
-def test_direct_append_equals_writer_write(tmp_path, flush_interval_s):
+@pytest.mark.parametrize(
+    ("flush_interval_s", "steps", "images"),
+    [(0.0, 30, True), (1e9, 30, True), (1e9, 6000, False)],  # frames; many small messages
+)
+def test_batched_append_equals_writer_write(tmp_path, flush_interval_s, steps, images):
     fast = BagMirror(tmp_path / "fast" / "bag", flush_interval_s=flush_interval_s)
     slow = BagMirror(tmp_path / "slow" / "bag", flush_interval_s=flush_interval_s)
-    assert fast._append != fast._writer.write  # the direct path is the one in use
+    assert fast._appender.batched  # the batched path is the one in use
     slow._append = slow._writer.write  # rosbags' own write, for reference
-    for event in _episode():
+    episode = _episode(steps, images)
+    for event in episode:
         fast.write(event)
         slow.write(event)
     assert fast.closed and slow.closed and not fast.failed and not slow.failed
@@ -54,12 +58,12 @@ def test_direct_append_equals_writer_write(tmp_path, flush_interval_s):
         ).read_bytes()
     trace = load_bag_trace(tmp_path / "fast" / "bag")
     assert [e.seq for e in trace.events] == sorted(e.seq for e in trace.events)
-    assert len(trace.events) == len(_episode())
+    assert len(trace.events) == len(episode)
 
 
 def test_sqlite3_storage_writes_through_rosbags(tmp_path):
     mirror = BagMirror(tmp_path / "bag", storage="sqlite3")
-    assert mirror._append == mirror._writer.write
+    assert not mirror._appender.batched and mirror._append == mirror._writer.write
     for event in _episode():
         mirror.write(event)
     assert mirror.closed and len(load_bag_trace(tmp_path / "bag").events) == len(_episode())
