@@ -18,23 +18,79 @@ runner refuses to start against it. Observations are answered on one inference
 thread, latest first: an observation that arrives while the policy computes replaces
 the one waiting, so the server never falls behind the robot. A new `run_id` starts a
 new episode (the policy is reset with the observation's instruction).
+
+Served mode (`served:=true`): an external harness owns the loop (a Gazebo or Isaac
+simulation, another team's controller) and the server wraps its policy in the kernel's
+ServedSession: the same agent, SafetyShield, events, trace and bag as the runner's
+driven loop, one step at a time. The driven names above are not offered then (one
+policy, one episode stream); instead, relative to the namespace:
+  subscribes  served/episode_start     std_msgs/String, a JSON object
+                                        {"episode_id": str (required), "instruction": str,
+                                         "seed": int | null, "meta": {...}}
+  service     served/step              GetActionChunk: observation.run_id = the episode_id,
+                                        observation.step = 0, 1, 2, ... (one call per step);
+                                        answers ok + an ActionChunk of horizon 1 = the shielded
+                                        action (keys = action_keys, run_id = the episode_id).
+                                        The reward of the previous action, and its
+                                        terminated/truncated flags and the harness's clock,
+                                        ride in observation.arrays named served.reward,
+                                        served.terminated, served.truncated, served.sim_time_s
+                                        (one value each, all optional; not seen by the policy)
+  subscribes  served/episode_end       std_msgs/String, a JSON object
+                                        {"episode_id": str (required), "success": bool | null,
+                                         "outcome": str | null, "reward": float,
+                                         "terminated": bool, "truncated": bool}
+  publishes   served/episode_status    std_msgs/String, a JSON object per change, reliable
+                                        depth 100: {"episode_id", "state": "started" |
+                                        "refused" | "ended", "message", "run_id",
+                                        "trace_path"} plus, once ended, "outcome", "steps",
+                                        "holds", "chunks", "safety_interventions",
+                                        "total_reward", "bag_path"
+  publishes   served/events            KernelEvent, every kernel event live (as the runner's
+                                        events)
+  subscribes  estop                    std_msgs/Bool (the workcell's latched e-stop topic):
+                                        true latches the e-stop: steps answer the hold action,
+                                        the episode ends "estopped", starts are refused
+  service     served/clear_fault       std_srvs/Trigger: releases the latched e-stop (refused
+                                        while the last estop value is true)
+A step that arrives before its episode_start waits up to `start_timeout_s` for it.
+Each episode leaves a run directory <trace_dir>/<run_id>/ (events.jsonl, meta.json) and
+its rosbag2 <trace_dir>/<run_id>/bag (MCAP); both load with `kernel.load_trace`.
+Parameters of served mode: `action_keys` (required: the env's action keys),
+`limits_file` (required: ros2_control joint_limits YAML, loaded with the safety_shield
+node's loader), `command_interface` (position | velocity), `control_hz`, `trace_dir`
+('' = no trace and no bag), `bag`, `clip_tolerance`, `execution_steps` (0 = the whole
+chunk), `image_every`, `start_timeout_s`.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import math
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import Bool, String
+from std_srvs.srv import Trigger
 
-from robokernel_interfaces.msg import ActionChunk, Observation, PolicyServerStatus
+from robokernel_interfaces.msg import ActionChunk, KernelEvent, Observation, PolicyServerStatus
 from robokernel_interfaces.srv import GetActionChunk
-from robokernel_ros.nodes._common import STATUS_QOS, ParameterError, declare, run_multithreaded
+from robokernel_ros.nodes._common import (
+    ESTOP_QOS,
+    EVENT_QOS,
+    EVENTS_QOS,
+    STATUS_QOS,
+    ParameterError,
+    declare,
+    kernel_event_msg,
+    run_multithreaded,
+)
 from robokernel_ros.policies import remote as wire
 
 OBSERVATION_QOS = QoSProfile(
@@ -92,6 +148,14 @@ class PolicyServer(Node):
                 array_type=str,
             )
         )
+        self.served = declare(
+            self,
+            "served",
+            False,
+            "served mode: an external harness owns the loop (served/* names); "
+            "false: answer observations with chunks (driven mode)",
+        )
+        self._served_params = _declare_served(self) if self.served else None
         try:
             config = json.loads(config_json)
         except json.JSONDecodeError as exc:
@@ -118,20 +182,28 @@ class PolicyServer(Node):
         self._stopping = False
 
         self._status_pub = self.create_publisher(PolicyServerStatus, "~/status", STATUS_QOS)
-        self._chunk_pub = self.create_publisher(ActionChunk, "action_chunk", CHUNK_QOS)
-        self.create_subscription(
-            Observation,
-            "observation",
-            self._on_observation,
-            OBSERVATION_QOS,
-            callback_group=MutuallyExclusiveCallbackGroup(),
-        )
-        self.create_service(
-            GetActionChunk,
-            "get_action_chunk",
-            self._on_get_chunk,
-            callback_group=MutuallyExclusiveCallbackGroup(),
-        )
+        self.served_endpoint: ServedEndpoint | None = None
+        if self._served_params is not None:
+            if not self.action_keys:
+                raise ParameterError(
+                    "action_keys", self.action_keys, "served mode needs the env's action keys"
+                )
+            self.served_endpoint = ServedEndpoint(self, self._served_params)
+        else:
+            self._chunk_pub = self.create_publisher(ActionChunk, "action_chunk", CHUNK_QOS)
+            self.create_subscription(
+                Observation,
+                "observation",
+                self._on_observation,
+                OBSERVATION_QOS,
+                callback_group=MutuallyExclusiveCallbackGroup(),
+            )
+            self.create_service(
+                GetActionChunk,
+                "get_action_chunk",
+                self._on_get_chunk,
+                callback_group=MutuallyExclusiveCallbackGroup(),
+            )
         self.create_timer(
             1.0 / self.heartbeat_hz,
             self._publish_status,
@@ -267,10 +339,452 @@ class PolicyServer(Node):
             self._stopping = True
             self._cond.notify_all()
         self._worker.join(timeout=5)
+        if self.served_endpoint is not None:
+            self.served_endpoint.close()
         close = getattr(self.policy, "close", None)
         if close is not None:
             close()
         super().destroy_node()
+
+
+# --- served mode ------------------------------------------------------------------------------
+
+COMMAND_INTERFACES = ("position", "velocity")
+#: Observation.arrays the harness uses for what belongs to the previous action.
+SERVED_ARRAYS = ("served.reward", "served.terminated", "served.truncated", "served.sim_time_s")
+#: Episode status changes: reliable, deep enough for a burst of episodes.
+EPISODE_STATUS_QOS = EVENT_QOS
+
+
+def _declare_served(node: Node) -> dict[str, Any]:
+    """Declare and validate served mode's parameters; the limits file is loaded here."""
+    from robokernel_ros.nodes.safety_shield import load_limits_file
+
+    p: dict[str, Any] = {
+        "limits_file": declare(
+            node, "limits_file", "", "served: joint limits (ros2_control joint_limits YAML)"
+        ),
+        "command_interface": declare(
+            node,
+            "command_interface",
+            "position",
+            "served: what actions command (position: absolute targets; velocity)",
+            choices=COMMAND_INTERFACES,
+        ),
+        "control_hz": declare(
+            node,
+            "control_hz",
+            50.0,
+            "served: the harness's control rate (Hz; the rate guards' step time)",
+            min_value=0.0,
+            min_exclusive=True,
+            max_value=10000.0,
+        ),
+        "trace_dir": declare(
+            node, "trace_dir", "runs", "served: folder of run directories and bags ('' = none)"
+        ),
+        "bag": declare(node, "bag", True, "served: mirror each episode to <run_dir>/bag"),
+        "clip_tolerance": declare(
+            node,
+            "clip_tolerance",
+            0.05,
+            "served: a value outside its limits by at most this x range is clipped, else held",
+            min_value=0.0,
+            max_value=1.0,
+        ),
+        "execution_steps": declare(
+            node,
+            "execution_steps",
+            0,
+            "served: actions served from each chunk (0 = the whole chunk)",
+            min_value=0,
+            max_value=100000,
+        ),
+        "image_every": declare(
+            node,
+            "image_every",
+            1,
+            "served: record camera images every N steps (0 = none)",
+            min_value=0,
+            max_value=100000,
+        ),
+        "start_timeout_s": declare(
+            node,
+            "start_timeout_s",
+            2.0,
+            "served: how long a step waits for its episode_start",
+            min_value=0.0,
+            max_value=60.0,
+        ),
+    }
+    if not p["limits_file"]:
+        raise ParameterError(
+            "limits_file",
+            "",
+            "served mode needs the joint limits the shield enforces (a ros2_control "
+            "joint_limits YAML)",
+        )
+    try:
+        p["limits"] = load_limits_file(p["limits_file"])
+    except ValueError as exc:
+        raise ParameterError("limits_file", p["limits_file"], str(exc)) from exc
+    return p
+
+
+class _Refused(ValueError):
+    """A served-mode request outside its domain (the message names field, value, domain)."""
+
+
+def _payload(field: str, text: str, required: tuple[str, ...], known: dict[str, Any]) -> dict:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise _Refused(f"{field}={text!r}: must be a JSON object ({exc})") from exc
+    if not isinstance(data, dict):
+        raise _Refused(f"{field}={text!r}: must be a JSON object")
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise _Refused(f"{field}: unknown key(s) {unknown}; known: {sorted(known)}")
+    for key in required:
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise _Refused(f"{field}[{key!r}]={data.get(key)!r}: must be a non-empty string")
+    for key, kind in known.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        ok = (
+            isinstance(value, bool)
+            if kind is bool
+            else (
+                isinstance(value, int | float) and not isinstance(value, bool)
+                if kind is float
+                else isinstance(value, kind) and not isinstance(value, bool)
+            )
+        )
+        if not ok:
+            raise _Refused(f"{field}[{key!r}]={value!r}: must be {kind.__name__} or null")
+    return data
+
+
+class ServedEndpoint:
+    """Served mode's ROS names around one kernel ServedSession (see the module docstring).
+
+    Every session call runs under one condition lock: the session is one episode at a
+    time. Steps and episode start/end sit in different callback groups so that a step
+    can wait for its episode_start.
+    """
+
+    def __init__(self, server: PolicyServer, params: dict[str, Any]) -> None:
+        from robokernel_ros.kernel import EnvSpec
+        from robokernel_ros.nodes.safety_shield import merge_limits, shield_limits
+
+        self.server = server
+        self.params = params
+        self.action_keys = list(server.action_keys)
+        try:
+            limits = merge_limits(self.action_keys, [("limits_file", params["limits"])])
+        except ParameterError as exc:
+            raise ParameterError("action_keys", self.action_keys, exc.domain) from exc
+        action_limits, safety = shield_limits(limits, params["command_interface"])
+        safety["clip_tolerance"] = params["clip_tolerance"]
+        self.safety = safety
+        self.env_spec = EnvSpec(
+            action_keys=tuple(self.action_keys),
+            control="absolute" if params["command_interface"] == "position" else "velocity",
+            control_hz=float(params["control_hz"]),
+            action_limits=action_limits,
+        )
+        self.session: Any = None  # built once the policy is loaded
+        self._mirror: Any = None
+        self._cond = threading.Condition()
+        self._episode: str | None = None  # the active episode_id
+        self._closed: dict[str, str] = {}  # episode_id -> why it takes no steps (ended, refused)
+        self._estop_input = False
+        self._next_step = 0  # the step index the active episode expects next
+        self._run_id = ""  # the active episode's run directory name (its episode.start)
+
+        self._status_pub = server.create_publisher(
+            String, "served/episode_status", EPISODE_STATUS_QOS
+        )
+        self._events_pub = server.create_publisher(KernelEvent, "served/events", EVENTS_QOS)
+        episodes = MutuallyExclusiveCallbackGroup()
+        server.create_subscription(
+            String, "served/episode_start", self._on_start, EVENT_QOS, callback_group=episodes
+        )
+        server.create_subscription(
+            String, "served/episode_end", self._on_end, EVENT_QOS, callback_group=episodes
+        )
+        server.create_service(
+            GetActionChunk,
+            "served/step",
+            self._on_step,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+        operator = MutuallyExclusiveCallbackGroup()
+        server.create_subscription(
+            Bool, "estop", self._on_estop, ESTOP_QOS, callback_group=operator
+        )
+        server.create_service(
+            Trigger, "served/clear_fault", self._on_clear_fault, callback_group=operator
+        )
+
+    # the session -----------------------------------------------------------------------------
+
+    def _ensure_session(self) -> Any:
+        """The ServedSession around the loaded policy (built at the first episode)."""
+        if self.session is not None:
+            return self.session
+        from robokernel_ros.kernel import ServedSession, Timing, TraceStore
+        from robokernel_ros.policies.base import PolicyAgent
+
+        p = self.params
+        trace = TraceStore(p["trace_dir"]) if p["trace_dir"] else None
+        session = ServedSession(
+            self.env_spec,
+            PolicyAgent(self.server.policy),
+            trace=trace,
+            safety=self.safety,
+            image_every=int(p["image_every"]),
+            timing=Timing(execution_steps=int(p["execution_steps"]) or None),
+        )
+        session.bus.subscribe(self._on_event)
+        if trace is not None and p["bag"]:
+            from robokernel_ros.bag import EpisodeBagMirror
+
+            self._mirror = EpisodeBagMirror(p["trace_dir"])
+            self._mirror.attach(session.bus)
+        if self._estop_input:
+            session.operator.estop()
+        self.session = session
+        return session
+
+    def _on_event(self, event: Any) -> None:
+        if event.kind == "episode.start":
+            self._run_id = event.run_id
+        self._events_pub.publish(kernel_event_msg(event))
+
+    def _publish(self, episode_id: str, state: str, message: str, **fields: Any) -> None:
+        payload = {"episode_id": episode_id, "state": state, "message": message, **fields}
+        self._status_pub.publish(String(data=json.dumps(payload, default=str)))
+
+    def _end(self, episode_id: str, **kwargs: Any) -> dict[str, Any]:
+        """End the active episode (lock held) and publish its record."""
+        record = self.session.end(**kwargs)
+        self._episode = None
+        self._closed[episode_id] = f"episode {episode_id!r} has ended ({record.outcome.value})"
+        bag = None
+        if record.trace_path is not None and self._mirror is not None:
+            bag = str(Path(record.trace_path) / "bag")
+        fields = {
+            "run_id": record.run_id,
+            "outcome": record.outcome.value,
+            "steps": record.steps,
+            "holds": record.holds,
+            "chunks": record.chunks,
+            "safety_interventions": record.safety_interventions,
+            "total_reward": record.total_reward,
+            "trace_path": str(record.trace_path) if record.trace_path is not None else None,
+            "bag_path": bag,
+        }
+        self._publish(episode_id, "ended", record.status, **fields)
+        self._cond.notify_all()
+        return fields
+
+    # callbacks -------------------------------------------------------------------------------
+
+    def _on_start(self, msg: String) -> None:
+        episode_id = ""
+        try:
+            data = _payload(
+                "episode_start",
+                msg.data,
+                ("episode_id",),
+                {"episode_id": str, "instruction": str, "seed": int, "meta": dict},
+            )
+            episode_id = data["episode_id"]
+            if not self.server.ready:
+                raise _Refused(f"policy server not ready: {self.server.detail}")
+            with self._cond:
+                session = self._ensure_session()
+                if episode_id == self._episode or episode_id in self._closed:
+                    raise _Refused(
+                        f"episode_start['episode_id']={episode_id!r}: already used; "
+                        "every episode needs a new id"
+                    )
+                if self._episode is not None:
+                    self._end(self._episode, outcome="stopped")
+                if session.operator.estopped:
+                    raise _Refused(
+                        "the e-stop is latched: release it (estop false) and call "
+                        "served/clear_fault first"
+                    )
+                meta = {**dict(data.get("meta") or {}), "episode_id": episode_id}
+                session.reset(
+                    None,
+                    seed=data.get("seed"),
+                    instruction=data.get("instruction") or "",
+                    meta=meta,
+                )
+                self._episode = episode_id
+                self._next_step = 0
+                run_id = self._run_id
+                self._cond.notify_all()
+            trace_dir = self.params["trace_dir"]
+            self._publish(
+                episode_id,
+                "started",
+                "episode started",
+                run_id=run_id,
+                trace_path=str(Path(trace_dir) / run_id) if trace_dir and run_id else None,
+            )
+        except (_Refused, ValueError, RuntimeError) as exc:
+            text = str(exc)
+            self.server.get_logger().error(f"served: episode_start refused: {text}")
+            if episode_id:
+                with self._cond:
+                    self._closed.setdefault(
+                        episode_id, f"episode {episode_id!r} was refused: {text}"
+                    )
+                    self._cond.notify_all()
+            self._publish(episode_id, "refused", text)
+
+    def _on_end(self, msg: String) -> None:
+        episode_id = ""
+        try:
+            data = _payload(
+                "episode_end",
+                msg.data,
+                ("episode_id",),
+                {
+                    "episode_id": str,
+                    "success": bool,
+                    "outcome": str,
+                    "reward": float,
+                    "terminated": bool,
+                    "truncated": bool,
+                },
+            )
+            episode_id = data["episode_id"]
+            with self._cond:
+                if episode_id != self._episode:
+                    raise _Refused(
+                        f"episode_end['episode_id']={episode_id!r}: not the active episode "
+                        f"({self._episode!r})"
+                    )
+                self._end(
+                    episode_id,
+                    success=data.get("success"),
+                    outcome=data.get("outcome"),
+                    reward=float(data.get("reward") or 0.0),
+                    terminated=bool(data.get("terminated")),
+                    truncated=bool(data.get("truncated")),
+                )
+        except (_Refused, ValueError, RuntimeError) as exc:
+            self.server.get_logger().error(f"served: episode_end refused: {exc}")
+            self._publish(episode_id, "refused", str(exc))
+
+    def _on_step(
+        self, request: GetActionChunk.Request, response: GetActionChunk.Response
+    ) -> GetActionChunk.Response:
+        msg = request.observation
+        try:
+            response.chunk = self.step(msg)
+        except (_Refused, ValueError, RuntimeError) as exc:
+            response.ok = False
+            response.message = str(exc)
+            return response
+        response.ok = True
+        response.message = f"step {msg.step} of episode {msg.run_id!r}"
+        return response
+
+    def step(self, msg: Observation) -> ActionChunk:
+        """One observation of the active episode in, its shielded action out (horizon 1)."""
+        episode_id = msg.run_id
+        timeout = float(self.params["start_timeout_s"])
+        with self._cond:
+            if not self._cond.wait_for(
+                lambda: episode_id == self._episode or episode_id in self._closed, timeout
+            ):
+                raise _Refused(
+                    f"observation.run_id={episode_id!r}: no such episode (active: "
+                    f'{self._episode!r}); publish {{"episode_id": {episode_id!r}}} on '
+                    f"{self.server.resolve_topic_name('served/episode_start')} first"
+                )
+            if episode_id != self._episode:
+                raise _Refused(self._closed[episode_id])
+            session = self.session
+            expected = self._next_step
+            if msg.step != expected:
+                raise _Refused(
+                    f"observation.step={msg.step}: expected {expected} (one call per step, "
+                    "counting from 0 in each episode)"
+                )
+            observation = wire.msg_to_observation(msg)
+            extra = {k: observation.pop(k) for k in SERVED_ARRAYS if k in observation}
+            values = {k.split(".", 1)[1]: _scalar(k, v) for k, v in extra.items()}
+            info = {"sim_time_s": values["sim_time_s"]} if "sim_time_s" in values else None
+            started = time.perf_counter()
+            action = session.step(
+                observation,
+                reward=values.get("reward", 0.0),
+                terminated=bool(values.get("terminated", 0.0)),
+                truncated=bool(values.get("truncated", 0.0)),
+                info=info,
+            )
+            elapsed = time.perf_counter() - started
+            self._next_step = expected + 1
+        chunk = wire.chunk_to_msg(
+            [action],
+            run_id=episode_id,
+            obs_step=msg.step,
+            inference_time_s=elapsed,
+            keys=self.action_keys,
+        )
+        chunk.header.stamp = self.server.get_clock().now().to_msg()
+        return chunk
+
+    def _on_estop(self, msg: Bool) -> None:
+        with self._cond:
+            self._estop_input = bool(msg.data)
+            if msg.data and self.session is not None:
+                self.session.operator.estop()
+        if msg.data:
+            self.server.get_logger().warn("served: e-stop latched; steps answer the hold action")
+
+    def _on_clear_fault(self, request: Trigger.Request, response: Trigger.Response) -> Any:
+        with self._cond:
+            if self._estop_input:
+                response.success = False
+                response.message = (
+                    "refused: the e-stop input is still pressed (last estop value true); "
+                    "release it first"
+                )
+                return response
+            if self.session is not None:
+                self.session.operator.clear_fault()
+        response.success = True
+        response.message = "e-stop cleared on the policy server"
+        return response
+
+    def close(self) -> None:
+        """End an unfinished episode as stopped (its trace and bag stay whole)."""
+        with self._cond:
+            if self._episode is not None and self.session is not None:
+                try:
+                    self._end(self._episode, outcome="stopped")
+                except Exception as exc:  # noqa: BLE001 - best effort at shutdown
+                    self.server.get_logger().error(f"served: ending the episode failed: {exc}")
+            if self._mirror is not None:
+                self._mirror.close()
+
+
+def _scalar(name: str, value: Any) -> float:
+    import numpy as np
+
+    flat = np.asarray(value, dtype=float).reshape(-1)
+    if flat.size != 1 or not math.isfinite(float(flat[0])):
+        raise _Refused(f"observation.arrays[{name!r}]={flat.tolist()!r}: must be one finite number")
+    return float(flat[0])
 
 
 def main(args: list[str] | None = None) -> int:

@@ -1,0 +1,361 @@
+"""policy_server in served mode: an external harness (this test process) owns the loop and
+drives episodes over ROS against the server process: shielded actions, a trace and a bag
+per episode, episode start/end signalled over ROS, the e-stop, and refusals."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy")
+
+from robokernel_ros.kernel import load_trace  # noqa: E402
+from robokernel_ros.nodes._common import ESTOP_QOS, EVENT_QOS, EVENTS_QOS  # noqa: E402
+from robokernel_ros.nodes.safety_shield import load_limits_file  # noqa: E402
+from robokernel_ros.policies import remote as wire  # noqa: E402
+from std_msgs.msg import Bool, String  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from robokernel_interfaces.msg import KernelEvent  # noqa: E402
+from robokernel_interfaces.srv import GetActionChunk  # noqa: E402
+
+SERVER = "robokernel_ros.nodes.policy_server"
+CONFIG = Path(__file__).resolve().parents[2] / "config"
+LIMITS_FILE = CONFIG / "joint_limits_so101.yaml"
+JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+LIMITS = {
+    j: (lim.min_position, lim.max_position) for j, lim in load_limits_file(LIMITS_FILE).items()
+}
+# Reaches for shoulder_pan = 3.0 rad, beyond its limit (1.91986): the shield must clip the
+# policy's steps to the velocity limit, then hold once a proposal is out of reach.
+OUT_OF_LIMITS = {
+    "targets": [{"shoulder_pan": 3.0}],
+    "max_delta": 0.5,
+    "tolerance": 0.01,
+    "settle_steps": 1,
+    "execution_horizon": 1,
+}
+
+
+class Harness:
+    """The external loop: a kinematic arm whose joints go where the shielded action says."""
+
+    def __init__(self, ros, ns: str) -> None:
+        self.ros = ros
+        self.ns = ns
+        self.statuses = ros.collect(String, f"{ns}/served/episode_status", EVENT_QOS)
+        self.events = ros.collect(KernelEvent, f"{ns}/served/events", EVENTS_QOS)
+        self.start_pub = ros.node.create_publisher(String, f"{ns}/served/episode_start", EVENT_QOS)
+        self.end_pub = ros.node.create_publisher(String, f"{ns}/served/episode_end", EVENT_QOS)
+        self.estop_pub = ros.node.create_publisher(Bool, f"{ns}/estop", ESTOP_QOS)
+
+    def connect(self, processes, proc) -> None:
+        assert self.ros.wait_for(GetActionChunk, f"{self.ns}/served/step", 60), processes.log(proc)
+        wire.check_server_ready(self.ros.node, self.ns, timeout_s=60)
+        assert self.ros.wait_until(
+            lambda: (
+                self.start_pub.get_subscription_count() >= 1
+                and self.end_pub.get_subscription_count() >= 1
+                and self.estop_pub.get_subscription_count() >= 1
+            ),
+            20,
+        ), processes.log(proc)
+        time.sleep(0.3)  # the status and events subscriptions match too
+
+    def status(self, episode_id: str, state: str, timeout_s: float = 10.0) -> dict:
+        def find() -> dict | None:
+            for msg in list(self.statuses):
+                data = json.loads(msg.data)
+                if data["episode_id"] == episode_id and data["state"] == state:
+                    return data
+            return None
+
+        assert self.ros.wait_until(lambda: find() is not None, timeout_s), (
+            episode_id,
+            state,
+            [m.data for m in self.statuses],
+        )
+        return find()
+
+    def start(self, episode_id: str, **fields) -> None:
+        payload = {"episode_id": episode_id, **fields}
+        self.start_pub.publish(String(data=json.dumps(payload)))
+
+    def end(self, episode_id: str, **fields) -> dict:
+        self.end_pub.publish(String(data=json.dumps({"episode_id": episode_id, **fields})))
+        return self.status(episode_id, "ended")
+
+    def step(self, episode_id: str, step: int, q: dict, reward: float | None = None):
+        obs: dict = {"joint_positions": dict(q)}
+        if reward is not None:
+            obs["served.reward"] = np.array([reward])
+        msg = wire.observation_to_msg(obs, run_id=episode_id, step=step, instruction="reach")
+        return self.ros.call(
+            GetActionChunk,
+            f"{self.ns}/served/step",
+            GetActionChunk.Request(observation=msg),
+            timeout_s=30,
+        )
+
+    def episode(self, episode_id: str, n_steps: int) -> list[dict]:
+        """Drive n_steps steps (reward 1.0 per action); returns the shielded actions."""
+        q = dict.fromkeys(JOINTS, 0.0)
+        actions = []
+        for step in range(n_steps):
+            response = self.step(episode_id, step, q, reward=1.0 if step else None)
+            assert response.ok, response.message
+            chunk = response.chunk
+            assert chunk.horizon == 1 and list(chunk.keys) == JOINTS
+            assert (chunk.run_id, chunk.obs_step) == (episode_id, step)
+            (action,) = wire.msg_to_chunk(chunk)
+            actions.append(action)
+            q = {j: action[j] for j in JOINTS}
+        return actions
+
+
+def _server(processes, ns: str, trace_dir: Path, *extra: str):
+    args = [
+        "--ros-args",
+        "-r",
+        f"__ns:={ns}",
+        "--params-file",
+        str(CONFIG / "policy_server_served_so101.yaml"),
+        "-p",
+        f"limits_file:={LIMITS_FILE}",
+        "-p",
+        f"trace_dir:={trace_dir}",
+        "-p",
+        f"policy_config_json:='{json.dumps(OUT_OF_LIMITS)}'",
+    ]
+    for item in extra:
+        args += ["-p", item]
+    return processes.python(f"served{ns.replace('/', '_')}", SERVER, *args)
+
+
+def _within_limits(action: dict) -> bool:
+    return all(LIMITS[j][0] - 1e-9 <= action[j] <= LIMITS[j][1] + 1e-9 for j in JOINTS)
+
+
+def test_harness_drives_two_episodes_gets_shielded_actions_traces_and_bags(
+    processes, ros, tmp_path
+) -> None:
+    ns = "/rk_served"
+    trace_dir = tmp_path / "runs"
+    proc = _server(processes, ns, trace_dir)
+    harness = Harness(ros, ns)
+    harness.connect(processes, proc)
+
+    results = {}
+    for episode_id, n_steps, end in (
+        ("ep-1", 40, {"success": True, "reward": 1.0}),
+        ("ep-2", 12, {"success": False, "reward": 1.0}),
+    ):
+        harness.start(episode_id, instruction="reach", seed=7, meta={"harness": "test"})
+        started = harness.status(episode_id, "started")
+        actions = harness.episode(episode_id, n_steps)
+        ended = harness.end(episode_id, **end)
+        results[episode_id] = (n_steps, started, actions, ended)
+
+    for episode_id, (n_steps, started, actions, ended) in results.items():
+        expected = "success" if episode_id == "ep-1" else "failure"
+        assert ended["outcome"] == expected, ended
+        assert ended["steps"] == n_steps and ended["run_id"] == started["run_id"]
+        assert ended["total_reward"] == pytest.approx(float(n_steps))  # one 1.0 per action
+        # Shielded: every action the harness received is within the joint limits, although
+        # the policy asked for shoulder_pan = 3.0 (and steps of 0.5 rad, rate-clipped).
+        assert all(_within_limits(a) for a in actions), actions
+        pans = [a["shoulder_pan"] for a in actions]
+        assert all(b - a <= 3.0 / 50 + 1e-9 for a, b in zip(pans, pans[1:], strict=False)), pans
+        assert ended["safety_interventions"] >= n_steps - 1
+
+        run_dir = Path(ended["trace_path"])
+        assert run_dir.parent == trace_dir and run_dir.name == ended["run_id"]
+        assert Path(started["trace_path"]) == run_dir
+        trace = load_trace(run_dir)
+        start = trace.of_kind("episode.start")[0].data
+        assert start["mode"] == "served" and start["episode_id"] == episode_id
+        assert start["instruction"] == "reach" and start["seed"] == 7
+        assert start["harness"] == "test"
+        recorded = [e.data for e in trace.of_kind("action")]
+        assert len(recorded) == n_steps
+        for row, action in zip(recorded, actions, strict=True):
+            assert row["action"] == pytest.approx(action)
+        # What the policy proposed was outside the limits; what was sent was not.
+        proposed = [
+            dict(zip(e.data["keys"], r, strict=True))
+            for e in trace.of_kind("chunk.merge")
+            for r in e.data["actions"]
+        ]
+        assert len(proposed) == n_steps
+        assert max(p["shoulder_pan"] for p in proposed) > actions[-1]["shoulder_pan"]
+        interventions = trace.of_kind("safety.intervention")
+        assert interventions, "no shield intervention recorded"
+        (end_event,) = trace.of_kind("episode.end")
+        assert end_event.data["outcome"] == expected
+
+        bag = load_trace(Path(ended["bag_path"]))
+        assert Path(ended["bag_path"]) == run_dir / "bag"
+        assert [e.kind for e in bag.events] == [e.kind for e in trace.events]
+        assert bag.of_kind("episode.end")[0].data["outcome"] == expected
+        for row, action in zip(bag.of_kind("action"), actions, strict=True):
+            assert row.data["action"] == pytest.approx(action)
+
+    # ep-1 ran long enough for the policy's proposal to leave the clip band: held, not sent.
+    ep1 = load_trace(Path(results["ep-1"][3]["trace_path"]))
+    kinds = {i["action"] for e in ep1.of_kind("safety.intervention") for i in _items(e.data)}
+    assert {"clipped", "refused"} <= kinds, kinds
+    assert results["ep-1"][2][-1]["shoulder_pan"] <= LIMITS["shoulder_pan"][1]
+
+    # Every event of both episodes went out live too, in order.
+    assert ros.wait_until(
+        lambda: sum(e.kind == "episode.end" for e in list(harness.events)) == 2, 10
+    )
+    for _, _, _, ended in results.values():
+        seqs = [e.seq for e in list(harness.events) if e.run_id == ended["run_id"]]
+        assert seqs == list(range(len(seqs))) and len(seqs) == len(
+            load_trace(Path(ended["trace_path"])).events
+        )
+    assert proc.poll() is None, processes.log(proc)
+
+
+def _items(data: dict) -> list[dict]:
+    """The interventions of one safety.intervention event (a list, or the event itself)."""
+    items = data.get("interventions")
+    return list(items) if isinstance(items, list) else [data]
+
+
+def test_estop_holds_ends_estopped_and_refuses_starts_until_clear_fault(
+    processes, ros, tmp_path
+) -> None:
+    ns = "/rk_served_estop"
+    proc = _server(processes, ns, tmp_path / "runs")
+    harness = Harness(ros, ns)
+    harness.connect(processes, proc)
+    harness.start("a")
+    harness.status("a", "started")
+    q = dict.fromkeys(JOINTS, 0.0)
+    last = None
+    for step in range(5):
+        response = harness.step("a", step, q)
+        assert response.ok, response.message
+        (last,) = wire.msg_to_chunk(response.chunk)
+        q = {j: last[j] for j in JOINTS}
+    harness.estop_pub.publish(Bool(data=True))
+    time.sleep(0.5)
+    for step in range(5, 8):
+        response = harness.step("a", step, q)
+        assert response.ok, response.message
+        (held,) = wire.msg_to_chunk(response.chunk)
+        assert held == pytest.approx(last)  # the hold action: the last target, every step
+    ended = harness.end("a", success=True)
+    assert ended["outcome"] == "estopped", ended
+    harness.start("b")
+    refused = harness.status("b", "refused")
+    assert "e-stop is latched" in refused["message"]
+    step = harness.step("b", 0, q)
+    assert not step.ok and "refused" in step.message and "e-stop" in step.message
+    pressed = ros.call(Trigger, f"{ns}/served/clear_fault", timeout_s=10)
+    assert not pressed.success and "still pressed" in pressed.message
+    harness.estop_pub.publish(Bool(data=False))
+    time.sleep(0.5)
+    cleared = ros.call(Trigger, f"{ns}/served/clear_fault", timeout_s=10)
+    assert cleared.success, cleared.message
+    harness.start("c")
+    harness.status("c", "started")
+    assert harness.step("c", 0, q).ok
+    assert harness.end("c", success=True)["outcome"] == "success"
+
+
+def test_refusals_name_field_value_and_domain_and_the_server_keeps_serving(
+    processes, ros, tmp_path
+) -> None:
+    ns = "/rk_served_refusals"
+    proc = _server(processes, ns, tmp_path / "runs", "start_timeout_s:=0.5")
+    harness = Harness(ros, ns)
+    harness.connect(processes, proc)
+    q = dict.fromkeys(JOINTS, 0.0)
+
+    t0 = time.monotonic()
+    unknown = harness.step("ghost", 0, q)
+    assert not unknown.ok and "'ghost'" in unknown.message and "episode_start" in unknown.message
+    assert time.monotonic() - t0 < 10
+
+    for payload, needle in (
+        ("not json", "episode_start"),
+        ("[1]", "JSON object"),
+        ('{"instruction": "x"}', "episode_id"),
+        ('{"episode_id": "s", "seed": "7"}', "seed"),
+        ('{"episode_id": "s", "bogus": 1}', "bogus"),
+    ):
+        harness.start_pub.publish(String(data=payload))
+        assert ros.wait_until(
+            lambda needle=needle: any(
+                json.loads(m.data)["state"] == "refused" and needle in json.loads(m.data)["message"]
+                for m in list(harness.statuses)
+            ),
+            10,
+        ), (payload, [m.data for m in harness.statuses])
+
+    harness.start("e1")
+    harness.status("e1", "started")
+    skipped = harness.step("e1", 3, q)
+    assert not skipped.ok and "observation.step=3: expected 0" in skipped.message
+    bad_reward = harness.step("e1", 0, q, reward=float("nan"))
+    assert not bad_reward.ok and "served.reward" in bad_reward.message
+    assert harness.step("e1", 0, q).ok
+    harness.end_pub.publish(String(data=json.dumps({"episode_id": "other"})))
+    harness.status("other", "refused")
+    harness.end_pub.publish(String(data=json.dumps({"episode_id": "e1", "success": "yes"})))
+    assert harness.status("e1", "refused")["message"].startswith("episode_end['success']='yes'")
+    ended = harness.end("e1", outcome="truncated")
+    assert ended["outcome"] == "truncated" and ended["steps"] == 1
+    late = harness.step("e1", 1, q)
+    assert not late.ok and "has ended" in late.message
+    harness.start("e1")
+    assert "already used" in harness.status("e1", "refused")["message"]
+    assert proc.poll() is None, processes.log(proc)
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (("limits_file:=''",), "limits_file"),
+        (("limits_file:=/no/such/file.yaml",), "cannot be read"),
+        (("action_keys:=[shoulder_pan,ghost_joint]",), "ghost_joint"),
+        (("action_keys:=[a]", "served:=false", "command_interface:=torque"), None),
+        (("command_interface:=torque",), "command_interface"),
+        (("served:='false'",), "served"),
+        (("control_hz:=0.0",), "control_hz"),
+    ],
+)
+def test_served_parameters_are_refused_at_start(processes, tmp_path, extra, needle) -> None:
+    args = [
+        "--ros-args",
+        "-r",
+        "__ns:=/rk_served_bad",
+        "-p",
+        "served:=true",
+        "-p",
+        "provider:=mock",
+        "-p",
+        "action_keys:=[shoulder_pan]",
+        "-p",
+        f"limits_file:={LIMITS_FILE}",
+        "-p",
+        f"trace_dir:={tmp_path}",
+    ]
+    for item in extra:
+        args += ["-p", item]
+    proc = processes.python("served_bad", SERVER, *args)
+    if needle is None:
+        # Driven mode ignores served mode's parameters: it starts and serves.
+        time.sleep(3)
+        assert proc.poll() is None, processes.log(proc)
+        return
+    assert proc.wait(timeout=60) == 2, processes.log(proc)
+    log = processes.log(proc)
+    assert "refused: parameter" in log and needle in log, log
