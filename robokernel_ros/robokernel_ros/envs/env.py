@@ -174,6 +174,19 @@ class MujocoEnv:
         self._qadr = _selector(qadr)
         self._vadr = _selector(vadr)
         self._cam_ids = [scene.camera_id(c) for c in self.cameras]
+        # privileged_state()'s name lists, fixed for one compiled model (a new robot or
+        # object recompiles the scene and bumps its generation, which re-binds).
+        self._named_bodies = tuple((i, n) for i, n in enumerate(index.bodies) if i and n)
+        roots: list[tuple[str, int]] = []
+        for name in scene.robots():
+            entry = scene.robot(name)
+            body = mujoco.mj_name2id(
+                model, mujoco.mjtObj.mjOBJ_BODY, entry.full(entry.info.root_body)
+            )
+            if body >= 0:
+                roots.append((name, body))
+        self._robot_roots = tuple(roots)
+        self._velocity = np.zeros(6)
         all_velocity = bool(kinds) and all(k == "velocity" for k in kinds.values())
         self.env_spec = EnvSpec(
             action_keys=tuple(keys),
@@ -292,35 +305,28 @@ class MujocoEnv:
         with self.scene.lock:
             self._ensure_bound()
             model, data = self._model, self._data
-            index = self.scene.index
             xpos = data.xpos.tolist()
             xquat = data.xquat.tolist()
-            bodies = {
-                name: {"pos": xpos[i], "quat": xquat[i]}
-                for i, name in enumerate(index.bodies)
-                if i and name
-            }
+            bodies = {name: {"pos": xpos[i], "quat": xquat[i]} for i, name in self._named_bodies}
             ncon = data.ncon
-            contacts = []
+            contacts: list[dict[str, Any]] = []
             if ncon:
-                geoms = index.geoms
-                g1 = data.contact.geom1[:ncon].tolist()
-                g2 = data.contact.geom2[:ncon].tolist()
-                dist = data.contact.dist[:ncon].tolist()
+                geoms = self.scene.index.geoms
+                contact = data.contact
                 contacts = [
                     {"geom1": geoms[a], "geom2": geoms[b], "dist": d}
-                    for a, b, d in zip(g1, g2, dist, strict=True)
+                    for a, b, d in zip(
+                        contact.geom1[:ncon].tolist(),
+                        contact.geom2[:ncon].tolist(),
+                        contact.dist[:ncon].tolist(),
+                        strict=True,
+                    )
                 ]
             robots: dict[str, dict[str, list[float]]] = {}
-            velocity = np.zeros(6)
-            for name in self.scene.robots():
-                entry = self.scene.robot(name)
-                body = mujoco.mj_name2id(
-                    model, mujoco.mjtObj.mjOBJ_BODY, entry.full(entry.info.root_body)
-                )
-                if body < 0:
-                    continue
-                mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_BODY, body, velocity, 0)
+            velocity = self._velocity
+            body_kind = mujoco.mjtObj.mjOBJ_BODY
+            for name, body in self._robot_roots:
+                mujoco.mj_objectVelocity(model, data, body_kind, body, velocity, 0)
                 robots[name] = {
                     "base_pos": xpos[body],
                     "base_quat": xquat[body],

@@ -14,11 +14,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import events as ev
 from .events import Event, EventBus
 from .shield import Intervention, ShieldResult
 from .spec import EnvSpec
-from .trace import RunWriter, TraceStore, to_jsonable
+from .trace import RunWriter, TraceStore, snapshot
 
 
 class EpisodeOutcome(StrEnum):
@@ -167,20 +169,25 @@ class EpisodeRecorder:
             self.bus.publish(Event(kind, step, data, self.t, wall, seq, self.run_id))
 
     def observation(self, step: int, observation: Any) -> None:
-        if not self.listening:
+        """Publish the observation event: data["obs"] is a one-level snapshot (`snapshot`):
+        top-level numpy values become lists, nested containers are shared with the env's
+        observation and encoded as they are; images go in data["images"] on image steps."""
+        if not self.bus.subscriber_count:
             self.seq += 1  # counted all the same, so seq numbers do not depend on listeners
             return
         images = None
         if type(observation) is dict or isinstance(observation, Mapping):
-            obs = {
-                k if type(k) is str else str(k): to_jsonable(v)
-                for k, v in observation.items()
-                if k != "images"
-            }
+            obs = {}
+            for k, v in observation.items():
+                if k == "images":
+                    continue
+                if type(v) is np.ndarray or isinstance(v, np.generic):
+                    v = v.tolist()
+                obs[k if type(k) is str else str(k)] = v
             if self.image_every and step % self.image_every == 0:
                 images = observation.get("images")
         else:
-            obs = to_jsonable(observation)
+            obs = snapshot(observation)
         data: dict[str, Any] = {"obs": obs}
         if images:
             data["images"] = dict(images)

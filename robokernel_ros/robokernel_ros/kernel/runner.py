@@ -48,7 +48,7 @@ from .recorder import (
 from .shield import SafetyShield, ShieldResult, build_guards
 from .spec import EnvSpec, HoldActionSource, PrivilegedStateSource
 from .timing import Timing, delay_steps
-from .trace import EVENTS_FILE, META_FILE, TraceStore, dumps_line, to_jsonable
+from .trace import EVENTS_FILE, META_FILE, TraceStore, dumps_line, snapshot
 
 _log = logging.getLogger(__name__)
 
@@ -129,13 +129,20 @@ class EpisodeRunner:
     """Runs an environment and an agent through the SafetyShield, one episode per run().
 
     EpisodeRunner(env, agent, *, trace=None, bus=None, safety=None, act_timeout_s=None,
-    record_privileged=True, image_every=1, timing=None, operator=None)
+    record_privileged=True, image_every=1, timing=None, operator=None, privileged_every=1)
 
     trace: a TraceStore: each run() writes one run directory.
     bus: an EventBus to publish on (a fresh one when None): subscribe for per-step callbacks.
     safety: build_guards() config; clip_tolerance for the limit guard (default 0.05).
     act_timeout_s: an act() slower than this ends the episode (policy_timeout).
-    record_privileged: record the env's privileged_state() each step (when it offers one).
+    record_privileged: record the env's privileged_state() (when it offers one and its
+        spec's capabilities say so) as `privileged` events next to the observations.
+    privileged_every (extra): record it on every n-th step's observation (default 1: every
+        step) and always with the final observation (after the last step), so offline
+        predicates see every step by default and the final state always. Privileged state
+        is the largest per-step record: a caller that evaluates no predicate over the trace
+        step by step can sample it (the rollout API records every 10th step unless a
+        benchmark or predicate needs every step). It is fetched only when someone listens.
     image_every: record images on every n-th step's observation (0: never).
     timing: Timing() (sync) when None.
     operator: an OperatorChannel (a fresh one when None; reachable as .operator).
@@ -156,6 +163,7 @@ class EpisodeRunner:
         timing: Timing | None = None,
         operator: OperatorChannel | None = None,
         reset_timeout_s: float | None = None,
+        privileged_every: int = 1,
     ) -> None:
         spec = getattr(env, "env_spec", None)
         if not isinstance(spec, EnvSpec):
@@ -174,6 +182,10 @@ class EpisodeRunner:
             raise ValueError(f"bus={bus!r}: must be an EventBus or None")
         if not isinstance(record_privileged, bool):
             raise ValueError(f"record_privileged={record_privileged!r}: must be a bool")
+        if not (_is_int(privileged_every) and privileged_every >= 1):
+            raise ValueError(
+                f"privileged_every={privileged_every!r}: must be an integer >= 1 (1: every step)"
+            )
         if not (_is_int(image_every) and image_every >= 0):
             raise ValueError(f"image_every={image_every!r}: must be an integer >= 0 (0: no images)")
         for name, value in (("act_timeout_s", act_timeout_s), ("reset_timeout_s", reset_timeout_s)):
@@ -209,6 +221,7 @@ class EpisodeRunner:
             and isinstance(env, PrivilegedStateSource)
             and self.env_spec.capabilities.privileged_state
         )
+        self.privileged_every = privileged_every
         self.image_every = image_every
         self.timing = timing if timing is not None else Timing()
         self.operator = operator if operator is not None else OperatorChannel()
@@ -524,7 +537,7 @@ class _Episode:
         finally:
             self.abandon_worker()
         if final_observation_due and self._final_observation is not None:
-            self.record_observation(self.steps, self._final_observation)
+            self.record_observation(self.steps, self._final_observation, final=True)
         return self.finish(outcome, status, error)
 
     def reset(self) -> Any:
@@ -570,20 +583,42 @@ class _Episode:
             ) from exc
         return observation
 
-    def record_observation(self, step: int, observation: Any) -> None:
-        self.rec.t = self.clock(step)
-        self.rec.observation(step, observation)
-        if self.r.record_privileged:
+    def record_observation(self, step: int, observation: Any, *, final: bool = False) -> None:
+        """The observation event of `step`, and the privileged event on its sampled steps
+        (every `privileged_every`-th and the final observation); the env is asked for its
+        privileged state only when someone listens."""
+        rec = self.rec
+        rec.t = self.clock(step)
+        rec.observation(step, observation)
+        r = self.r
+        if r.record_privileged and (final or step % r.privileged_every == 0):
+            if not rec.bus.subscriber_count:
+                rec.seq += 1  # counted all the same, like every other event
+                return
             try:
-                state = self.r.env.privileged_state()
+                state = r.env.privileged_state()
             except Exception as exc:
                 raise _EpisodeOver(
                     EpisodeOutcome.ERROR,
                     f"error: {ENV_ERROR}: privileged_state: {type(exc).__name__}: {exc}",
                     _error_info(ENV_ERROR, exc),
                 ) from exc
-            if self.rec.listening:
-                self.rec.emit(ev.PRIVILEGED, step, {"state": to_jsonable(state)})
+            rec.emit(ev.PRIVILEGED, step, {"state": snapshot(state)})
+
+    def hold(self, plain_absolute_hold: bool) -> Any:
+        """The hold action for this step (an env error when the env's hold_action raises)."""
+        last = self.last_sent
+        # Absolute control without an env hold holds the last target: no copy needed.
+        if plain_absolute_hold and last is not None:
+            return last
+        try:
+            return self.r.hold_action(last)
+        except Exception as exc:
+            raise _EpisodeOver(
+                EpisodeOutcome.ERROR,
+                f"error: {ENV_ERROR}: hold_action: {type(exc).__name__}: {exc}",
+                _error_info(ENV_ERROR, exc),
+            ) from exc
 
     def loop(self, observation: Any) -> tuple[EpisodeOutcome, str]:
         r = self.r
@@ -601,6 +636,7 @@ class _Episode:
         bus = r.bus
         compat = rec.compat
         record_privileged = r.record_privileged
+        privileged_every = r.privileged_every
         plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
         start = time.monotonic()
         step = 0
@@ -614,10 +650,10 @@ class _Episode:
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
                 )
             stopping = op.stop_requested
-            if bus.subscriber_count or record_privileged:
+            if bus.subscriber_count:
                 self.record_observation(step, observation)
-            else:
-                rec.seq += 1  # nobody listens: count the event, build nothing
+            else:  # nobody listens: count the events, build nothing
+                rec.seq += 1 + (record_privileged and step % privileged_every == 0)
 
             # Chunks: merge what has arrived, then ask for more when the queue runs low.
             if not stopping:
@@ -626,30 +662,28 @@ class _Episode:
                 if self.pending is None and len(self.queue) <= refill:
                     self.request(step, observation)
 
-            last = self.last_sent
-            # Absolute control without an env hold holds the last target: no copy needed.
-            if plain_absolute_hold and last is not None:
-                hold = last
-            else:
-                try:
-                    hold = r.hold_action(last)
-                except Exception as exc:
-                    raise _EpisodeOver(
-                        EpisodeOutcome.ERROR,
-                        f"error: {ENV_ERROR}: hold_action: {type(exc).__name__}: {exc}",
-                        _error_info(ENV_ERROR, exc),
-                    ) from exc
+            # The hold action is computed only when the review needs it: the fast review
+            # (a complete, finite, in-limits action and no extra guards) does not.
+            result: ShieldResult | None = None
             if self.queue and not stopping:
                 proposed = self.queue.popleft()
-                result: ShieldResult = shield.review(proposed, hold=hold)
-                if result.missing_keys or result.unknown_keys or result.refused:
-                    compat.count(result, type(proposed) is dict or isinstance(proposed, Mapping))
+                result = shield.review_fast(proposed)
+                if result is None:
+                    result = shield.review(proposed, hold=self.hold(plain_absolute_hold))
+                    if result.missing_keys or result.unknown_keys or result.refused:
+                        compat.count(
+                            result, type(proposed) is dict or isinstance(proposed, Mapping)
+                        )
+                    else:
+                        compat.actions += 1
+                        compat.resolved += 1
                 else:
                     compat.actions += 1
                     compat.resolved += 1
                 is_hold = False
                 self.consecutive_holds = 0
             else:
+                hold = self.hold(plain_absolute_hold)
                 result = shield.review(hold, hold=hold)
                 is_hold = True
                 self.holds += 1

@@ -414,6 +414,21 @@ class SafetyShield:
             self.record_sent(result.action, step_dt)
         return result
 
+    def review_fast(self, action: Any, dt: float | None = None) -> ShieldResult | None:
+        """`review(action, dt=dt)` for the common case that needs no hold action: a dict
+        naming exactly the action keys, each a finite float within its limits, with no
+        guards besides the finite and limit guards. None when the action needs the full
+        review (call `review` with a hold action then); nothing is recorded in that case.
+        """
+        if type(action) is not dict or len(self.guards) != 2:
+            return None
+        working = self._fast_pass(action)
+        if working is None:
+            return None
+        self.previous, self.last = self.last, working
+        self.last_dt = self.default_dt if dt is None else dt
+        return ShieldResult(working, [], False, (), ())
+
     def _fast_pass(self, action: dict[str, Any]) -> dict[str, float] | None:
         """A copy of `action` when it has exactly the action keys, each a finite float within
         its limits (the common case); None sends it through every guard."""

@@ -31,7 +31,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,25 +55,62 @@ def new_run_id() -> str:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Numpy arrays and scalars -> lists and Python numbers; mappings and sequences recursively."""
+    """Numpy arrays and scalars -> lists and Python numbers; mappings and sequences recursively.
+
+    A deep conversion to plain Python values (keys become strings, anything else its
+    repr). The trace writer does not need it: `dumps_line` encodes numpy and nested
+    containers natively (orjson) and falls back to this only for what orjson refuses.
+    """
     kind = type(value)
-    if kind is np.ndarray:  # the common case first: this runs for every observation value
-        return value.tolist()
     if kind is float or kind is int or kind is str or kind is bool or value is None:
         return value
+    if kind is np.ndarray:
+        return value.tolist()
+    if kind is dict:
+        out = {}
+        for k, v in value.items():
+            t = type(v)
+            if t is float or t is int or t is str or t is bool or v is None:
+                out[k if type(k) is str else str(k)] = v
+            else:
+                out[k if type(k) is str else str(k)] = to_jsonable(v)
+        return out
+    if kind is list or kind is tuple:
+        out_list = []
+        for v in value:
+            t = type(v)
+            if t is float or t is int or t is str or t is bool or v is None:
+                out_list.append(v)
+            else:
+                out_list.append(to_jsonable(v))
+        return out_list
     if isinstance(value, str | int | float | bool):
         return value
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray | np.generic):
         return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
+    if isinstance(value, Mapping) or hasattr(value, "items"):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [to_jsonable(v) for v in value]
-    if hasattr(value, "items"):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
     return repr(value)
+
+
+def snapshot(value: Any) -> Any:
+    """What an event keeps of a mapping the env handed out: a one-level copy.
+
+    Top-level numpy arrays and scalars become lists and numbers (so a buffer the env
+    reuses cannot change a published event); nested containers are shared, not copied
+    (the encoder serialises them, numpy included, as they are). Anything else is kept.
+    """
+    kind = type(value)
+    if kind is dict or isinstance(value, Mapping):
+        return {
+            k: (v.tolist() if type(v) is np.ndarray or isinstance(v, np.generic) else v)
+            for k, v in value.items()
+        }
+    if kind is np.ndarray or isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    return value
 
 
 def _json_default(value: Any) -> Any:
@@ -94,7 +131,9 @@ _encode_strict = json.JSONEncoder(
 def _dumps_stdlib(obj: Any) -> bytes:
     try:
         text = _encode_strict(obj)
-    except ValueError:  # a NaN or infinity somewhere: rare, so the slow path is fine
+    except (ValueError, TypeError, RecursionError):
+        # A NaN or infinity (or a key JSON cannot name) somewhere: rare, so the slow,
+        # converting path is fine.
         text = _encode_strict(_null_non_finite(to_jsonable(obj)))
     return (text + "\n").encode("utf-8")
 
@@ -115,12 +154,19 @@ try:  # orjson is ~6x faster than the standard library: it keeps tracing off the
     _ORJSON_OPTIONS = (
         orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
     )
+    _orjson_dumps = orjson.dumps
+    _OrjsonError = orjson.JSONEncodeError
 
     def dumps_line(obj: Any) -> bytes:
-        """One strict-JSON line (with its newline): numpy converted, non-finite numbers -> null."""
+        """One strict-JSON line (with its newline): numpy converted, non-finite numbers -> null.
+
+        orjson encodes nested dicts, lists, tuples, numpy arrays and scalars natively and
+        writes NaN and infinities as null; what it refuses (an integer beyond 64 bits, a
+        key JSON cannot name, ...) goes through the standard library instead.
+        """
         try:
-            return orjson.dumps(obj, default=_json_default, option=_ORJSON_OPTIONS)
-        except (TypeError, orjson.JSONEncodeError):  # e.g. an integer beyond 64 bits
+            return _orjson_dumps(obj, default=_json_default, option=_ORJSON_OPTIONS)
+        except (TypeError, _OrjsonError):
             return _dumps_stdlib(obj)
 
 except ImportError:  # pragma: no cover - orjson is pinned in requirements/base.txt

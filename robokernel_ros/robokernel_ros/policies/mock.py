@@ -3,7 +3,9 @@
 Each action key follows `center + amplitude * half_range * sin(2 pi t / period_steps + phase)`
 inside the key's command range (the range comes from `set_action_limits`; without one
 the amplitude is absolute), with phases drawn from the seed. It needs no model, no
-observation and no GPU, so it measures the loop itself.
+observation and no GPU, so it measures the loop itself: the per-key coefficients are
+computed once per key set, a chunk is one vectorised numpy evaluation (a single action,
+the default, is a few float operations per key).
 
 policy_config:
   execution_horizon  actions per chunk (default 1: a single-step policy, so async_rtc=None
@@ -102,6 +104,7 @@ class MockPolicy(Policy):
         self._base_seed = seed
         self._rng = np.random.default_rng(seed)
         self._phases: dict[str, float] = {}
+        self._plan: _Plan | None = None
         self._t = 0
         self.calls = 0
 
@@ -147,21 +150,36 @@ class MockPolicy(Policy):
             k: float(p)
             for k, p in zip(keys, self._rng.uniform(0, 2 * math.pi, len(keys)), strict=True)
         }
+        self._plan = None
         self._t = 0
         self.calls = 0
 
-    def _value(self, key: str, t: int) -> float:
-        lo, hi = self.action_limits.get(key, (-1.0, 1.0))
-        center, half = (lo + hi) / 2.0, (hi - lo) / 2.0
-        phase = self._phases.get(key)
-        if phase is None:
-            phase = self._phases[key] = float(self._rng.uniform(0, 2 * math.pi))
-        value = center + self.amplitude * half * math.sin(
-            2 * math.pi * t / self.period_steps + phase
-        )
-        if self.noise:
-            value += float(self._rng.normal(0.0, self.noise * half))
-        return min(hi, max(lo, value)) if key in self.action_limits else value
+    def _plan_for(self, keys: tuple[str, ...]) -> _Plan:
+        """The per-key coefficients (cached until the keys or the limits change)."""
+        plan = self._plan
+        limits = self.action_limits
+        if (
+            plan is not None
+            and (plan.keys is keys or plan.keys == keys)
+            and plan.limits is limits
+            and plan.config == (self.amplitude, self.noise, self.extra_keys)
+        ):
+            return plan
+        rows = []
+        for key in keys:
+            lo, hi = limits.get(key, (-1.0, 1.0))
+            phase = self._phases.get(key)
+            if phase is None:  # a key that appeared after reset: its phase drawn now
+                phase = self._phases[key] = float(self._rng.uniform(0, 2 * math.pi))
+            if key not in limits:
+                lo, hi = -math.inf, math.inf  # no clipping; centre 0, half range 1
+                center, half = 0.0, 1.0
+            else:
+                center, half = (lo + hi) / 2.0, (hi - lo) / 2.0
+            rows.append((center, self.amplitude * half, phase, lo, hi, self.noise * half))
+        config = (self.amplitude, self.noise, self.extra_keys)
+        plan = self._plan = _Plan(keys, limits, config, rows)
+        return plan
 
     def get_actions(
         self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any
@@ -174,15 +192,55 @@ class MockPolicy(Policy):
             raise RuntimeError(f"mock policy failing on call {call} as configured (fail_on_call)")
         if call in self.empty_chunks:
             return []
-        keys = self._keys()
+        plan = self._plan_for(self._keys())
+        horizon = self.execution_horizon
+        t0 = self._t
+        self._t = t0 + horizon
+        omega = 2 * math.pi / self.period_steps
+        keys = plan.keys
+        if horizon == 1 and not self.noise:
+            x = omega * t0
+            sin = math.sin
+            action = {
+                k: min(hi, max(lo, c + a * sin(x + p)))
+                for k, (c, a, p, lo, hi, _) in zip(keys, plan.rows, strict=True)
+            }
+            if plan.extra:
+                action.update(dict.fromkeys(plan.extra, 0.0))
+            return [action]
+        angles = np.multiply.outer(omega * np.arange(t0, t0 + horizon, dtype=float), plan.ones)
+        angles += plan.phase
+        values = plan.center + plan.scale * np.sin(angles)
+        if self.noise:  # drawn in the order of the actions, then of the keys
+            values += self._rng.normal(0.0, 1.0, values.shape) * plan.noise
+        np.clip(values, plan.lo, plan.hi, out=values)
+        extra = dict.fromkeys(plan.extra, 0.0) if plan.extra else None
         chunk: list[Action] = []
-        for _ in range(self.execution_horizon):
-            action = {k: self._value(k, self._t) for k in keys}
-            for k in self.extra_keys:
-                action[k] = 0.0
+        for row in values.tolist():
+            action = dict(zip(keys, row, strict=True))
+            if extra:
+                action.update(extra)
             chunk.append(action)
-            self._t += 1
         return chunk
+
+
+class _Plan:
+    """The mock's per-key coefficients: value = center + scale * sin(omega t + phase), clipped."""
+
+    __slots__ = ("keys", "limits", "config", "rows", "extra", "center", "scale", "phase", "lo",
+                 "hi", "noise", "ones")  # fmt: skip
+
+    def __init__(
+        self, keys: tuple[str, ...], limits: Any, config: tuple[Any, ...], rows: list[tuple]
+    ) -> None:
+        self.keys = keys
+        self.limits = limits
+        self.config = config  # (amplitude, noise, extra_keys) the rows were computed with
+        self.rows = rows
+        self.extra = tuple(config[2])
+        columns = np.array(rows, dtype=float).reshape(len(rows), 6).T
+        self.center, self.scale, self.phase, self.lo, self.hi, self.noise = columns
+        self.ones = np.ones(len(rows))
 
 
 register_provider("mock", MockPolicy, replace=True)
