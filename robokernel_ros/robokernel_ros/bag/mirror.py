@@ -341,10 +341,10 @@ class BagMirror:
         return value if isinstance(value, str) else image_relative_path(str(camera), step)
 
     def _joint_state(self, obs: Any, stamp: tuple[int, int], ns: int) -> None:
-        if not isinstance(obs, Mapping):
+        if type(obs) is not dict and not isinstance(obs, Mapping):  # dict: the fast common case
             return
         positions = obs.get("joint_positions")
-        if not isinstance(positions, Mapping) or not positions:
+        if (type(positions) is not dict and not isinstance(positions, Mapping)) or not positions:
             return
         names = tuple(positions)
         velocity = _column(obs.get("joint_velocities"), names)
@@ -391,7 +391,7 @@ class BagMirror:
 
     def _action(self, data: Mapping[str, Any], stamp: tuple[int, int], ns: int) -> None:
         action = data.get("action")
-        if not isinstance(action, Mapping):
+        if type(action) is not dict and not isinstance(action, Mapping):
             return
         frame_id = "hold" if data.get("hold", False) else "policy"
         names = tuple(action)
@@ -455,7 +455,7 @@ class BagMirror:
         chunk = getattr(storage, "chunk", None)
         if chunk is not None and hasattr(storage, "close_chunk"):
             if chunk.msgs:
-                storage.close_chunk()
+                self._appender.close_chunk()
             storage.bio.flush()
         elif hasattr(storage, "conn"):
             storage.conn.commit()
@@ -479,7 +479,7 @@ class BagMirror:
                 if self._meta:
                     self._writer.set_custom_data(META_KEY, _json_line(self._meta))
                 self._writer.set_custom_data("robokernel.events", str(self.events_written))
-                self._appender.drain()
+                self._appender.finish()
                 self._writer.close()
             except OSError:
                 self.failed = True
@@ -503,7 +503,7 @@ def _float(value: Any) -> float:
 
 def _column(values: Any, names: tuple[Any, ...]) -> Any:
     """The values of `names` from a mapping holding all of them, else an empty column."""
-    if not isinstance(values, Mapping):
+    if values is None or (type(values) is not dict and not isinstance(values, Mapping)):
         return ()
     if tuple(values) == names:
         return values.values()
