@@ -21,7 +21,7 @@ from .predicates import (
     register_reward,
 )
 from .progress import PROGRESS, Progress
-from .replay import ReplayPolicy
+from .replay import RecordedEpisode, ReplayPolicy, resolve_recording
 from .results import envelope, envelope_json, envelope_text, error_envelope
 from .runner import (
     DEFAULT_TRACE_DIR,
@@ -52,6 +52,7 @@ __all__ = [
     "EpisodeSinkContext",
     "PolicyRunner",
     "Progress",
+    "RecordedEpisode",
     "RecordingFrameError",
     "ReplayPolicy",
     "RolloutControl",
@@ -72,6 +73,7 @@ __all__ = [
     "plan_run",
     "register_predicate",
     "register_reward",
+    "resolve_recording",
     "seed_everything",
     "validate_spec",
 ]

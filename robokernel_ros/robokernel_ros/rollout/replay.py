@@ -1,17 +1,26 @@
 """Replaying a recorded episode's actions through the kernel (and so through the shield).
 
 `repo_id` names what was recorded: a run directory (or its events.jsonl), a folder of
-run directories (a trace root: `episode` picks one, oldest first), or anything else a
-loader registered with `robokernel_ros.kernel.trace.register_trace_loader` reads (the
-rosbag mirror, a dataset). The executed actions (action events, holds included) are
-replayed one per step from the recorded seed, so a deterministic scene repeats the
-trajectory; the result reports how far the final state drifted from the recording.
+run directories (a trace root: `episode` picks one, oldest first), a bag folder (the
+rosbag mirror's <run_dir>/bag), anything else a loader registered with
+`robokernel_ros.kernel.trace.register_trace_loader` reads, or a local LeRobotDataset
+root (`meta/info.json`; `episode` is the dataset's episode index). The executed actions
+(action events, holds included; a dataset's `action` rows) are replayed one per step
+from the recorded seed, so a deterministic scene repeats the trajectory; the result
+reports how far the final state drifted from the recording when the recording has it.
+
+A dataset's actions reach the robot by name: the `action` feature's names (LeRobot
+spelling `<joint>.pos` or bare names) bind to the robot's action keys; a name that binds
+to none is refused before anything starts.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +109,151 @@ def recorded_keys(trace: Trace) -> list[str]:
     for action in recorded_actions(trace):
         seen.update(dict.fromkeys(action))
     return list(seen)
+
+
+# --- one recorded episode, from a trace or a LeRobot dataset -------------------------------------
+
+DATASET_INFO = Path("meta") / "info.json"
+
+
+@dataclass
+class RecordedEpisode:
+    """What replay needs of a recording, whatever its format."""
+
+    path: Path
+    source: str  # "trace" (run directory or bag) | "lerobot_dataset"
+    actions: list[dict[str, float]]  # keyed by the recorded names
+    keys: list[str]  # the recorded action names, in order
+    robot: str | None = None
+    control_hz: float | None = None
+    instruction: str = ""
+    seed: int | None = None
+    outcome: Any = None
+    final_qpos: list[float] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def is_lerobot_dataset(path: Path) -> bool:
+    return path.is_dir() and (path / DATASET_INFO).is_file()
+
+
+def resolve_recording(repo_id: Any, episode: Any) -> RecordedEpisode:
+    """The episode `repo_id` names, from a trace (run directory, bag) or a LeRobot dataset root."""
+    if isinstance(repo_id, str | os.PathLike) and str(repo_id) != "":
+        path = Path(repo_id).expanduser()
+        if is_lerobot_dataset(path):
+            if isinstance(episode, bool) or not isinstance(episode, int) or episode < 0:
+                raise ValueError(f"episode={episode!r}: must be a non-negative whole number")
+            return dataset_episode(path, episode)
+    trace = resolve_episode(repo_id, episode)
+    return RecordedEpisode(
+        path=Path(trace.path),
+        source="trace",
+        actions=recorded_actions(trace),
+        keys=recorded_keys(trace),
+        robot=recorded_robot(trace),
+        control_hz=(trace.meta.get("env") or {}).get("control_hz"),
+        instruction=trace.meta.get("instruction") or "",
+        seed=trace.meta.get("seed"),
+        outcome=trace.meta.get("outcome"),
+        final_qpos=final_qpos(trace),
+        meta=dict(trace.meta),
+    )
+
+
+def dataset_episode(root: Path, episode: int) -> RecordedEpisode:
+    """Episode `episode` of the LeRobotDataset at `root`, read offline with lerobot (actions only)."""
+    where = f"repo_id={str(root)!r}"
+    try:
+        info = json.loads((root / DATASET_INFO).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{where}: meta/info.json is not readable ({exc})") from None
+    total = info.get("total_episodes")
+    if isinstance(total, int) and episode >= total:
+        raise ValueError(
+            f"episode={episode}: the dataset {str(root)!r} holds {total} episodes (0..{total - 1})"
+        )
+    feature = (info.get("features") or {}).get("action")
+    if not isinstance(feature, Mapping):
+        raise ValueError(f"{where}: the dataset has no 'action' feature")
+    from robokernel_ros.policies.lerobot_binding import flatten_names
+
+    names = flatten_names(feature.get("names"))
+    shape = tuple(feature.get("shape") or ())
+    width = int(shape[0]) if len(shape) == 1 else None
+    if not names or (width is not None and len(names) != width):
+        raise ValueError(
+            f"{where}: the 'action' feature (shape {list(shape)}) declares names {names!r}; replay binds "
+            "actions to the robot's action keys by name, so it needs one name per action entry"
+        )
+    try:
+        from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    except ImportError:
+        raise ValueError(
+            f"{where}: reading a LeRobot dataset needs lerobot (pip install 'lerobot[dataset]')"
+        ) from None
+    try:
+        dataset = LeRobotDataset(f"local/{root.name}", root=root, episodes=[episode])
+        rows = dataset.hf_dataset.with_format(None)
+        columns = rows.select_columns(["episode_index", "frame_index", "action"])
+    except Exception as exc:
+        raise ValueError(
+            f"{where}: lerobot could not load it offline: {type(exc).__name__}: {exc}"
+        ) from None
+    frames = sorted(
+        (int(r["frame_index"]), r["action"]) for r in columns if int(r["episode_index"]) == episode
+    )
+    if not frames:
+        raise ValueError(f"episode={episode}: the dataset {str(root)!r} has no frames for it")
+    actions = []
+    for _, row in frames:
+        values = [float(x) for x in row]
+        if len(values) != len(names) or not all(math.isfinite(x) for x in values):
+            raise ValueError(
+                f"{where}: episode {episode} has an action row {values} that is not {len(names)} finite numbers"
+            )
+        actions.append(dict(zip(names, values, strict=True)))
+    tasks = next(
+        (
+            r.get("tasks")
+            for r in (dataset.meta.episodes or [])
+            if r.get("episode_index") == episode
+        ),
+        None,
+    )
+    instruction = (
+        tasks[0] if isinstance(tasks, list) and tasks and isinstance(tasks[0], str) else ""
+    )
+    return RecordedEpisode(
+        path=root,
+        source="lerobot_dataset",
+        actions=actions,
+        keys=list(names),
+        robot=None,
+        control_hz=float(info["fps"]) if isinstance(info.get("fps"), int | float) else None,
+        instruction=instruction,
+        meta={"dataset_episode": episode, "robot_type": info.get("robot_type")},
+    )
+
+
+def bind_dataset_names(
+    names: Sequence[str], robot_keys: Sequence[str], *, where: str
+) -> dict[str, str]:
+    """{dataset action name: robot action key}: exact names first, then LeRobot's `<key>.pos`."""
+    keys = list(robot_keys)
+    mapping: dict[str, str] = {}
+    for name in names:
+        key = name if name in keys else (name[:-4] if name.endswith(".pos") else None)
+        if key is None or key not in keys:
+            unbound = [
+                n for n in names if n not in keys and not (n.endswith(".pos") and n[:-4] in keys)
+            ]
+            raise ValueError(
+                f"{where}: the dataset's action names {unbound} bind to no action key of the robot ({keys})"
+            )
+        if key in mapping.values():
+            raise ValueError(
+                f"{where}: the dataset's action names bind two entries to the robot key {key!r}"
+            )
+        mapping[name] = key
+    return mapping

@@ -639,12 +639,21 @@ class _MonitoredEnv:
         )
         if hasattr(env, "hold_action"):
             self.hold_action = env.hold_action
+        # The privileged state of the current step, fetched once: the criteria and the
+        # kernel's trace share it (the scene cannot change between the two in a rollout).
+        self._state: Any = None
+        self._state_step = -1
         if hasattr(env, "privileged_state"):
-            self.privileged_state = env.privileged_state
+            self.privileged_state = self._privileged_state
+
+    def _privileged_state(self) -> Any:
+        if self._state is None or self._state_step != self.step_count:
+            self._state, self._state_step = self.env.privileged_state(), self.step_count
+        return self._state
 
     # context for criteria
     def context(self, obs: Any) -> dict[str, Any]:
-        state = dict(self.env.privileged_state()) if hasattr(self.env, "privileged_state") else {}
+        state = dict(self._privileged_state()) if hasattr(self.env, "privileged_state") else {}
         joints = observed_joint_positions(obs) if isinstance(obs, Mapping) else {}
         state.update({"step": self.step_count, "robot": self.robot, "obs": obs, "joints": joints,
                       "episode": self.episode})  # fmt: skip
@@ -669,6 +678,7 @@ class _MonitoredEnv:
 
     def reset(self, seed: int | None = None) -> Any:
         self.step_count = 0
+        self._state = None
         if self.carry_state and hasattr(self.env, "observe"):
             obs = self.env.observe()
         else:
@@ -691,6 +701,7 @@ class _MonitoredEnv:
 
     def step(self, action: Mapping[str, float]) -> Any:
         self._stop_check()
+        self._state = None
         result = self.env.step(action)
         self.step_count += 1
         self.control.step = self.step_count
@@ -824,10 +835,15 @@ after the episode and returns fields merged into the episode's result (e.g. {"ba
 class PolicyRunner:
     """Runs policies on the robots of a MujocoScene through the kernel.
 
-    PolicyRunner(scene, *, bus=None, episode_sinks=(), registry=None, record_privileged=True)
+    PolicyRunner(scene, *, bus=None, episode_sinks=(), registry=None, record_privileged=True,
+                 privileged_every=10)
 
     bus: an EventBus every episode's events are forwarded to (plus `progress` events).
     episode_sinks: callables attached to each episode's own bus (see EpisodeSink).
+    record_privileged / privileged_every: the privileged state is recorded in the trace at
+        every step when the rollout evaluates criteria over it (a benchmark, stop_when,
+        success/failure checks, dense rewards), else on every `privileged_every`-th step
+        and always at the final observation (it is the largest per-step record).
     """
 
     def __init__(
@@ -839,6 +855,7 @@ class PolicyRunner:
         registry: BenchmarkRegistry | None = None,
         record_privileged: bool = True,
         image_every: int = 1,
+        privileged_every: int = 10,
     ) -> None:
         self.scene = scene
         self.bus = bus if bus is not None else EventBus()
@@ -846,6 +863,15 @@ class PolicyRunner:
         self.registry = registry if registry is not None else BenchmarkRegistry()
         self.record_privileged = v.check_flag("record_privileged", record_privileged)
         self.image_every = image_every
+        if (
+            isinstance(privileged_every, bool)
+            or not isinstance(privileged_every, int)
+            or privileged_every < 1
+        ):
+            raise ValueError(
+                f"privileged_every={privileged_every!r}: must be a whole number >= 1 (1: every step)"
+            )
+        self.privileged_every = privileged_every
 
     def _robots(self) -> list[str]:
         return list(self.scene.robots())
@@ -998,6 +1024,8 @@ class PolicyRunner:
         control.attach_operator(operator)
         runner = EpisodeRunner(menv, agent, trace=trace, bus=bus, safety=plan.safety, act_timeout_s=plan.rtc_timeout,
                                record_privileged=self.record_privileged, image_every=self.image_every,
+                               privileged_every=1 if menv.needs_context or plan.benchmark is not None
+                               else self.privileged_every,
                                timing=timing, operator=operator)  # fmt: skip
         if seed is not None:
             seed_everything(seed)

@@ -26,14 +26,7 @@ from robokernel_ros.kernel.events import EventBus
 from . import validation as v
 from .benchmarks import BenchmarkRegistry, builtin_benchmark_specs
 from .predicates import CriterionError
-from .replay import (
-    ReplayPolicy,
-    final_qpos,
-    recorded_actions,
-    recorded_keys,
-    recorded_robot,
-    resolve_episode,
-)
+from .replay import ReplayPolicy, bind_dataset_names, resolve_recording
 from .results import envelope, error_envelope, summary_table
 from .runner import (
     DEFAULT_TRACE_DIR,
@@ -441,21 +434,24 @@ class SimWorkcell:
     def replay_episode(
         self, repo_id: Any, robot_name: str | None = None, episode: int = 0, **kwargs: Any
     ) -> dict[str, Any]:
-        """Replay the executed actions of a recorded episode through the shield.
+        """Replay the executed actions of a recorded episode through the shield, as a new
+        episode with its own trace (and bag).
 
-        repo_id: a run directory, a folder of them (episode picks one, oldest first) or a
-        path another trace loader reads. robot_name: defaults to the recorded robot when
-        the scene has it, else the sole robot. Also takes trace_dir, video, seed
-        (default: the recorded seed), safety.
+        repo_id: a run directory, a folder of them (episode picks one, oldest first), a bag
+        folder, a path another trace loader reads, or a local LeRobotDataset root (episode =
+        the dataset's episode index; its action names bind to the robot's action keys).
+        robot_name: defaults to the recorded robot when the scene has it, else the sole
+        robot. Also takes trace_dir, bag, video, seed (default: the recorded seed), safety,
+        observer.
         """
         try:
             unknown = set(kwargs) - {"trace_dir", "bag", "video", "seed", "safety", "observer"}
             if unknown:
                 raise ValueError(f"replay_episode: unknown parameters {sorted(unknown)}")
-            trace = resolve_episode(repo_id, episode)
+            recording = resolve_recording(repo_id, episode)
             robots = self.scene.robots()
             if robot_name is None or robot_name == "":
-                recorded = recorded_robot(trace)
+                recorded = recording.robot
                 robot_name = (
                     recorded if recorded in robots else (robots[0] if len(robots) == 1 else None)
                 )
@@ -463,28 +459,33 @@ class SimWorkcell:
                     raise ValueError(
                         f"robot_name=None: cannot pick the robot: recorded {recorded!r}, the scene has {robots}"
                     )
-            actions = recorded_actions(trace)
+            actions = recording.actions
             if not actions:
                 raise ValueError(f"repo_id={str(repo_id)!r}: the recorded episode has no actions")
             if robot_name not in robots:
                 raise ValueError(
                     f"robot_name={robot_name!r}: no such robot; the scene's robots are {robots}"
                 )
-            keys = set(self.scene.robot_action_keys(robot_name))
-            foreign = sorted(set(recorded_keys(trace)) - keys)
-            if foreign:
-                raise ValueError(
-                    f"repo_id={str(repo_id)!r}: recorded action keys {foreign} are not action keys of robot "
-                    f"{robot_name!r} ({sorted(keys)})"
+            robot_keys = list(self.scene.robot_action_keys(robot_name))
+            if recording.source == "lerobot_dataset":
+                names = bind_dataset_names(
+                    recording.keys, robot_keys, where=f"repo_id={str(repo_id)!r}"
                 )
-            env_meta = trace.meta.get("env") or {}
-            hz = env_meta.get("control_hz") or 50.0
+                actions = [{names[k]: val for k, val in a.items()} for a in actions]
+            else:
+                foreign = sorted(set(recording.keys) - set(robot_keys))
+                if foreign:
+                    raise ValueError(
+                        f"repo_id={str(repo_id)!r}: recorded action keys {foreign} are not action keys of robot "
+                        f"{robot_name!r} ({sorted(robot_keys)})"
+                    )
+            hz = recording.control_hz or 50.0
             seed = kwargs.pop("seed", None)
             if seed is None:
-                seed = trace.meta.get("seed")
+                seed = recording.seed
             plan = plan_run(robot_name, robots=robots, policy_object=ReplayPolicy(actions), n_steps=len(actions),
                             control_frequency=hz, action_horizon=1, seed=seed, async_rtc=False,
-                            instruction=trace.meta.get("instruction") or "", call="replay_episode",
+                            instruction=recording.instruction, call="replay_episode",
                             **self._with_defaults(kwargs))  # fmt: skip
             self.runner.preflight(plan)
             control = self._claim(plan)
@@ -500,10 +501,12 @@ class SimWorkcell:
         out = self._execute(control, plan, self.runner, "run")
         payload = next((b["json"] for b in out["content"] if "json" in b), None)
         if payload is not None:
-            recorded = final_qpos(trace)
-            payload["replayed_from"] = str(trace.path)
+            recorded = recording.final_qpos
+            payload["replayed_from"] = str(recording.path)
+            payload["replayed_source"] = recording.source
+            payload["replayed_episode"] = episode
             payload["recorded_steps"] = len(actions)
-            payload["recorded_outcome"] = trace.meta.get("outcome")
+            payload["recorded_outcome"] = recording.outcome
             divergence = None
             if (
                 recorded is not None
@@ -519,7 +522,7 @@ class SimWorkcell:
                 )
             payload["max_qpos_divergence"] = divergence
             out["content"][0]["text"] += (
-                f"; replayed {len(actions)} recorded actions from {trace.path}"
+                f"; replayed {len(actions)} recorded actions from {recording.path}"
                 + (f", final qpos divergence {divergence:.3g}" if divergence is not None else "")
             )
         return out
