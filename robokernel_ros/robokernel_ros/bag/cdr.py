@@ -144,6 +144,41 @@ def kernel_event(
     return b"".join((head, data_json, b"\0"))
 
 
+_KERNEL_EVENT_HEAD = struct.Struct("<4siII")  # header, sec, nanosec, len(run_id)
+
+
+def parse_kernel_event(raw: Buffer) -> tuple[int, int, str, int, str, int, bytes]:
+    """A KernelEvent's (sec, nanosec, run_id, seq, kind, step, data_json as UTF-8 bytes).
+
+    The inverse of `kernel_event` for little-endian CDR; raises ValueError on anything else.
+    """
+    view = memoryview(raw).cast("B")
+    try:
+        head, sec, nanosec, size = _KERNEL_EVENT_HEAD.unpack_from(view, 0)
+        if head[1] != 1:
+            raise ValueError(f"not little-endian CDR (encapsulation {bytes(head).hex()})")
+        pos = 16
+        run_id = bytes(view[pos : pos + size - 1]).decode()
+        pos += size
+        pos += -(pos - 4) & 7
+        seq, size = _SEQ_LEN.unpack_from(view, pos)
+        pos += 12
+        kind = bytes(view[pos : pos + size - 1]).decode()
+        pos += size
+        pos += -(pos - 4) & 7
+        step, size = _STEP_LEN.unpack_from(view, pos)
+        pos += 12
+        if size < 1 or pos + size > len(view):
+            raise ValueError(f"data_json length {size} past the end of the message")
+        return sec, nanosec, run_id, seq, kind, step, bytes(view[pos : pos + size - 1])
+    except struct.error as exc:
+        raise ValueError(f"truncated KernelEvent: {exc}") from exc
+
+
+_SEQ_LEN = struct.Struct("<QI")
+_STEP_LEN = struct.Struct("<qI")
+
+
 # -- sensor_msgs/msg/JointState ----------------------------------------------------------
 #   std_msgs/Header header (Time stamp, string frame_id); string[] name;
 #   float64[] position; float64[] velocity; float64[] effort

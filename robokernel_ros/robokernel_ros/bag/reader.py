@@ -21,6 +21,7 @@ import yaml
 
 from ..kernel.events import EPISODE_END, EPISODE_START, OBSERVATION, Event
 from ..kernel.trace import Trace
+from . import cdr
 from . import types as T
 from .mirror import BAG_DIR, DEFAULT_PREFIX, META_KEY, camera_topic
 
@@ -186,6 +187,30 @@ def decode(msg: RawMessage) -> Any:
     return T.typestore().deserialize_cdr(msg.data, msg.msgtype)
 
 
+try:
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - orjson is pinned in requirements/base.txt
+    _loads = json.loads
+
+
+def _event_from_cdr(raw: Any) -> Event:
+    """The Event of a KernelEvent's CDR bytes (decoded by hand: only data_json is parsed)."""
+    sec, nanosec, run_id, seq, kind, step, data_json = cdr.parse_kernel_event(raw)
+    try:
+        obj = _loads(data_json)
+    except ValueError:  # e.g. an integer beyond 64 bits: the standard library reads it
+        obj = json.loads(data_json)
+    return Event(
+        kind=obj.get("kind", kind),
+        step=int(obj.get("step", step)),
+        data=obj.get("data") or {},
+        t=float(obj.get("t", sec + nanosec * 1e-9)),
+        wall=float(obj.get("wall", 0.0)),
+        seq=int(obj.get("seq", seq)),
+        run_id=run_id,
+    )
+
+
 def _event_from(kernel_event: Any) -> Event:
     obj = json.loads(kernel_event.data_json)
     return Event(
@@ -269,7 +294,10 @@ def load_bag_trace(path: str | Path, *, prefix: str = DEFAULT_PREFIX) -> BagTrac
     store = T.typestore()
     events: list[Event] = []
     for msg in iter_raw(info.path, [topic]):
-        events.append(_event_from(store.deserialize_cdr(msg.data, msg.msgtype)))
+        try:
+            events.append(_event_from_cdr(msg.data))
+        except ValueError:  # not the CDR the mirror writes: rosbags decodes it
+            events.append(_event_from(store.deserialize_cdr(msg.data, msg.msgtype)))
     events.sort(key=lambda e: e.seq)
     custom_meta: dict[str, Any] = {}
     if META_KEY in info.custom_data:

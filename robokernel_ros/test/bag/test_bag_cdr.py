@@ -11,6 +11,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from robokernel_ros.bag import BagMirror, cdr
@@ -67,6 +68,13 @@ def test_kernel_event(sec, nanosec, run_id, seq, kind, step, data_json):
         step,
         data_json,
     )
+    # The reader's hand decoder is its inverse; big-endian CDR is left to rosbags.
+    fields = (sec, nanosec, run_id, seq, kind, step, data_json.encode())
+    assert cdr.parse_kernel_event(ours) == fields
+    with pytest.raises(ValueError):
+        cdr.parse_kernel_event(STORE.serialize_cdr(msg, T.KERNEL_EVENT, little_endian=False))
+    with pytest.raises(ValueError):
+        cdr.parse_kernel_event(ours[: len(ours) - len(data_json.encode()) - 2])
 
 
 @st.composite
