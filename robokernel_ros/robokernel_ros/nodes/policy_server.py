@@ -466,6 +466,16 @@ def _payload(field: str, text: str, required: tuple[str, ...], known: dict[str, 
     return data
 
 
+def _episode_id_of(text: str) -> str:
+    """The episode_id of a refused payload, where one can be read ('' otherwise)."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return ""
+    value = data.get("episode_id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else ""
+
+
 class ServedEndpoint:
     """Served mode's ROS names around one kernel ServedSession (see the module docstring).
 
@@ -498,7 +508,8 @@ class ServedEndpoint:
         self._mirror: Any = None
         self._cond = threading.Condition()
         self._episode: str | None = None  # the active episode_id
-        self._closed: dict[str, str] = {}  # episode_id -> why it takes no steps (ended, refused)
+        self._closed: dict[str, str] = {}  # ended episode_id -> how it ended (ids are not reused)
+        self._refused: dict[str, str] = {}  # episode_id -> why its start was refused (retryable)
         self._estop_input = False
         self._next_step = 0  # the step index the active episode expects next
         self._run_id = ""  # the active episode's run directory name (its episode.start)
@@ -626,6 +637,7 @@ class ServedEndpoint:
                     meta=meta,
                 )
                 self._episode = episode_id
+                self._refused.pop(episode_id, None)
                 self._next_step = 0
                 run_id = self._run_id
                 self._cond.notify_all()
@@ -639,12 +651,11 @@ class ServedEndpoint:
             )
         except (_Refused, ValueError, RuntimeError) as exc:
             text = str(exc)
+            episode_id = episode_id or _episode_id_of(msg.data)
             self.server.get_logger().error(f"served: episode_start refused: {text}")
             if episode_id:
                 with self._cond:
-                    self._closed.setdefault(
-                        episode_id, f"episode {episode_id!r} was refused: {text}"
-                    )
+                    self._refused[episode_id] = f"episode {episode_id!r} was refused: {text}"
                     self._cond.notify_all()
             self._publish(episode_id, "refused", text)
 
@@ -681,7 +692,7 @@ class ServedEndpoint:
                 )
         except (_Refused, ValueError, RuntimeError) as exc:
             self.server.get_logger().error(f"served: episode_end refused: {exc}")
-            self._publish(episode_id, "refused", str(exc))
+            self._publish(episode_id or _episode_id_of(msg.data), "refused", str(exc))
 
     def _on_step(
         self, request: GetActionChunk.Request, response: GetActionChunk.Response
@@ -703,7 +714,12 @@ class ServedEndpoint:
         timeout = float(self.params["start_timeout_s"])
         with self._cond:
             if not self._cond.wait_for(
-                lambda: episode_id == self._episode or episode_id in self._closed, timeout
+                lambda: (
+                    episode_id == self._episode
+                    or episode_id in self._closed
+                    or episode_id in self._refused
+                ),
+                timeout,
             ):
                 raise _Refused(
                     f"observation.run_id={episode_id!r}: no such episode (active: "
@@ -711,7 +727,7 @@ class ServedEndpoint:
                     f"{self.server.resolve_topic_name('served/episode_start')} first"
                 )
             if episode_id != self._episode:
-                raise _Refused(self._closed[episode_id])
+                raise _Refused(self._closed.get(episode_id) or self._refused[episode_id])
             session = self.session
             expected = self._next_step
             if msg.step != expected:

@@ -66,9 +66,11 @@ class Harness:
         ), processes.log(proc)
         time.sleep(0.3)  # the status and events subscriptions match too
 
-    def status(self, episode_id: str, state: str, timeout_s: float = 10.0) -> dict:
+    def status(self, episode_id: str, state: str, after: int = 0, timeout_s: float = 10.0) -> dict:
+        """The first status of `episode_id` in `state` among those from index `after` on."""
+
         def find() -> dict | None:
-            for msg in list(self.statuses):
+            for msg in list(self.statuses)[after:]:
                 data = json.loads(msg.data)
                 if data["episode_id"] == episode_id and data["state"] == state:
                     return data
@@ -300,7 +302,13 @@ def test_refusals_name_field_value_and_domain_and_the_server_keeps_serving(
             10,
         ), (payload, [m.data for m in harness.statuses])
 
+    # A refused start does not use its id up; an unfinished episode ends as stopped
+    # when the next one starts.
+    harness.start("s")
+    harness.status("s", "started")
+    assert harness.step("s", 0, q).ok
     harness.start("e1")
+    assert harness.status("s", "ended")["outcome"] == "stopped"
     harness.status("e1", "started")
     skipped = harness.step("e1", 3, q)
     assert not skipped.ok and "observation.step=3: expected 0" in skipped.message
@@ -315,8 +323,9 @@ def test_refusals_name_field_value_and_domain_and_the_server_keeps_serving(
     assert ended["outcome"] == "truncated" and ended["steps"] == 1
     late = harness.step("e1", 1, q)
     assert not late.ok and "has ended" in late.message
+    mark = len(harness.statuses)
     harness.start("e1")
-    assert "already used" in harness.status("e1", "refused")["message"]
+    assert "already used" in harness.status("e1", "refused", after=mark)["message"]
     assert proc.poll() is None, processes.log(proc)
 
 
@@ -333,23 +342,18 @@ def test_refusals_name_field_value_and_domain_and_the_server_keeps_serving(
     ],
 )
 def test_served_parameters_are_refused_at_start(processes, tmp_path, extra, needle) -> None:
-    args = [
-        "--ros-args",
-        "-r",
-        "__ns:=/rk_served_bad",
-        "-p",
-        "served:=true",
-        "-p",
-        "provider:=mock",
-        "-p",
-        "action_keys:=[shoulder_pan]",
-        "-p",
-        f"limits_file:={LIMITS_FILE}",
-        "-p",
-        f"trace_dir:={tmp_path}",
-    ]
-    for item in extra:
-        args += ["-p", item]
+    params = {
+        "served": "true",
+        "provider": "mock",
+        "action_keys": "[shoulder_pan]",
+        "limits_file": str(LIMITS_FILE),
+        "trace_dir": str(tmp_path),
+    }
+    # rcl keeps the first of two -p of one name: each case replaces a default instead.
+    params.update(item.split(":=", 1) for item in extra)
+    args = ["--ros-args", "-r", "__ns:=/rk_served_bad"]
+    for name, value in params.items():
+        args += ["-p", f"{name}:={value}"]
     proc = processes.python("served_bad", SERVER, *args)
     if needle is None:
         # Driven mode ignores served mode's parameters: it starts and serves.
