@@ -29,9 +29,13 @@ closed and flushed to disk at least every `flush_interval_s` (and by size), so a
 killed mid-episode leaves every flushed chunk readable (`robokernel_ros.bag.recover`).
 
 Cost: messages are serialised by the hand-written CDR encoders of `bag.cdr` (byte for
-byte what rosbags' serialize_cdr writes, without building message objects) and the
+byte what rosbags' serialize_cdr writes, without building message objects); the
 KernelEvent's data_json is the trace's own line (`kernel.trace.event_line`: encoded
-once per event, shared with the run directory's writer).
+once per event, shared with the run directory's writer); and the serialised messages
+are queued and written into the MCAP chunk in batches by `bag.append.MessageAppender`
+(byte for byte what Writer.write makes; drained before every flush, when a new topic
+appears and at close, and whenever 256 KiB are queued, so memory stays bounded and
+the flush interval still bounds what a SIGKILL loses).
 """
 
 from __future__ import annotations
