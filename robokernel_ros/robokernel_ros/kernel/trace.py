@@ -84,14 +84,16 @@ def to_jsonable(value: Any) -> Any:
             else:
                 out_list.append(to_jsonable(v))
         return out_list
+    if isinstance(value, np.ndarray | np.generic):  # before float: np.float64 is a float
+        return value.tolist()
     if isinstance(value, str | int | float | bool):
         return value
-    if isinstance(value, np.ndarray | np.generic):
-        return value.tolist()
     if isinstance(value, Mapping) or hasattr(value, "items"):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [to_jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):  # as the encoders write them
+        return [to_jsonable(v) for v in sorted(value, key=repr)]
     return repr(value)
 
 
