@@ -70,4 +70,7 @@ if ! up_to_date colcon "$h" || [ ! -f install/setup.bash ]; then
   ) || { echo "setup: colcon build failed (.venv/colcon_build.out)"; exit 1; }
   mark colcon "$h"
 fi
+# The `robokernel` command on the venv's PATH (colcon installs console scripts under
+# install/<pkg>/lib/<pkg>, the place `ros2 run` looks, which is not on PATH).
+ln -sfn "$ROOT/install/robokernel_ros/lib/robokernel_ros/robokernel" "$VENV/bin/robokernel"
 echo "setup: ready (source env.sh for a shell with everything sourced)"

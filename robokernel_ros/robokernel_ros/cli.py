@@ -263,4 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m robokernel_ros.cli`, this file is `__main__`, a second copy of the
+    # module: subcommands register on the importable `robokernel_ros.cli`, so use its main.
+    from robokernel_ros.cli import main as registered_main
+
+    sys.exit(registered_main())
