@@ -1,8 +1,14 @@
 """Rollout throughput: eval_policy (mock) steps/s against a bare mujoco.mj_step loop.
 
 For the SO-101 and the Panda, in the same run and on the same compiled model:
-  bare      mj_step(model, data, substeps) per control step (the env's substeps at 50 Hz)
-  env       MujocoEnv.step(hold action) per control step: mj_step + ctrl + observation
+  bare      the anchor: per control step, data.ctrl set from a precomputed array and
+            mj_step(model, data, substeps) (the env's substeps at 50 Hz); the controls are
+            the mock policy's own actions with the evaluation's seeds, so the anchor
+            simulates the same trajectory (contacts, hence mj_step's cost, depend on it)
+  idle      mj_step with the controls left as reset leaves them (a different trajectory:
+            printed for reference only)
+  env       MujocoEnv.step(action) per control step with the anchor's controls:
+            mj_step + ctrl + observation
   sync      eval_policy(mock, async_rtc=False) with tracing on: the run directory
             (events.jsonl + meta.json) streamed to disk, no rosbag mirror (bag=False)
   sync+bag  the same with the SimWorkcell default, which also mirrors every event into
@@ -11,8 +17,11 @@ For the SO-101 and the Panda, in the same run and on the same compiled model:
   async     eval_policy(mock chunk-emitting, async_rtc=True) vs the same policy synchronous
 
 The variants are interleaved (one pass of each per repeat) and each figure is the best
-pass (the fastest), so that load from other processes on a shared machine disturbs
-the ratios as little as possible; the median pass is printed next to it. A per-step
+pass. The sync-vs-bare ratio and the breakdown use CPU time (time.process_time: every
+thread of the process, so work a background writer does counts; on an idle machine it
+equals wall time for these single-threaded loops), which load from other processes on
+a shared machine disturbs far less than wall time; wall-time figures (best and median)
+are printed next to them. async_rtc vs sync is a wall-time ratio (its point is overlap). A per-step
 breakdown in microseconds follows: mj_step, the env's own step work, the mock policy,
 the kernel + rollout loop untraced, the trace, the bag mirror, and privileged_state()
 (recorded every 10th step by default, every step when a benchmark or predicate needs it).
@@ -37,6 +46,7 @@ from typing import Any
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
 from robokernel_ros.policies.base import PolicyAgent  # noqa: E402
 from robokernel_ros.policies.mock import MockPolicy  # noqa: E402
 from robokernel_ros.rollout import SimWorkcell, envelope_json  # noqa: E402
@@ -44,44 +54,96 @@ from robokernel_ros.rollout import SimWorkcell, envelope_json  # noqa: E402
 CONTROL_HZ = 50.0
 
 
-def bare_seconds_per_step(cell: SimWorkcell, robot: str, steps: int) -> float:
-    env = cell.scene.make_env(robot, control_hz=CONTROL_HZ)
+def mock_controls(env: Any, steps: int, episodes: int) -> list[np.ndarray]:
+    """The mock policy's actions per episode (seeds 0, 1, ... as eval_policy(seed=0) uses)."""
+    policy = MockPolicy(seed=0)
+    policy.set_robot_state_keys(env.action_keys)
+    policy.set_action_limits(env.env_spec.action_limits)
+    controls = []
+    for episode in range(episodes):
+        policy.reset(seed=episode)
+        rows = [list(policy.get_actions({})[0].values()) for _ in range(steps)]
+        controls.append(np.asarray(rows, dtype=float))
+    return controls
+
+
+class Clock:
+    """Wall (perf_counter) and CPU (process_time: every thread of this process) seconds."""
+
+    def __init__(self) -> None:
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    def __enter__(self) -> Clock:
+        self._w, self._c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.wall += time.perf_counter() - self._w
+        self.cpu += time.process_time() - self._c
+
+    def per(self, n: int) -> tuple[float, float]:
+        return self.wall / n, self.cpu / n
+
+
+def bare_seconds_per_step(
+    cell: SimWorkcell, env: Any, controls: list[np.ndarray] | None, steps: int, episodes: int
+) -> tuple[float, float]:
+    """mj_step per control step; with `controls`, data.ctrl set from them first."""
     model, data, substeps = cell.scene.model, cell.scene.data, env.substeps
-    cell.scene.reset()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        mujoco.mj_step(model, data, substeps)
-    return (time.perf_counter() - t0) / steps
+    ids = np.asarray([env._key_to_id[k] for k in env.action_keys])
+    ctrl = data.ctrl
+    clock = Clock()
+    for episode in range(episodes):
+        cell.scene.reset(episode)
+        if controls is None:
+            with clock:
+                for _ in range(steps):
+                    mujoco.mj_step(model, data, substeps)
+        else:
+            rows = controls[episode]
+            with clock:
+                for row in rows:
+                    ctrl[ids] = row
+                    mujoco.mj_step(model, data, substeps)
+    return clock.per(steps * episodes)
 
 
-def env_seconds_per_step(cell: SimWorkcell, robot: str, steps: int) -> float:
-    env = cell.scene.make_env(robot, control_hz=CONTROL_HZ)
-    env.reset(seed=0)
-    action = env.hold_action(None)
+def env_seconds_per_step(
+    cell: SimWorkcell, env: Any, controls: list[np.ndarray], steps: int, episodes: int
+) -> tuple[float, float]:
+    """MujocoEnv.step per control step, with the same controls as the anchor."""
+    keys = env.action_keys
     step = env.step
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step(action)
-    return (time.perf_counter() - t0) / steps
+    clock = Clock()
+    for episode in range(episodes):
+        env.reset(seed=episode)
+        actions = [dict(zip(keys, row, strict=True)) for row in controls[episode].tolist()]
+        with clock:
+            for action in actions:
+                step(action)
+    return clock.per(steps * episodes)
 
 
-def call_seconds(fn: Callable[[], Any], calls: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - t0) / calls
+def call_seconds(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
+    with Clock() as clock:
+        for _ in range(calls):
+            fn()
+    return clock.per(calls)
 
 
 def eval_seconds_per_step(
     cell: SimWorkcell, robot: str, steps: int, episodes: int, **kwargs: Any
-) -> tuple[float, dict]:
-    out = cell.eval_policy(
-        robot, n_episodes=episodes, max_steps=steps, seed=0, progress=False, **kwargs
-    )
+) -> tuple[tuple[float, float], dict]:
+    """The whole eval_policy call (setup included) per step it ran."""
+    with Clock() as clock:
+        out = cell.eval_policy(
+            robot, n_episodes=episodes, max_steps=steps, seed=0, progress=False, **kwargs
+        )
     if out["status"] != "success":
         raise RuntimeError(out["content"][0]["text"])
     report = envelope_json(out)
-    return report["elapsed_s"] / report["total_steps"], report
+    return clock.per(report["total_steps"]), report
 
 
 def main() -> None:
@@ -107,15 +169,17 @@ def main() -> None:
             env.reset(seed=0)
             obs = env.observe()
             n = steps * episodes
-            passes: dict[str, list[float]] = {}
+            controls = mock_controls(env, steps, episodes)
+            passes: dict[str, list[tuple[float, float]]] = {}
 
-            def record(name: str, seconds: float, passes: dict = passes) -> None:
+            def record(name: str, seconds: tuple[float, float], passes: dict = passes) -> None:
                 passes.setdefault(name, []).append(seconds)
 
             rtc_report: dict = {}
             for _ in range(repeats):
-                record("bare", bare_seconds_per_step(cell, model, n))
-                record("env", env_seconds_per_step(cell, model, n))
+                record("bare", bare_seconds_per_step(cell, env, controls, steps, episodes))
+                record("idle", bare_seconds_per_step(cell, env, None, steps, episodes))
+                record("env", env_seconds_per_step(cell, env, controls, steps, episodes))
                 record("privileged", call_seconds(env.privileged_state, n))
                 record("policy", call_seconds(lambda: agent.act(obs, 0), n))  # noqa: B023
                 record("untraced", eval_seconds_per_step(cell, model, steps, episodes, trace_dir=None)[0])  # fmt: skip
@@ -126,14 +190,15 @@ def main() -> None:
                                                         policy_config=chunked, async_rtc=True)  # fmt: skip
                 record("async_rtc", rtc)
             cell.close()
-            best = {k: min(v) for k, v in passes.items()}
-            median = {k: statistics.median(v) for k, v in passes.items()}
-            rate = {k: 1.0 / v for k, v in best.items()}
-            us = {k: v * 1e6 for k, v in best.items()}
-            ratio = rate["sync"] / rate["bare"]
-            bag_ratio = rate["sync_bag"] / rate["bare"]
-            rtc_ratio = rate["async_rtc"] / rate["sync_chunked"]
-            # what each layer adds per step (best passes; small negatives are noise)
+            wall = {k: 1.0 / min(w for w, _ in v) for k, v in passes.items()}  # steps/s
+            wall_median = {k: 1.0 / statistics.median(w for w, _ in v) for k, v in passes.items()}
+            cpu = {k: 1.0 / min(c for _, c in v) for k, v in passes.items()}
+            us = {k: 1e6 / v for k, v in cpu.items()}
+            ratio = cpu["sync"] / cpu["bare"]
+            wall_ratio = wall["sync"] / wall["bare"]
+            bag_ratio = cpu["sync_bag"] / cpu["bare"]
+            rtc_ratio = wall["async_rtc"] / wall["sync_chunked"]
+            # what each layer adds per step (CPU time, best passes; small negatives are noise)
             breakdown = {
                 "mj_step": us["bare"],
                 "env_step_work": us["env"] - us["bare"],
@@ -143,10 +208,12 @@ def main() -> None:
                 "bag_mirror": us["sync_bag"] - us["sync"],
                 "privileged_state_call": us["privileged"],
             }
-            print(f"{model}: {substeps} substeps per control step at {CONTROL_HZ:g} Hz "
-                  f"(best of {repeats} interleaved passes of {n} steps; median in brackets)")  # fmt: skip
+            print(f"{model}: {substeps} substeps per control step at {CONTROL_HZ:g} Hz; best of "
+                  f"{repeats} interleaved passes of {n} steps: steps per CPU second, per wall "
+                  "second, [median wall]")  # fmt: skip
             for name, label in (
                 ("bare", "bare mj_step loop"),
+                ("idle", "bare, idle controls (ref)"),
                 ("env", "MujocoEnv.step loop"),
                 ("untraced", "eval sync, no trace"),
                 ("sync", "eval sync, traced"),
@@ -155,27 +222,29 @@ def main() -> None:
                 ("async_rtc", "eval async_rtc, chunks 8"),
             ):
                 extra = ""
-                if name in ("env", "untraced", "sync", "sync_bag"):
-                    extra = f"  ({rate[name] / rate['bare']:.2f}x bare)"
+                if name in ("idle", "env", "untraced", "sync_bag"):
+                    extra = f"  ({cpu[name] / cpu['bare']:.2f}x bare)"
                 if name == "sync":
-                    extra = f"  ({ratio:.2f}x bare; target >= 0.85x)"
+                    extra = f"  ({ratio:.2f}x bare, wall {wall_ratio:.2f}x; target >= 0.85x)"
                 if name == "async_rtc":
-                    extra = (f"  ({rtc_ratio:.2f}x sync; target >= 0.9x; hits "
+                    extra = (f"  (wall {rtc_ratio:.2f}x sync; target >= 0.9x; hits "
                              f"{rtc_report['chunk_prefetch_hits']}, blocks {rtc_report['chunk_prefetch_blocks']})")  # fmt: skip
-                print(f"  {label:26s} {rate[name]:8.0f} steps/s [{1.0 / median[name]:6.0f}]{extra}")
-            print("  per step (us): " + ", ".join(f"{k} {v:.1f}" for k, v in breakdown.items()))
+                print(f"  {label:26s} {cpu[name]:7.0f} cpu {wall[name]:7.0f} wall [{wall_median[name]:6.0f}]{extra}")  # fmt: skip
+            print("  per step (us CPU): " + ", ".join(f"{k} {v:.1f}" for k, v in breakdown.items()))
             budget = us["bare"] / 0.85 - us["bare"]
-            print(f"  budget at 0.85x: {budget:.1f} us/step beyond mj_step; traced run adds "
-                  f"{us['sync'] - us['bare']:.1f}")  # fmt: skip
-            figures.update({f"{model}_substeps": substeps})
+            print(f"  budget at 0.85x: {budget:.1f} us/step beyond the anchor; the traced eval "
+                  f"adds {us['sync'] - us['bare']:.1f}")  # fmt: skip
+            figures[f"{model}_substeps"] = substeps
             for k in passes:
-                figures[f"{model}_{k}_steps_per_s"] = round(rate[k], 1)
-                figures[f"{model}_{k}_steps_per_s_median"] = round(1.0 / median[k], 1)
+                figures[f"{model}_{k}_steps_per_cpu_s"] = round(cpu[k], 1)
+                figures[f"{model}_{k}_steps_per_s"] = round(wall[k], 1)
+                figures[f"{model}_{k}_steps_per_s_median"] = round(wall_median[k], 1)
             figures.update(
                 {
                     f"{model}_sync_vs_bare": round(ratio, 3),
+                    f"{model}_sync_vs_bare_wall": round(wall_ratio, 3),
                     f"{model}_sync_bag_vs_bare": round(bag_ratio, 3),
-                    f"{model}_untraced_vs_bare": round(rate["untraced"] / rate["bare"], 3),
+                    f"{model}_untraced_vs_bare": round(cpu["untraced"] / cpu["bare"], 3),
                     f"{model}_async_vs_sync": round(rtc_ratio, 3),
                     f"{model}_async_prefetch_blocks": rtc_report["chunk_prefetch_blocks"],
                     f"{model}_breakdown_us": {k: round(v, 1) for k, v in breakdown.items()},

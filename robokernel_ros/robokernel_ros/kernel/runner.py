@@ -644,12 +644,12 @@ class _Episode:
         while step < self.max_steps:
             if op.has_notices:
                 self.publish_operator_notices(step)
-            if op.estopped:
+            if op._estopped:  # the properties' fields: read every step, so no property call
                 raise _EpisodeOver(
                     EpisodeOutcome.ESTOPPED,
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
                 )
-            stopping = op.stop_requested
+            stopping = op._stop_requested
             if bus.subscriber_count:
                 self.record_observation(step, observation)
             else:  # nobody listens: count the events, build nothing
@@ -692,7 +692,7 @@ class _Episode:
                 rec.interventions(step, result.interventions)
             action = result.action
 
-            if op.estopped:  # an e-stop during act(): nothing more reaches the env
+            if op._estopped:  # an e-stop during act(): nothing more reaches the env
                 raise _EpisodeOver(
                     EpisodeOutcome.ESTOPPED,
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
@@ -898,7 +898,10 @@ def _as_chunk(chunk: Any) -> list[Any]:
 def _row(action: Any, keys: Sequence[str]) -> list[Any]:
     if type(action) is dict:  # the common case: every value a float already
         row = [action.get(key) for key in keys]
-        if all(type(value) is float for value in row):
+        for value in row:
+            if type(value) is not float:
+                break
+        else:
             return row
     if not isinstance(action, Mapping):
         return [None] * len(keys)

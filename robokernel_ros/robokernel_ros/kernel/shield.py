@@ -420,11 +420,15 @@ class SafetyShield:
         guards besides the finite and limit guards. None when the action needs the full
         review (call `review` with a hold action then); nothing is recorded in that case.
         """
-        if type(action) is not dict or len(self.guards) != 2:
+        if type(action) is not dict or len(action) != len(self._bounds) or len(self.guards) != 2:
             return None
-        working = self._fast_pass(action)
-        if working is None:
-            return None
+        working = {}
+        for key, lo, hi in self._bounds:  # _fast_pass, inlined: this runs every step
+            value = action.get(key)
+            if type(value) is float and lo <= value <= hi and value - value == 0.0:
+                working[key] = value
+            else:
+                return None
         self.previous, self.last = self.last, working
         self.last_dt = self.default_dt if dt is None else dt
         return ShieldResult(working, [], False, (), ())

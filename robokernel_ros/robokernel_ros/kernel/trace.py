@@ -173,6 +173,29 @@ try:  # orjson is ~6x faster than the standard library: it keeps tracing off the
 
 except ImportError:  # pragma: no cover - orjson is pinned in requirements/base.txt
     dumps_line = _dumps_stdlib
+    _orjson_dumps = None
+
+
+def _encode_event(event: Event) -> bytes:
+    """Encode `event`'s line and cache it on the event (orjson called directly: this runs
+    for every event the trace writer sees; dumps_line's fallbacks apply)."""
+    obj = {
+        "seq": event.seq,
+        "kind": event.kind,
+        "step": event.step,
+        "t": event.t,
+        "wall": event.wall,
+        "data": event.data,
+    }
+    if _orjson_dumps is None:  # pragma: no cover - orjson is pinned
+        line = _dumps_stdlib(obj)
+    else:
+        try:
+            line = _orjson_dumps(obj, default=_json_default, option=_ORJSON_OPTIONS)
+        except (TypeError, ValueError):
+            line = _dumps_stdlib(obj)
+    event.line = line
+    return line
 
 
 def event_line(event: Event) -> bytes:
@@ -185,16 +208,7 @@ def event_line(event: Event) -> bytes:
     """
     line = event.line
     if line is None:
-        line = event.line = dumps_line(
-            {
-                "seq": event.seq,
-                "kind": event.kind,
-                "step": event.step,
-                "t": event.t,
-                "wall": event.wall,
-                "data": event.data,
-            }
-        )
+        line = _encode_event(event)
     return line
 
 
@@ -272,8 +286,10 @@ class RunWriter:
                     "data": data,
                 }
             )
-        else:
-            line = event_line(event)  # shared with the other subscribers (the bag mirror)
+        else:  # shared with the other subscribers (the bag mirror): encoded once
+            line = event.line
+            if line is None:
+                line = _encode_event(event)
         try:
             with self._lock:
                 self._file.write(line)
