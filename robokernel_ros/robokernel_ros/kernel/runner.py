@@ -664,7 +664,7 @@ class _Episode:
 
             # The hold action is computed only when the review needs it: the fast review
             # (a complete, finite, in-limits action and no extra guards) does not.
-            result: ShieldResult | None = None
+            result: ShieldResult | None
             if self.queue and not stopping:
                 proposed = self.queue.popleft()
                 result = shield.review_fast(proposed)
