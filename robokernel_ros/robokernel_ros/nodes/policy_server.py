@@ -510,7 +510,8 @@ class ServedEndpoint:
         self._episode: str | None = None  # the active episode_id
         self._closed: dict[str, str] = {}  # ended episode_id -> how it ended (ids are not reused)
         self._refused: dict[str, str] = {}  # episode_id -> why its start was refused (retryable)
-        self._estop_input = False
+        self._estop_input = False  # the last estop value
+        self._estop_latched = False  # pressed since the last clear_fault (before a session too)
         self._next_step = 0  # the step index the active episode expects next
         self._run_id = ""  # the active episode's run directory name (its episode.start)
 
@@ -564,7 +565,7 @@ class ServedEndpoint:
 
             self._mirror = EpisodeBagMirror(p["trace_dir"])
             self._mirror.attach(session.bus)
-        if self._estop_input:
+        if self._estop_latched:
             session.operator.estop()
         self.session = session
         return session
@@ -762,8 +763,10 @@ class ServedEndpoint:
     def _on_estop(self, msg: Bool) -> None:
         with self._cond:
             self._estop_input = bool(msg.data)
-            if msg.data and self.session is not None:
-                self.session.operator.estop()
+            if msg.data:
+                self._estop_latched = True
+                if self.session is not None:
+                    self.session.operator.estop()
         if msg.data:
             self.server.get_logger().warn("served: e-stop latched; steps answer the hold action")
 
@@ -776,6 +779,7 @@ class ServedEndpoint:
                     "release it first"
                 )
                 return response
+            self._estop_latched = False
             if self.session is not None:
                 self.session.operator.clear_fault()
         response.success = True
