@@ -297,6 +297,10 @@ def make_executor(kind: str) -> Any:
     return SingleThreadedExecutor()
 
 
+def _is_events_executor(executor: Any) -> bool:
+    return type(executor).__name__ == "EventsExecutor"
+
+
 def spin_until(executor: Any, done: Callable[[], bool], timeout_sec: float = 0.1) -> None:
     """Spin with spin_once(timeout_sec) until `done()` or rclpy's context shuts down.
     Works with every executor kind, EventsExecutor included."""
@@ -342,7 +346,13 @@ def run_node(
         exec_.add_node(node)
         if on_started is not None:
             on_started(node)
-        spin_until(exec_, lambda: False)
+        if _is_events_executor(exec_):
+            spin_until(exec_, lambda: False)
+        else:
+            # spin(), not a spin_once loop: MultiThreadedExecutor.spin_once returns at
+            # once while a callback is still running in its pool, so the loop would
+            # busy-wait for as long as a long service call (a rollout) runs.
+            exec_.spin()
     except KeyboardInterrupt:
         pass
     except ExternalShutdownException:
