@@ -176,6 +176,23 @@ except ImportError:  # pragma: no cover - orjson is pinned in requirements/base.
     _orjson_dumps = None
 
 
+def _dumps_pretty_stdlib(obj: Any) -> bytes:
+    text = json.dumps(_null_non_finite(to_jsonable(obj)), indent=2, default=_json_default)
+    return (text + "\n").encode("utf-8")
+
+
+def dumps_pretty(obj: Any) -> bytes:
+    """Indented strict JSON (meta.json) with its newline: as `dumps_line` encodes values."""
+    if _orjson_dumps is not None:
+        try:
+            return _orjson_dumps(
+                obj, default=_json_default, option=_ORJSON_OPTIONS | orjson.OPT_INDENT_2
+            )
+        except (TypeError, ValueError):
+            pass
+    return _dumps_pretty_stdlib(obj)
+
+
 def _encode_event(event: Event) -> bytes:
     """Encode `event`'s line and cache it on the event (orjson called directly: this runs
     for every event the trace writer sees; dumps_line's fallbacks apply)."""
@@ -298,10 +315,10 @@ class RunWriter:
                     self._file.flush()
                     self._last_flush = now
             if kind == EPISODE_START:
-                self._meta = {"run_id": self.run_id, **to_jsonable(event.data)}
+                self._meta = {"run_id": self.run_id, **event.data}
                 self._write_meta()
-            elif event.kind == EPISODE_END:
-                self._meta.update(to_jsonable(event.data))
+            elif kind == EPISODE_END:
+                self._meta.update(event.data)
                 self._write_meta()
         except OSError:
             self.failed = True
@@ -325,10 +342,7 @@ class RunWriter:
 
     def _write_meta(self) -> None:
         tmp = self.path / (META_FILE + ".tmp")
-        tmp.write_text(
-            json.dumps(_null_non_finite(to_jsonable(self._meta)), indent=2, default=_json_default)
-            + "\n"
-        )
+        tmp.write_bytes(dumps_pretty(self._meta))
         tmp.replace(self.path / META_FILE)
 
     def flush(self) -> None:
