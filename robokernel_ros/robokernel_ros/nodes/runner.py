@@ -494,13 +494,9 @@ class RunnerNode(Node):
             self._estop_latched = True
         if first:
             self.get_logger().warn("e-stop pressed: latched; every rollout ends estopped")
-        # Every in-flight rollout: its episode's operator channel latches the e-stop (the
-        # episode ends "estopped" at once), and the rollout stops (no further episodes).
-        for control in _in_flight(self.cell):
-            operator = getattr(control, "_operator", None)
-            if operator is not None:
-                operator.estop()
-            control.stop("estop")
+        # The workcell latches too: every in-flight episode ends "estopped" at once, the
+        # rollouts stop (no further episodes) and new ones are refused until clear_fault.
+        self.cell.estop()
 
     def _on_stop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         out = self.cell.stop_policy("")
@@ -517,6 +513,7 @@ class RunnerNode(Node):
                 response.message = "refused: the e-stop input is still pressed (last estop value true); release it first"
                 return response
             self._estop_latched = False
+            self.cell.clear_fault()
         response.success = True
         response.message = "e-stop cleared on the runner"
         if self._shield_client is not None:
@@ -540,23 +537,14 @@ class RunnerNode(Node):
     def _on_reset_done(
         self, request: Trigger.Request, response: Trigger.Response
     ) -> Trigger.Response:
-        if self.operator is None:
-            response.success = False
-            response.message = "this workcell has no operator channel"
-            return response
-        self.operator.reset_done()
-        response.success = True
-        response.message = "reset confirmed"
+        out = self.cell.reset_done()
+        response.success = out.get("status") == "success"
+        response.message = _text(out)
         return response
 
     def _verdict(self, outcome: str, note: str) -> tuple[bool, str]:
-        if self.operator is None:
-            return False, "this workcell has no operator channel"
-        try:
-            self.operator.verdict(outcome, note)
-        except ValueError as exc:
-            return False, str(exc)
-        return True, f"verdict {outcome} recorded"
+        out = self.cell.verdict(outcome, note)
+        return out.get("status") == "success", _text(out)
 
     def _on_verdict_service(
         self, request: SubmitVerdict.Request, response: SubmitVerdict.Response
@@ -592,16 +580,6 @@ class _AnyCriterion:
 
     def __call__(self, ctx: Any) -> bool:
         return any(c(ctx) for c in self.criteria)
-
-
-def _in_flight(cell: Any) -> list[Any]:
-    """The workcell's in-flight rollouts (RolloutControl), the population stop_policy reads."""
-    lock = getattr(cell, "_lock", None)
-    inflight = getattr(cell, "_inflight", {})
-    if lock is None:
-        return list(inflight.values())
-    with lock:
-        return list(inflight.values())
 
 
 def bag_sink(ctx: Any) -> Any:

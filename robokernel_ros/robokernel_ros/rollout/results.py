@@ -7,7 +7,6 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .benchmarks import pass_hat_k
@@ -68,55 +67,127 @@ def jsonable(value: Any) -> Any:
     return repr(value)
 
 
-@dataclass
 class ActionHealth:
     """Per-key resolution health of the actions a policy sent to one robot.
 
     A step's credit is known when the policy's action named at least one key and not
     only driven joint names (a step keyed by joint names is excluded, not scored).
+
+    count() is cheap: it tallies the action's key tuple (a policy names the same keys
+    step after step), and the figures are folded from those tallies when read. At most
+    MAX_SHAPES distinct key tuples are tallied; an action of any further shape is folded
+    at once, so the state stays bounded whatever a policy emits.
     """
 
-    action_keys: frozenset[str]
-    joint_names: frozenset[str] = frozenset()
-    steps: int = 0  # policy actions executed (holds excluded)
-    applied: int = 0  # those that commanded at least one actuator
-    credited: int = 0
-    partial: int = 0  # credited steps with at least one unresolved key
-    named_keys: int = 0
-    resolved_keys: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-    missing: Counter[str] = field(default_factory=Counter)
+    MAX_SHAPES = 64
 
-    def count(self, action: Mapping[str, Any]) -> None:
-        self.steps += 1
-        named = set(action)
+    def __init__(self, action_keys: frozenset[str], joint_names: frozenset[str] = frozenset()):
+        self.action_keys = frozenset(action_keys)
+        self.joint_names = frozenset(joint_names)
+        self._steps = 0  # policy actions executed (holds excluded)
+        self._applied = 0  # those that commanded at least one actuator
+        self._credited = 0
+        self._partial = 0  # credited steps with at least one unresolved key
+        self._named = 0
+        self._resolved = 0
+        self._errors: Counter[str] = Counter()
+        self._missing: Counter[str] = Counter()
+        self._shapes: dict[tuple[Any, ...], int] = {}  # key tuple -> actions not folded yet
+
+    def count(self, action: Any) -> None:
+        """One executed policy action (a non-mapping counts as an action naming no key)."""
+        shape = tuple(action) if isinstance(action, Mapping) else ()
+        shapes = self._shapes
+        n = shapes.get(shape)
+        if n is not None:
+            shapes[shape] = n + 1
+        elif len(shapes) < self.MAX_SHAPES:
+            shapes[shape] = 1
+        else:
+            self._fold_shape(shape, 1)
+
+    def count_all(self, actions: Iterable[Any]) -> None:
+        for action in actions:
+            self.count(action)
+
+    def _fold_shape(self, shape: tuple[Any, ...], n: int) -> None:
+        self._steps += n
+        named = set(shape)
         resolved = named & self.action_keys
         if resolved:
-            self.applied += 1
+            self._applied += n
         if not named:
             return
         if not resolved and named <= self.joint_names:
             return  # keyed by driven joint names: credit unknown
         unresolved = named - self.action_keys
-        self.credited += 1
-        self.named_keys += len(named)
-        self.resolved_keys += len(resolved)
+        self._credited += n
+        self._named += n * len(named)
+        self._resolved += n * len(resolved)
         if unresolved:
-            self.partial += 1
-            self.errors.update(unresolved)
-        self.missing.update(self.action_keys - named)
+            self._partial += n
+            for key in unresolved:
+                self._errors[key] += n
+        for key in self.action_keys - named:
+            self._missing[key] += n
+
+    def _fold(self) -> None:
+        shapes, self._shapes = self._shapes, {}
+        for shape, n in shapes.items():
+            self._fold_shape(shape, n)
+
+    @property
+    def steps(self) -> int:
+        self._fold()
+        return self._steps
+
+    @property
+    def applied(self) -> int:
+        self._fold()
+        return self._applied
+
+    @property
+    def credited(self) -> int:
+        self._fold()
+        return self._credited
+
+    @property
+    def partial(self) -> int:
+        self._fold()
+        return self._partial
+
+    @property
+    def named_keys(self) -> int:
+        self._fold()
+        return self._named
+
+    @property
+    def resolved_keys(self) -> int:
+        self._fold()
+        return self._resolved
+
+    @property
+    def errors(self) -> Counter[str]:
+        self._fold()
+        return self._errors
+
+    @property
+    def missing(self) -> Counter[str]:
+        self._fold()
+        return self._missing
 
     def to_dict(self) -> dict[str, Any]:
+        self._fold()
         return {
-            "actions_applied": self.applied,
-            "action_errors": dict(sorted(self.errors.items())),
-            "action_resolution_rate": (self.resolved_keys / self.named_keys)
-            if self.named_keys
+            "actions_applied": self._applied,
+            "action_errors": dict(sorted(self._errors.items())),
+            "action_resolution_rate": (self._resolved / self._named) if self._named else 0.0,
+            "partial_action_failure_rate": (self._partial / self._credited)
+            if self._credited
             else 0.0,
-            "partial_action_failure_rate": (self.partial / self.credited) if self.credited else 0.0,
-            "action_steps_credited": self.credited,
-            "action_steps_with_unresolved_keys": self.partial,
-            "action_missing_keys": dict(sorted(self.missing.items())),
+            "action_steps_credited": self._credited,
+            "action_steps_with_unresolved_keys": self._partial,
+            "action_missing_keys": dict(sorted(self._missing.items())),
         }
 
 

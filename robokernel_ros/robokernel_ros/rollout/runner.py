@@ -83,12 +83,18 @@ class RolloutControl:
         self.done = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._operator: Any = None
+        self._operator: Any = None  # the running episode's OperatorChannel
+        self._last_operator: Any = None  # the last episode's (a late verdict goes there)
+        self._estopped = False
         self.stop_reason = ""
 
     @property
     def stop_requested(self) -> bool:
         return self._stop.is_set()
+
+    @property
+    def estopped(self) -> bool:
+        return self._estopped
 
     def stop(self, reason: str = "stopped") -> None:
         with self._lock:
@@ -99,9 +105,43 @@ class RolloutControl:
         if op is not None:
             op.stop()
 
+    def estop(self) -> None:
+        """E-stop: the running episode ends "estopped" at once, an episode that has not
+        attached its operator yet ends so at its first step, and no further episode runs."""
+        with self._lock:
+            self._estopped = True
+            op = self._operator
+        if op is not None:
+            op.estop()
+        self.stop("estop")
+
+    def reset_done(self) -> bool:
+        """Confirm the reset the running episode waits for; False when no episode runs."""
+        with self._lock:
+            op = self._operator
+        if op is None:
+            return False
+        op.reset_done()
+        return True
+
+    def verdict(self, outcome: str, note: str = "") -> bool:
+        """The operator's verdict on the running episode, or else on the one that just
+        ended (its record and trace are updated); False when no episode has run."""
+        with self._lock:
+            op = self._operator if self._operator is not None else self._last_operator
+        if op is None:
+            return False
+        op.verdict(outcome, note)
+        return True
+
     def attach_operator(self, operator: Any) -> None:
         with self._lock:
+            if self._operator is not None:
+                self._last_operator = self._operator
             self._operator = operator
+            estopped = self._estopped
+        if operator is not None and estopped:
+            operator.estop()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -504,23 +544,60 @@ def _rss_mb() -> float | None:
 # --- the agent and the env seen by the kernel --------------------------------------------------
 
 
+class RecentChunks:
+    """The chunks an agent's act() returned, by request id, for the last few requests only.
+
+    The kernel has at most one chunk request in flight, and merges each chunk before it
+    asks for the next, so the collector needs the chunk of the request being merged and
+    nothing older: KEEP of them are kept, whatever the episode's length.
+    """
+
+    KEEP = 4
+
+    def __init__(self) -> None:
+        self.count = 0  # act() calls this episode: the next request id
+        self._recent: deque[tuple[int, Any]] = deque(maxlen=self.KEEP)
+
+    def add(self, chunk: Any) -> None:
+        self._recent.append((self.count, chunk))
+        self.count += 1
+
+    def get(self, request_id: int) -> Any:
+        for rid, chunk in reversed(self._recent):
+            if rid == request_id:
+                return chunk
+        return None
+
+    def __len__(self) -> int:
+        return len(self._recent)
+
+
 class _RolloutAgent(PolicyAgent):
-    """PolicyAgent + inference timing, the raw chunks (for action health) and one re-query of an empty chunk."""
+    """PolicyAgent + inference timing (running count, sum and max), the recent chunks (for
+    action health) and one re-query of an empty chunk. Its state is bounded: nothing grows
+    with the episode's length."""
 
     def __init__(
         self, policy: Policy, *, action_horizon: int, policy_kwargs: Mapping[str, Any]
     ) -> None:
         super().__init__(policy, action_horizon=action_horizon)
         self.policy_kwargs = dict(policy_kwargs)
-        self.inference_s: list[float] = []
-        self.chunks: list[list[Mapping[str, Any]]] = []
+        self.chunks = RecentChunks()
+        self.inference_count = 0
+        self.inference_total_s = 0.0
+        self.inference_max_s = 0.0
         self.empty_chunks = 0
 
     def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
-        self.inference_s = []
-        self.chunks = []
+        self.chunks = RecentChunks()
+        self.inference_count = 0
+        self.inference_total_s = 0.0
+        self.inference_max_s = 0.0
         self.empty_chunks = 0
         super().reset(instruction=instruction, seed=seed)
+
+    def chunk(self, request_id: int) -> Any:
+        return self.chunks.get(request_id)
 
     def act(self, observation: Mapping[str, Any], step: int, **rtc: Any) -> list[dict[str, float]]:
         start = time.monotonic()
@@ -532,61 +609,92 @@ class _RolloutAgent(PolicyAgent):
             chunk = super().act(observation, step, **rtc)
             if not chunk:
                 raise RuntimeError(f"policy returned an empty chunk twice in a row at step {step}")
-        self.inference_s.append(time.monotonic() - start)
-        self.chunks.append(chunk)
+        elapsed = time.monotonic() - start
+        self.inference_count += 1
+        self.inference_total_s += elapsed
+        if elapsed > self.inference_max_s:
+            self.inference_max_s = elapsed
+        self.chunks.add(chunk)
         return chunk
 
 
 class _Collector:
-    """Follows the episode's bus: which proposed action each step executed, holds, seams."""
+    """Action health, executed holds and prefetch seams, from the chunk merges alone.
+
+    It follows only `chunk.merge` events (one per chunk), not every step: between two
+    merges the kernel's queue changes only by pops, so the steps from a merge at step s
+    to the next merge at step s' execute min(len(kept), s' - s) of the kept actions and
+    hold for the rest. The last segment is closed by finish(record): there the kernel's
+    own hold count also accounts for the hold of an operator stop (executed with actions
+    still queued), except after an e-stop or an error, where no such hold can have run
+    and the kernel may have counted a hold it never executed.
+    """
 
     def __init__(self, chunk_source: Any, health: Mapping[str, ActionHealth],
                  split: Callable[[Mapping[str, Any]], dict[str, dict[str, Any]]] | None,
                  execution_steps: int | None) -> None:  # fmt: skip
-        self.chunk_source = chunk_source  # has .chunks: every chunk act() returned, by request id
+        self.chunk_source = chunk_source  # has .chunk(request_id): the chunk act() returned
         self.health = health
+        self.only = next(iter(health.values())) if split is None else None
         self.split = split
         self.execution_steps = execution_steps
-        self.queue: deque[Mapping[str, Any]] = deque()
+        self.queue: Sequence[Any] = ()  # the kept actions of the last merge
+        self.start = 0  # the step of the last merge (0: the steps before the first merge)
         self.holds = 0
-        self.holds_since_merge = 0
         self.merges = 0
         self.hits = 0
         self.blocks = 0
-        self.steps = 0
 
     def __call__(self, event: Event) -> None:
-        if event.kind == ev.CHUNK_MERGE:
-            data = event.data
-            chunks = self.chunk_source.chunks
-            rid = int(data.get("request_id", self.merges))
-            chunk = list(chunks[rid]) if rid < len(chunks) else []
-            if self.execution_steps is not None:
-                chunk = chunk[: self.execution_steps]
-            dropped = int(data.get("dropped", 0))
-            self.queue = deque(chunk[dropped:])
-            if self.merges:
-                if self.holds_since_merge:
-                    self.blocks += 1
-                else:
-                    self.hits += 1
-            self.merges += 1
-            self.holds_since_merge = 0
-        elif event.kind == ev.ACTION:
-            self.steps += 1
-            if event.data.get("hold"):
-                self.holds += 1
-                self.holds_since_merge += 1
-                return
-            proposed = self.queue.popleft() if self.queue else {}
-            if not isinstance(proposed, Mapping):
-                proposed = {}
-            if self.split is None:
-                next(iter(self.health.values())).count(proposed)
+        data = event.data
+        step = event.step
+        holds = self._close(step - self.start)
+        if self.merges:
+            if holds:
+                self.blocks += 1
             else:
-                for robot, part in self.split(proposed).items():
-                    if robot in self.health:
-                        self.health[robot].count(part)
+                self.hits += 1
+        rid = int(data.get("request_id", self.merges))
+        self.merges += 1
+        chunk = self.chunk_source.chunk(rid)
+        chunk = list(chunk) if chunk is not None else []
+        if self.execution_steps is not None:
+            chunk = chunk[: self.execution_steps]
+        self.queue = chunk[int(data.get("dropped", 0)) :]
+        self.start = step
+
+    def _close(self, steps: int, holds: int | None = None) -> int:
+        """Count the segment since the last merge: `steps` executed steps, of which `holds`
+        holds (None: the queue's actions first, then holds). Returns the holds."""
+        steps = max(0, steps)
+        if holds is None:
+            executed = min(len(self.queue), steps)
+        else:
+            executed = min(len(self.queue), max(0, steps - holds))
+        holds = steps - executed
+        self.holds += holds
+        if executed:
+            actions = self.queue[:executed]
+            if self.only is not None:
+                self.only.count_all(actions)
+            else:
+                for proposed in actions:
+                    parts = self.split(proposed if isinstance(proposed, Mapping) else {})
+                    for robot, part in parts.items():
+                        health = self.health.get(robot)
+                        if health is not None:
+                            health.count(part)
+        self.queue = ()
+        return holds
+
+    def finish(self, record: Any) -> None:
+        """Close the last segment at the episode's end."""
+        outcome = getattr(record.outcome, "value", str(record.outcome))
+        steps = int(record.steps) - self.start
+        holds = None
+        if outcome not in ("estopped", "error"):
+            holds = max(0, int(record.holds) - self.holds)
+        self._close(steps, holds)
 
 
 class _MonitoredEnv:
@@ -993,7 +1101,8 @@ class PolicyRunner:
             stride = plan.control_hz / video_fps
             recorder = VideoRecorder(video_path, fps=video_fps, width=plan.video["width"], height=plan.video["height"],
                                      camera=plan.video["camera"], scene=scene)  # fmt: skip
-        single_policy = policies[plan.robot] if len(policies) == 1 else None
+        # a policy's own success criterion reads its robot's observation: not a composed one
+        single_policy = policies[plan.robot] if split is None and len(policies) == 1 else None
         menv = _MonitoredEnv(env, plan=plan, control=control, episode=episode, scene=scene, policy=single_policy,
                              recorder=recorder, video_stride=stride, carry_state=carry_state)  # fmt: skip
         bus = EventBus()
@@ -1002,7 +1111,7 @@ class PolicyRunner:
             for r, p in policies.items()
         }
         collector = _Collector(agent, health, split, timing.execution_steps)
-        bus.subscribe(collector, (ev.CHUNK_MERGE, ev.ACTION))
+        bus.subscribe(collector, (ev.CHUNK_MERGE,))  # one call per chunk, none per step
         bus.subscribe(self.bus.publish)
         for obs in plan.observers:
             bus.subscribe(obs)
@@ -1048,6 +1157,7 @@ class PolicyRunner:
                 except Exception:
                     _log.exception("closing the video %s failed", video_path)
         elapsed = time.monotonic() - t0
+        collector.finish(record)
         extras: dict[str, Any] = {"bag_path": None}
         for fin in finishers:
             try:
@@ -1088,10 +1198,12 @@ class PolicyRunner:
                 and menv.stop_reason is None
                 and bool(menv.success_checks)
             )
-        inference = [s for a in agents.values() for s in a.inference_s]
+        n_inference = sum(a.inference_count for a in agents.values())
+        total_inference_s = sum(a.inference_total_s for a in agents.values())
+        max_inference_s = max((a.inference_max_s for a in agents.values()), default=0.0)
         chunk_enabled = timing.mode == "realtime"
         merged: dict[str, Any] = {}
-        if len(health) == 1:
+        if collector.split is None:
             merged = next(iter(health.values())).to_dict()
             named = next(iter(health.values())).named_keys
             resolved = next(iter(health.values())).resolved_keys
@@ -1153,12 +1265,12 @@ class PolicyRunner:
             "policy_rtc_enabled": any(
                 bool(getattr(p, "supports_rtc", False)) for p in policies.values()
             ),
-            "chunk_prefetch_chunks_acquired": sum(len(a.inference_s) for a in agents.values()),
+            "chunk_prefetch_chunks_acquired": n_inference,
             "chunk_prefetch_hits": collector.hits if chunk_enabled else 0,
             "chunk_prefetch_blocks": collector.blocks if chunk_enabled else 0,
             "empty_chunks_requeried": sum(a.empty_chunks for a in agents.values()),
-            "avg_inference_ms": (1000 * sum(inference) / len(inference)) if inference else None,
-            "max_inference_ms": (1000 * max(inference)) if inference else None,
+            "avg_inference_ms": (1000 * total_inference_s / n_inference) if n_inference else None,
+            "max_inference_ms": (1000 * max_inference_s) if n_inference else None,
             "safety_interventions": record.safety_interventions,
             "compat": record.compat.to_dict(),
             "trace_path": str(record.trace_path) if record.trace_path else None,
@@ -1177,10 +1289,14 @@ class PolicyRunner:
         return rtc_aliases(result)
 
     # -- execution -------------------------------------------------------------------------------
-    def _prepare(self, plan: RolloutPlan, scene: Any):
-        """Build the env, the policies and the agent (in the rollout's thread)."""
+    def _prepare(self, plan: RolloutPlan, scene: Any, *, multi: bool = False):
+        """Build the env, the policies and the agent (in the rollout's thread).
+
+        multi: the env of run_multi_policy, keyed "robot/actuator" even for one robot (the
+        keys MultiAgent composes); otherwise one robot's env, keyed by its actuator names."""
         robots = list(plan.robots)
-        target = robots if len(robots) > 1 else robots[0]
+        multi = multi or len(robots) > 1
+        target = robots if multi else robots[0]
         if plan.env_cameras:
             env = scene.make_env(target, control_hz=plan.control_hz, cameras=plan.env_cameras,
                                  image_size=plan.env_image_size)  # fmt: skip
@@ -1193,7 +1309,7 @@ class PolicyRunner:
         joint_names = {r: list(scene.robot_joint_names(r)) for r in robots}
         for r in robots:
             keys = list(scene.robot_action_keys(r))
-            if len(robots) > 1:
+            if multi:
                 limits = {
                     k: spec.action_limits[f"{r}/{k}"]
                     for k in keys
@@ -1332,7 +1448,7 @@ class PolicyRunner:
         if control.stop_requested:
             return self._never_started(plan, control)
         scene = self.scene
-        env, policies, agents, reports, joints = self._prepare(plan, scene)
+        env, policies, agents, reports, joints = self._prepare(plan, scene, multi=True)
         from .multi import MultiAgent, split_action
 
         agent = MultiAgent(agents, plan.robots, plan.instructions)

@@ -66,7 +66,7 @@ class SimWorkcell:
     """A MuJoCo scene with the policy-rollout API.
 
     SimWorkcell(scene=None, *, trace_dir="runs/", bag="mcap", max_concurrent=4, bus=None,
-                episode_sinks=(), record_privileged=True)
+                episode_sinks=(), record_privileged=True, privileged_every=10)
 
     trace_dir: the default folder of run directories for every call (None: no trace).
     bag: the default rosbag2 mirror of every episode, written to <run_dir>/bag: "mcap",
@@ -74,6 +74,13 @@ class SimWorkcell:
     max_concurrent: rollouts that run at once; further start_policy calls queue.
     bus: an EventBus every episode's events (and eval `progress` events) are forwarded to.
     episode_sinks: per-episode bus subscribers (e.g. the rosbag mirror); see EpisodeSink.
+    record_privileged / privileged_every: the privileged state in the trace, on every
+        privileged_every-th step (a positive whole number) and the final one, or on every
+        step when the rollout evaluates criteria over it (see PolicyRunner).
+
+    Operator channel (thread-safe, for a UI or the ROS runner node): estop() latches the
+    e-stop for the workcell (running episodes end "estopped"; every rollout call is refused
+    until clear_fault()), reset_done() and verdict() reach the running episodes.
     """
 
     def __init__(
@@ -86,7 +93,9 @@ class SimWorkcell:
         bus: EventBus | None = None,
         episode_sinks: Sequence[EpisodeSink] = (),
         record_privileged: bool = True,
+        privileged_every: int = 10,
     ) -> None:
+        privileged_every = v.positive_int("privileged_every", privileged_every)
         self.scene = scene if scene is not None else MujocoScene()
         self.trace_dir = v.trace_dir("trace_dir", trace_dir)
         if bag is not False:
@@ -101,11 +110,14 @@ class SimWorkcell:
             episode_sinks=self.episode_sinks,
             registry=self.benchmarks,
             record_privileged=record_privileged,
+            privileged_every=privileged_every,
         )
         self.episode_sinks = self.runner.episode_sinks  # one list: sinks added later apply too
         self._lock = threading.RLock()
         self._inflight: dict[int, RolloutControl] = {}
         self._last: dict[str, dict[str, Any]] = {}
+        self._last_control: dict[str, RolloutControl] = {}
+        self._estopped = False  # the workcell's latched e-stop (estop() / clear_fault())
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=v.positive_int("max_concurrent", max_concurrent),
             thread_name_prefix="rollout",
@@ -145,6 +157,11 @@ class SimWorkcell:
         with self._lock:
             if self._closed:
                 raise ValueError("the workcell is closed")
+            if self._estopped:
+                raise ValueError(
+                    f"{plan.call} refused: the e-stop is latched on this workcell; "
+                    "call clear_fault() to release it first"
+                )
             for c in self._inflight.values():
                 if c.scene != scene:
                     continue
@@ -173,6 +190,7 @@ class SimWorkcell:
                     "finished_at": time.monotonic(),
                     "envelope": out,
                 }
+                self._last_control[robot] = control  # a late verdict reaches its last episode
         control.done.set()
 
     # ------------------------------------------------------------------ helpers
@@ -409,7 +427,8 @@ class SimWorkcell:
                              **self._with_defaults(kwargs))  # fmt: skip
             scene = self._benchmark_scene(plan.benchmark)
             runner = PolicyRunner(scene, bus=self.bus, episode_sinks=self.episode_sinks, registry=self.benchmarks,
-                                  record_privileged=self.runner.record_privileged)  # fmt: skip
+                                  record_privileged=self.runner.record_privileged,
+                                  privileged_every=self.runner.privileged_every)  # fmt: skip
             runner.preflight(plan)
             control = self._claim(plan, scene=f"benchmark:{plan.benchmark['name']}")
         except (ValueError, TypeError, SceneBusyError) as exc:
@@ -526,6 +545,111 @@ class SimWorkcell:
                 + (f", final qpos divergence {divergence:.3g}" if divergence is not None else "")
             )
         return out
+
+    # ------------------------------------------------------------------ operator
+
+    @property
+    def estopped(self) -> bool:
+        """Whether the workcell's e-stop is latched (estop() until clear_fault())."""
+        with self._lock:
+            return self._estopped
+
+    def estop(self) -> dict[str, Any]:
+        """Latch the e-stop: every in-flight rollout's episode ends "estopped" at once (one
+        still queued or building its policy ends so at its first step) and runs no further
+        episode; every rollout call is refused, naming clear_fault(), until clear_fault()."""
+        with self._lock:
+            self._estopped = True
+            controls = list(self._inflight.values())
+        for c in controls:
+            c.estop()
+        robots = sorted({r for c in controls for r in c.robots})
+        text = "e-stop latched; " + (
+            f"estopping {', '.join(repr(r) for r in robots)}"
+            if robots
+            else "no rollout was running"
+        )
+        return envelope(
+            "success",
+            text + "; call clear_fault() to release it",
+            {"estopped": True, "robots": robots, "rollout_ids": [c.id for c in controls]},
+        )
+
+    def clear_fault(self) -> dict[str, Any]:
+        """Release the latched e-stop: rollouts may start again."""
+        with self._lock:
+            was = self._estopped
+            self._estopped = False
+        text = "e-stop cleared" if was else "no e-stop was latched"
+        return envelope("success", text, {"estopped": False, "was_estopped": was})
+
+    def _operator_targets(self, robot_name: Any, param: str = "robot_name") -> list[RolloutControl]:
+        if robot_name is not None and not isinstance(robot_name, str):
+            raise ValueError(
+                f"{param}={robot_name!r}: must be a robot name, or None / '' for every rollout"
+            )
+        with self._lock:
+            return [c for c in self._inflight.values() if not robot_name or robot_name in c.robots]
+
+    def reset_done(self, robot_name: str | None = None) -> dict[str, Any]:
+        """Confirm the reset that the running episode on `robot_name` (None / "": every
+        running rollout) waits for. An error when no episode is running there."""
+        try:
+            controls = self._operator_targets(robot_name)
+        except ValueError as exc:
+            return error_envelope(str(exc))
+        confirmed = [c for c in controls if c.reset_done()]
+        robots = sorted({r for c in confirmed for r in c.robots})
+        if not robots:
+            where = f"on {robot_name!r}" if robot_name else "on this workcell"
+            return error_envelope(
+                f"reset_done: no episode is running {where}: no reset to confirm",
+                {"confirmed": []},
+            )
+        return envelope(
+            "success",
+            f"reset confirmed for {', '.join(repr(r) for r in robots)}",
+            {"confirmed": robots},
+        )
+
+    def verdict(
+        self, outcome: str, note: str = "", robot_name: str | None = None
+    ) -> dict[str, Any]:
+        """The operator's verdict ("success" or "failure") on the running episode on
+        `robot_name` (None / "": every running rollout), or, when none runs, on the episode
+        that ended last there (its record and trace are updated)."""
+        from robokernel_ros.kernel.operator import VERDICT_OUTCOMES
+
+        outcome = getattr(outcome, "value", outcome)
+        if outcome not in VERDICT_OUTCOMES:
+            return error_envelope(f"outcome={outcome!r}: must be one of {list(VERDICT_OUTCOMES)}")
+        if not isinstance(note, str):
+            return error_envelope(f"note={note!r}: must be a string")
+        try:
+            controls = self._operator_targets(robot_name)
+        except ValueError as exc:
+            return error_envelope(str(exc))
+        if not controls:
+            with self._lock:
+                last = [
+                    (self._last[robot]["finished_at"], control)
+                    for robot, control in self._last_control.items()
+                    if not robot_name or robot == robot_name
+                ]
+            if last:
+                controls = [max(last, key=lambda entry: entry[0])[1]]
+        given = [c for c in controls if c.verdict(outcome, note)]
+        robots = sorted({r for c in given for r in c.robots})
+        if not robots:
+            where = f"on {robot_name!r}" if robot_name else "on this workcell"
+            return error_envelope(
+                f"verdict: no episode has run {where}: nothing to judge", {"judged": []}
+            )
+        return envelope(
+            "success",
+            f"verdict {outcome} recorded for {', '.join(repr(r) for r in robots)}",
+            {"judged": robots, "outcome": outcome, "note": note},
+        )
 
     # ------------------------------------------------------------------ benchmarks
 
