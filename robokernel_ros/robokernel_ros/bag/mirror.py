@@ -29,13 +29,19 @@ closed and flushed to disk at least every `flush_interval_s` (and by size), so a
 killed mid-episode leaves every flushed chunk readable (`robokernel_ros.bag.recover`).
 
 Cost: messages are serialised by the hand-written CDR encoders of `bag.cdr` (byte for
-byte what rosbags' serialize_cdr writes, without building message objects); the
-KernelEvent's data_json is the trace's own line (`kernel.trace.event_line`: encoded
-once per event, shared with the run directory's writer); and the serialised messages
-are queued and written into the MCAP chunk in batches by `bag.append.MessageAppender`
-(byte for byte what Writer.write makes; drained before every flush, when a new topic
-appears and at close, and whenever 256 KiB are queued, so memory stays bounded and
-the flush interval still bounds what a SIGKILL loses).
+byte what rosbags' serialize_cdr writes, without building message objects), framed as
+MCAP Message records in the same `struct.pack` by per-topic templates (a KernelEvent
+layout per kind; a JointState layout per name list and column sizes, so the names are
+serialised once; an ActionChunk layout per key list and chunk size, its rows packed in
+one call); the KernelEvent's data_json is the trace's own line
+(`kernel.trace.event_line`: encoded once per event, shared with the run directory's
+writer); and the records are queued and written into the MCAP chunk in batches by
+`bag.append.MessageAppender` (byte for byte what Writer.write makes; drained before
+every flush, when a new topic appears and at close, and whenever 256 KiB are queued, so
+memory stays bounded and the flush interval still bounds what a SIGKILL loses). The
+YAML rosbags writes (each topic's QoS, metadata.yaml at close) comes from cached
+templates (`bag.append.add_connection`, `bag.append.close_writer`); metadata.yaml is
+written once, at close (a bag without it is what `recover` reads).
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ from ..kernel.events import (
 from ..kernel.trace import IMAGES_DIR, dumps_line, event_line, to_jsonable
 from . import cdr
 from . import types as T
-from .append import MessageAppender
+from .append import MessageAppender, add_connection, close_writer
 
 _log = logging.getLogger(__name__)
 
@@ -155,7 +161,9 @@ class BagMirror:
         flush_interval_s: float = 0.5,
         prefix: str = DEFAULT_PREFIX,
         image_loader: Callable[[str], np.ndarray] | None = None,
+        _batched: bool | None = None,
     ) -> None:
+        """_batched: MessageAppender's `batched` (False: rosbags' own write, for tests)."""
         if not isinstance(path, str | Path) or str(path) == "":
             raise ValueError(f"path={path!r}: must be a non-empty path")
         if storage not in STORAGES:
@@ -185,8 +193,11 @@ class BagMirror:
         self._meta: dict[str, Any] = {}
         self._store = T.typestore()
         self._connections: dict[str, Any] = {}
-        self._kinds: dict[str, bytes] = {}  # event kind -> UTF-8 bytes
-        self._run_ids: dict[str, bytes] = {}
+        self._run_id = ""  # the run_id of the cached KernelEvent layouts
+        self._run_id_bytes = b""
+        self._event_layouts: dict[str, tuple[Any, int, bytes]] = {}  # kind -> layout
+        self._joint_states: cdr.JointStateRecords | None = None
+        self._actions: dict[str, cdr.JointStateRecords] = {}  # frame_id -> records
         self._unsubscribe: Callable[[], None] | None = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
@@ -194,13 +205,15 @@ class BagMirror:
         self._writer.open()
         # Writer.write, batched: messages are queued and written into the MCAP chunk in
         # bulk (drained before every flush and at close; bounded by size).
-        self._appender = MessageAppender(self._writer)
-        self._append = self._appender.add
+        self._appender = MessageAppender(self._writer, batched=_batched)
+        self._pending = self._appender.pending  # (channel id, log time, record), appended to
         self._writer.set_custom_data(FORMAT_KEY, FORMAT_VERSION)
         self._events_topic = f"{prefix}/events"
         self._joint_states_topic = f"{prefix}/joint_states"
         self._action_topic = f"{prefix}/action"
+        self._chunk_topic = f"{prefix}/action_chunk"
         self._events = self._connection(self._events_topic, T.KERNEL_EVENT, QOS_RELIABLE)
+        self._events_id = self._events.id
         self._last_flush = time.monotonic()
 
     @classmethod
@@ -235,9 +248,7 @@ class BagMirror:
             # rosbags writes the schema and channel records into the pending chunk: the
             # queued messages go first, so the file is what Writer.write would make.
             self._appender.drain()
-            conn = self._writer.add_connection(
-                topic, msgtype, typestore=self._store, offered_qos_profiles=[qos]
-            )
+            conn = add_connection(self._writer, topic, msgtype, typestore=self._store, qos=qos)
             self._connections[topic] = conn
         return conn
 
@@ -246,8 +257,23 @@ class BagMirror:
         conn = self._connections.get(topic)
         if conn is None:
             conn = self._connection(topic, msgtype, qos)
-        self._append(conn, ns, data)
+        self._appender.add(conn, ns, data)
         self.messages_written += 1
+
+    def _put_record(self, cid: int, ns: int, rec: bytes) -> None:
+        """Queue one MCAP record (channel `cid`); drained past the appender's bound."""
+        appender = self._appender
+        self._pending.append((cid, ns, rec))
+        appender.pending_bytes += len(rec)
+        self.messages_written += 1
+        if appender.pending_bytes > appender.max_pending_bytes:
+            appender.drain()
+
+    def _cid(self, topic: str, msgtype: str, qos: Qos) -> int:
+        conn = self._connections.get(topic)
+        if conn is None:
+            conn = self._connection(topic, msgtype, qos)
+        return conn.id
 
     def write(self, event: Event) -> None:
         """Mirror one event (a bus callback)."""
@@ -258,6 +284,9 @@ class BagMirror:
                 if self.closed:
                     return
                 self._write(event)
+                appender = self._appender
+                if appender.pending_bytes > appender.max_pending_bytes:
+                    appender.drain()
                 now = time.monotonic()
                 if now - self._last_flush >= self.flush_interval_s:
                     self._flush()
@@ -272,8 +301,11 @@ class BagMirror:
             self.close()
 
     def _write(self, event: Event) -> None:
-        ns = _stamp_ns(event.t)
-        stamp = divmod(ns, 1_000_000_000)  # (sec, nanosec)
+        t = event.t
+        ns = round((t if type(t) is float else float(t)) * 1e9)
+        if ns < 0:
+            ns = 0
+        sec, nanosec = divmod(ns, 1_000_000_000)
         data = event.data
         kind = event.kind
         images: Mapping[str, Any] | None = None
@@ -294,46 +326,55 @@ class BagMirror:
                 }
             )
         else:
-            line = event_line(event)  # the run directory's line: encoded once per event
-        kind_bytes = self._kinds.get(kind)
-        if kind_bytes is None:
-            kind_bytes = self._kinds[kind] = kind.encode()
-        run_id = self._run_ids.get(event.run_id)
-        if run_id is None:
-            run_id = self._run_ids[event.run_id] = event.run_id.encode()
-        body = memoryview(line)
-        if line.endswith(b"\n"):
-            body = body[:-1]
-        self._append(
-            self._events,
-            ns,
-            cdr.kernel_event(
-                stamp[0],
-                stamp[1],
-                run_id,
-                max(0, int(event.seq)),
-                kind_bytes,
-                int(event.step),
-                body,
-            ),
-        )
+            line = event.line
+            if line is None:
+                line = event_line(event)  # the run directory's line: encoded once per event
+        if event.run_id != self._run_id:  # the layouts hold the run_id
+            self._run_id = event.run_id
+            self._run_id_bytes = event.run_id.encode()
+            self._event_layouts = {}
+        layout = self._event_layouts.get(kind)
+        if layout is None:
+            records = cdr.KernelEventRecords(self._events_id, self._run_id_bytes)
+            layout = self._event_layouts[kind] = records.layout(kind)
+        pack, fixed, kind_bytes = layout
+        size = len(line)
+        seq = event.seq
+        if type(seq) is not int:
+            seq = int(seq)
+        step = event.step
+        if type(step) is not int:
+            step = int(step)
+        run_id = self._run_id_bytes
+        if line.endswith(b"\n"):  # the newline becomes the NUL
+            head = pack(5, fixed + size - 1, self._events_id, 0, ns, ns, cdr.HEADER, sec, nanosec,
+                        len(run_id) + 1, run_id, seq if seq > 0 else 0, len(kind_bytes) + 1,
+                        kind_bytes, step, size)  # fmt: skip
+            rec = b"".join((head, memoryview(line)[:-1], b"\0"))
+        else:
+            head = pack(5, fixed + size, self._events_id, 0, ns, ns, cdr.HEADER, sec, nanosec,
+                        len(run_id) + 1, run_id, seq if seq > 0 else 0, len(kind_bytes) + 1,
+                        kind_bytes, step, size + 1)  # fmt: skip
+            rec = b"".join((head, line, b"\0"))
+        self._pending.append((self._events_id, ns, rec))
+        self._appender.pending_bytes += len(rec)
         self.messages_written += 1
         self.events_written += 1
 
         if kind == OBSERVATION:
-            self._joint_state(event.data.get("obs"), stamp, ns)
+            self._joint_state(event.data.get("obs"), sec, nanosec, ns)
             if images:
                 for camera, image in images.items():
-                    self._image(str(camera), image, event.step, stamp, ns)
+                    self._image(str(camera), image, event.step, (sec, nanosec), ns)
         elif kind == ACTION:
-            self._action(data, stamp, ns)
+            self._action(data, sec, nanosec, ns)
         elif kind == CHUNK_MERGE:
-            self._chunk(event, data, stamp, ns)
+            self._chunk(event, data, sec, nanosec, ns)
         elif kind == SAFETY_INTERVENTION:
-            self._intervention(data, stamp, ns)
+            self._intervention(data, (sec, nanosec), ns)
         elif kind.startswith("operator."):
-            self._operator(kind, data, stamp, ns)
-        if kind == EPISODE_START:
+            self._operator(kind, data, (sec, nanosec), ns)
+        elif kind == EPISODE_START:
             self._meta = {
                 "run_id": event.run_id or str(data.get("run_id", "")),
                 **to_jsonable(data),
@@ -344,7 +385,7 @@ class BagMirror:
     def _image_path(self, camera: Any, value: Any, step: int) -> str:
         return value if isinstance(value, str) else image_relative_path(str(camera), step)
 
-    def _joint_state(self, obs: Any, stamp: tuple[int, int], ns: int) -> None:
+    def _joint_state(self, obs: Any, sec: int, nanosec: int, ns: int) -> None:
         if type(obs) is not dict and not isinstance(obs, Mapping):  # dict: the fast common case
             return
         positions = obs.get("joint_positions")
@@ -353,18 +394,22 @@ class BagMirror:
         names = tuple(positions)
         velocity = _column(obs.get("joint_velocities"), names)
         effort = _column(obs.get("joint_efforts"), names)
+        records = self._joint_states
+        if records is None or records.names != names:
+            cid = self._cid(self._joint_states_topic, T.JOINT_STATE, QOS_SENSOR)
+            records = self._joint_states = cdr.JointStateRecords(cid, "", names)
         try:
-            data = cdr.joint_state(*stamp, "", names, positions.values(), velocity, effort)
+            rec = records.pack(ns, sec, nanosec, positions.values(), velocity, effort)
         except (struct.error, TypeError):  # not all plain numbers: convert as float() does
-            data = cdr.joint_state(
-                *stamp,
-                "",
-                names,
+            rec = records.pack(
+                ns,
+                sec,
+                nanosec,
                 [float(positions[n]) for n in names],
                 [float(v) for v in velocity],
                 [float(v) for v in effort],
             )
-        self._put(self._joint_states_topic, T.JOINT_STATE, QOS_SENSOR, data, ns)
+        self._put_record(records.cid, ns, rec)
 
     def _image(self, camera: str, image: Any, step: int, stamp: tuple[int, int], ns: int) -> None:
         if isinstance(image, str):
@@ -393,33 +438,50 @@ class BagMirror:
         data = cdr.image(*stamp, camera, array)
         self._put(camera_topic(camera, self.prefix), T.IMAGE, QOS_SENSOR, data, ns)
 
-    def _action(self, data: Mapping[str, Any], stamp: tuple[int, int], ns: int) -> None:
+    def _action(self, data: Mapping[str, Any], sec: int, nanosec: int, ns: int) -> None:
         action = data.get("action")
         if type(action) is not dict and not isinstance(action, Mapping):
             return
         frame_id = "hold" if data.get("hold", False) else "policy"
         names = tuple(action)
+        records = self._actions.get(frame_id)
+        if records is None or records.names != names:
+            cid = self._cid(self._action_topic, T.JOINT_STATE, QOS_RELIABLE)
+            records = self._actions[frame_id] = cdr.JointStateRecords(cid, frame_id, names)
         try:
-            msg = cdr.joint_state(*stamp, frame_id, names, action.values())
+            rec = records.pack(ns, sec, nanosec, action.values())
         except (struct.error, TypeError):  # not all plain numbers: NaN for what is not one
-            msg = cdr.joint_state(*stamp, frame_id, names, [_float(v) for v in action.values()])
-        self._put(self._action_topic, T.JOINT_STATE, QOS_RELIABLE, msg, ns)
+            rec = records.pack(ns, sec, nanosec, [_float(v) for v in action.values()])
+        self._put_record(records.cid, ns, rec)
 
     def _chunk(
-        self, event: Event, data: Mapping[str, Any], stamp: tuple[int, int], ns: int
+        self, event: Event, data: Mapping[str, Any], sec: int, nanosec: int, ns: int
     ) -> None:
-        keys = [str(k) for k in (data.get("keys") or [])]
-        rows = data.get("actions") or []
-        msg = cdr.action_chunk(
-            *stamp,
-            event.run_id,
-            max(0, int(data.get("obs_step", event.step) or 0)),
-            keys,
-            len(rows),
-            _flat_rows(rows, keys),
-            _float(data.get("inference_s")),
-        )
-        self._put(f"{self.prefix}/action_chunk", T.ACTION_CHUNK, QOS_RELIABLE, msg, ns)
+        raw_keys = data.get("keys") or ()
+        keys = tuple(k if type(k) is str else str(k) for k in raw_keys)
+        rows = data.get("actions")
+        if isinstance(rows, np.ndarray):
+            values: Any = np.asarray(rows, dtype=np.float64).reshape(-1).tolist()
+            horizon = len(rows) if rows.ndim else 0
+        else:
+            rows = rows or []
+            horizon = len(rows)
+            values = None
+            if horizon == 1 and type(rows[0]) is list:
+                values = rows[0]
+            elif all(type(row) is list or type(row) is tuple for row in rows):
+                values = [v for row in rows for v in row]
+        obs_step = max(0, int(data.get("obs_step", event.step) or 0))
+        inference = _float(data.get("inference_s"))
+        cid = self._cid(self._chunk_topic, T.ACTION_CHUNK, QOS_RELIABLE)
+        args = (cid, ns, sec, nanosec, event.run_id, obs_step, keys, horizon)
+        try:
+            if values is None:
+                raise TypeError
+            rec = cdr.action_chunk_record(*args, values, inference)
+        except (struct.error, TypeError, OverflowError):  # as numpy converts them
+            rec = cdr.action_chunk_record(*args, _flat_rows(rows, list(keys)).tolist(), inference)
+        self._put_record(cid, ns, rec)
 
     def _intervention(self, data: Mapping[str, Any], stamp: tuple[int, int], ns: int) -> None:
         detail = {
@@ -455,13 +517,12 @@ class BagMirror:
             return
         # rosbags has no public flush: close the pending MCAP chunk (or commit the
         # sqlite3 transaction) so what was written so far survives a SIGKILL.
-        self._appender.drain()
         chunk = getattr(storage, "chunk", None)
         if chunk is not None and hasattr(storage, "close_chunk"):
-            if chunk.msgs:
-                self._appender.close_chunk()
+            self._appender.flush_chunk()
             storage.bio.flush()
         elif hasattr(storage, "conn"):
+            self._appender.drain()
             storage.conn.commit()
 
     def flush(self) -> None:
@@ -484,7 +545,10 @@ class BagMirror:
                     self._writer.set_custom_data(META_KEY, _json_line(self._meta))
                 self._writer.set_custom_data("robokernel.events", str(self.events_written))
                 self._appender.finish()
-                self._writer.close()
+                if self._appender.batched:
+                    close_writer(self._writer)  # Writer.close, its YAML from templates
+                else:
+                    self._writer.close()
             except OSError:
                 self.failed = True
                 _log.exception("closing bag %s failed", self.path)
