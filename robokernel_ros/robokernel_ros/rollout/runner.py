@@ -1352,13 +1352,14 @@ class PolicyRunner:
         return public(result)
 
     def _never_started(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
+        reason = "estopped" if control.estopped else "stopped"
         result = {
             "robot_name": plan.robot if len(plan.robots) == 1 else list(plan.robots),
             "policy": plan.policies[plan.robot][0],
             "n_steps": plan.n_steps,
-            "outcome": "stopped",
+            "outcome": reason,
             "stopped_early": True,
-            "stopped_reason": "stopped",
+            "stopped_reason": reason,
             "stopped_before_first_frame": True,
             "steps_advanced": 0,
             "actions_applied": 0,
