@@ -113,6 +113,11 @@ class MessageAppender:
         # The pending chunk's message index: channel id -> blocks of (log time, offset)
         # rows, channels in the order of their first message in the chunk.
         self._index: dict[int, list[np.ndarray]] = {}
+        # The pending chunk's bytes, as written segments (rosbags' PendingChunk.bio only
+        # receives the schema and channel records rosbags writes, moved here at each drain):
+        # no BytesIO growth and copy, written to the file as they are at close_chunk.
+        self._parts: list[bytes] = []
+        self._size = 0
 
     def add(self, connection: Any, timestamp: int, data: bytes) -> None:
         """Queue one serialised message (as `writer.write(connection, timestamp, data)`)."""
@@ -158,14 +163,17 @@ class MessageAppender:
         first = 0
         while first < n:
             chunk = storage.chunk
-            bio = chunk.bio
+            if chunk.bio.tell():
+                self._take_records(chunk)
             before = ends[first - 1] if first else 0  # batch bytes already in earlier chunks
-            base = bio.tell() - before  # chunk position = base + batch position
+            base = self._size - before  # chunk position = base + batch position
             # McapWriter.write closes the chunk right after the first message ending past
             # the limit: that message is the segment's last.
             over = bisect_right(ends, _CHUNK_LIMIT - base, first)
             stop = min(over + 1, n)
-            bio.write(b"".join(recs[first:stop]))
+            segment = b"".join(recs[first:stop])
+            self._parts.append(segment)  # (close_chunk below starts a new list)
+            self._size += len(segment)
             seg_stamps = stamp_array[first:stop]
             low, high = int(seg_stamps.min()), int(seg_stamps.max())
             if low < chunk.message_start_time:
@@ -190,6 +198,14 @@ class MessageAppender:
         for cid, count in Counter(cids).items():
             channel_stats[cid] += count
             counts[cid] += count
+
+    def _take_records(self, chunk: Any) -> None:
+        """Move what rosbags wrote into the pending chunk's BytesIO to the chunk's parts."""
+        data = chunk.bio.getvalue()
+        chunk.bio.seek(0)
+        chunk.bio.truncate()
+        self._parts.append(data)
+        self._size += len(data)
 
     def _index_segment(
         self,
@@ -231,23 +247,30 @@ class MessageAppender:
             storage.close_chunk()
             return
         chunk = storage.chunk
-        data = chunk.bio.getvalue()
-        compressed = storage.compressor(data)
+        if chunk.bio.tell():
+            self._take_records(chunk)
+        size = self._size
         compression = storage.compression.encode()
+        if compression:  # not a batched layout; kept for completeness
+            chunk_parts = [storage.compressor(b"".join(self._parts))]
+        else:
+            chunk_parts = self._parts
+        compressed_size = sum(map(len, chunk_parts))
+        self._parts = []
+        self._size = 0
         start, end = chunk.message_start_time, chunk.message_end_time
         head = b"".join(
             (
-                _CHUNK_HEAD.pack(start, end, len(data), 0),
+                _CHUNK_HEAD.pack(start, end, size, 0),
                 _U32.pack(len(compression)),
                 compression,
-                _U64.pack(len(compressed)),
+                _U64.pack(compressed_size),
             )
         )
         bio = storage.bio
         chunk_start = bio.tell()
-        bio.write(_RECORD_HEAD.pack(0x06, len(head) + len(compressed)))
-        bio.write(head)
-        bio.write(compressed)
+        bio.write(_RECORD_HEAD.pack(0x06, len(head) + compressed_size) + head)
+        bio.writelines(chunk_parts)
         chunk_end = bio.tell()
         offsets: list[tuple[int, int]] = []
         parts: list[bytes] = []
@@ -268,7 +291,7 @@ class MessageAppender:
         rec.write(_U64.pack(bio.tell() - chunk_end))
         rec.write(_U32.pack(len(compression)))
         rec.write(compression)
-        rec.write(_TWO_U64.pack(len(compressed), len(data)))
+        rec.write(_TWO_U64.pack(compressed_size, size))
         storage.chunks.append(rec)
         storage.chunk = PendingChunk(2**63 - 1, 0, BytesIO(), defaultdict(list))
 
@@ -281,7 +304,7 @@ class MessageAppender:
     def finish(self) -> None:
         """Before the writer's close: write what is queued (and close the last chunk)."""
         self.drain()
-        if self.batched and self.writer.storage.chunk.bio.tell():  # type: ignore[union-attr]
+        if self.batched and (self._size or self.writer.storage.chunk.bio.tell()):  # type: ignore[union-attr]
             self.close_chunk()
 
 
