@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from robokernel_ros.process import die_with_parent
+
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 HORIZON = 8
 NS = "/bench_rt"
@@ -122,11 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         [sys.executable, "-m", "robokernel_ros.nodes.policy_server", "--ros-args", "-r", f"__ns:={NS}",
          "-p", "provider:=mock", "-p", f"policy_config_json:='{{\"execution_horizon\": {HORIZON}}}'",
          "-p", f"action_keys:=[{','.join(JOINTS)}]"],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        env=env, start_new_session=True, preexec_fn=die_with_parent, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
     )  # fmt: skip
     echo = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "--echo"],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        env=env, start_new_session=True, preexec_fn=die_with_parent, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
     )  # fmt: skip
     observation = {
         "joint_positions": dict.fromkeys(JOINTS, 0.1),

@@ -30,6 +30,8 @@ import threading
 import time
 from pathlib import Path
 
+from robokernel_ros.process import die_with_parent
+
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = ROOT / "robokernel_ros" / "config" / "joint_limits_panda.yaml"
 JOINTS = [f"joint{i}" for i in range(1, 8)]
@@ -199,6 +201,7 @@ def run_one(kind: str, executor: str, rate: float, seconds: float, warmup: float
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=die_with_parent,
     )
     probe = subprocess.Popen(
         [
@@ -217,6 +220,7 @@ def run_one(kind: str, executor: str, rate: float, seconds: float, warmup: float
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=die_with_parent,
     )
     result: dict = {"error": "probe gave no result"}
     cpu0 = t0 = None

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from robokernel_ros.process import die_with_parent
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # robokernel_ros/ (setup.py, config/, launch/)
 CONFIG_DIR = PACKAGE_DIR / "config"
 NAMESPACE = "/robokernel"
@@ -107,7 +109,7 @@ def start_graph(
         log = open(log_dir / f"{node.name}.log", "w")  # noqa: SIM115 - closed with the process
         procs.append(
             subprocess.Popen(
-                node.argv(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                node.argv(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
         )  # fmt: skip

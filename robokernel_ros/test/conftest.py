@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from robokernel_ros.process import die_with_parent
 
 # Each pytest run gets its own DDS domain (0-101 are valid on Linux) so parallel runs
 # on one machine never see each other; discovery stays on this host.
@@ -33,7 +34,12 @@ class ProcessGroup:
         log = open(self.log_dir / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         proc = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         proc.log_path = self.log_dir / f"{name}.log"  # type: ignore[attr-defined]
         self.procs.append(proc)
