@@ -198,6 +198,9 @@ class BagMirror:
         self._event_layouts: dict[str, tuple[Any, int, bytes]] = {}  # kind -> layout
         self._joint_states: cdr.JointStateRecords | None = None
         self._actions: dict[str, cdr.JointStateRecords] = {}  # frame_id -> records
+        self._chunk_cid: int | None = None
+        self._chunk_raw_keys: list[Any] = []
+        self._chunk_keys: tuple[str, ...] = ()
         self._unsubscribe: Callable[[], None] | None = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
@@ -392,8 +395,13 @@ class BagMirror:
         if (type(positions) is not dict and not isinstance(positions, Mapping)) or not positions:
             return
         names = tuple(positions)
-        velocity = _column(obs.get("joint_velocities"), names)
-        effort = _column(obs.get("joint_efforts"), names)
+        velocity = obs.get("joint_velocities")
+        if velocity is not None:
+            velocity = _column(velocity, names)
+        else:
+            velocity = ()
+        effort = obs.get("joint_efforts")
+        effort = () if effort is None else _column(effort, names)
         records = self._joint_states
         if records is None or records.names != names:
             cid = self._cid(self._joint_states_topic, T.JOINT_STATE, QOS_SENSOR)
@@ -458,7 +466,11 @@ class BagMirror:
         self, event: Event, data: Mapping[str, Any], sec: int, nanosec: int, ns: int
     ) -> None:
         raw_keys = data.get("keys") or ()
-        keys = tuple(k if type(k) is str else str(k) for k in raw_keys)
+        if raw_keys == self._chunk_raw_keys:  # the same key list as the last chunk's
+            keys = self._chunk_keys
+        else:
+            keys = tuple(k if type(k) is str else str(k) for k in raw_keys)
+            self._chunk_raw_keys, self._chunk_keys = list(raw_keys), keys
         rows = data.get("actions")
         if isinstance(rows, np.ndarray):
             values: Any = np.asarray(rows, dtype=np.float64).reshape(-1).tolist()
@@ -472,8 +484,12 @@ class BagMirror:
             elif all(type(row) is list or type(row) is tuple for row in rows):
                 values = [v for row in rows for v in row]
         obs_step = max(0, int(data.get("obs_step", event.step) or 0))
-        inference = _float(data.get("inference_s"))
-        cid = self._cid(self._chunk_topic, T.ACTION_CHUNK, QOS_RELIABLE)
+        inference = data.get("inference_s")
+        if type(inference) is not float:
+            inference = _float(inference)
+        cid = self._chunk_cid
+        if cid is None:
+            cid = self._chunk_cid = self._cid(self._chunk_topic, T.ACTION_CHUNK, QOS_RELIABLE)
         args = (cid, ns, sec, nanosec, event.run_id, obs_step, keys, horizon)
         try:
             if values is None:
@@ -571,7 +587,10 @@ def _float(value: Any) -> float:
 
 def _column(values: Any, names: tuple[Any, ...]) -> Any:
     """The values of `names` from a mapping holding all of them, else an empty column."""
-    if values is None or (type(values) is not dict and not isinstance(values, Mapping)):
+    if type(values) is dict:
+        if tuple(values) == names:  # the common case: the positions' keys, in order
+            return values.values()
+    elif values is None or not isinstance(values, Mapping):
         return ()
     if tuple(values) == names:
         return values.values()
