@@ -353,7 +353,7 @@ class BagMirror:
             head = pack(5, fixed + size - 1, self._events_id, 0, ns, ns, cdr.HEADER, sec, nanosec,
                         len(run_id) + 1, run_id, seq if seq > 0 else 0, len(kind_bytes) + 1,
                         kind_bytes, step, size)  # fmt: skip
-            rec = b"".join((head, memoryview(line)[:-1], b"\0"))
+            rec = b"".join((head, line[:-1], b"\0"))
         else:
             head = pack(5, fixed + size, self._events_id, 0, ns, ns, cdr.HEADER, sec, nanosec,
                         len(run_id) + 1, run_id, seq if seq > 0 else 0, len(kind_bytes) + 1,
