@@ -563,7 +563,10 @@ class RecentChunks:
         self.count += 1
 
     def get(self, request_id: int) -> Any:
-        for rid, chunk in reversed(self._recent):
+        recent = self._recent
+        if recent and recent[-1][0] == request_id:  # the common case: the latest request
+            return recent[-1][1]
+        for rid, chunk in reversed(recent):
             if rid == request_id:
                 return chunk
         return None
@@ -656,11 +659,12 @@ class _Collector:
                 self.hits += 1
         rid = int(data.get("request_id", self.merges))
         self.merges += 1
-        chunk = self.chunk_source.chunk(rid)
-        chunk = list(chunk) if chunk is not None else []
-        if self.execution_steps is not None:
-            chunk = chunk[: self.execution_steps]
-        self.queue = chunk[int(data.get("dropped", 0)) :]
+        chunk = self.chunk_source.chunk(rid) or ()  # the agent's list: read, never changed
+        limit = self.execution_steps
+        if limit is not None and len(chunk) > limit:
+            chunk = chunk[:limit]
+        dropped = int(data.get("dropped", 0))
+        self.queue = chunk[dropped:] if dropped else chunk
         self.start = step
 
     def _close(self, steps: int, holds: int | None = None) -> int:
@@ -674,7 +678,8 @@ class _Collector:
         holds = steps - executed
         self.holds += holds
         if executed:
-            actions = self.queue[:executed]
+            queue = self.queue
+            actions = queue if executed == len(queue) else queue[:executed]
             if self.only is not None:
                 self.only.count_all(actions)
             else:
