@@ -251,7 +251,12 @@ class BagMirror:
             # rosbags writes the schema and channel records into the pending chunk: the
             # queued messages go first, so the file is what Writer.write would make.
             self._appender.drain()
-            conn = add_connection(self._writer, topic, msgtype, typestore=self._store, qos=qos)
+            if self._appender.batched:  # the QoS YAML cached
+                conn = add_connection(self._writer, topic, msgtype, typestore=self._store, qos=qos)
+            else:
+                conn = self._writer.add_connection(
+                    topic, msgtype, typestore=self._store, offered_qos_profiles=[qos]
+                )
             self._connections[topic] = conn
         return conn
 

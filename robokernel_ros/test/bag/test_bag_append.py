@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcap.reader import make_reader
 from robokernel_ros.bag import BagMirror, load_bag_trace
 from robokernel_ros.kernel.events import Event
@@ -71,3 +73,86 @@ def test_sqlite3_storage_writes_through_rosbags(tmp_path):
     for event in _episode():
         mirror.write(event)
     assert mirror.closed and len(load_bag_trace(tmp_path / "bag").events) == len(_episode())
+
+
+CUSTOM_VALUES = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    custom=st.dictionaries(st.sampled_from(["robokernel.meta", "a", "yes", "0o17"]), CUSTOM_VALUES),
+    counts=st.lists(st.integers(0, 2**63 - 1), min_size=3, max_size=3),
+)
+def test_metadata_texts_equal_ruamel_dumps(custom, counts):
+    """The templated metadata YAML is ruamel's own dump, byte for byte, for any custom_data
+    (quoting, folding of long values, unicode) and any counts, the template reused."""
+    from robokernel_ros.bag.append import _dump, metadata_texts
+    from robokernel_ros.bag.mirror import QOS_RELIABLE
+    from rosbags.rosbag2.metadata import dump_qos_v9
+
+    def metadata(custom_data, n):
+        return {
+            "rosbag2_bagfile_information": {
+                "version": 9,
+                "storage_identifier": "mcap",
+                "relative_file_paths": ["bag.mcap"],
+                "duration": {"nanoseconds": n[0]},
+                "starting_time": {"nanoseconds_since_epoch": n[1]},
+                "message_count": n[2],
+                "topics_with_message_count": [
+                    {
+                        "topic_metadata": {
+                            "name": "/robokernel/events",
+                            "type": "robokernel_interfaces/msg/KernelEvent",
+                            "serialization_format": "cdr",
+                            "offered_qos_profiles": dump_qos_v9([QOS_RELIABLE]),
+                            "type_description_hash": "RIHS01_" + "ab" * 32,
+                        },
+                        "message_count": n[2],
+                    }
+                ],
+                "compression_format": "",
+                "compression_mode": "",
+                "files": [{"path": "bag.mcap", "message_count": n[2]}],
+                "custom_data": custom_data or None,
+                "ros_distro": "rosbags",
+            }
+        }
+
+    for n in (counts, [0, 1, 2]):  # the second call fills the cached template
+        meta = metadata(custom, n)
+        assert metadata_texts(meta) == (_dump(meta), _dump(meta["rosbag2_bagfile_information"]))
+
+
+def test_chunk_rows_of_every_form_decode_to_the_same_values(tmp_path):
+    """Lists, tuples, arrays, ragged rows, mappings and numeric strings: the values numpy
+    (or float()) makes of them, row-major."""
+    from robokernel_ros.bag import types as T
+    from rosbags.rosbag2 import Reader
+
+    keys = ["a", "b"]
+    forms = [
+        [[1.0, 2.0]],
+        [[1, 2], [3, 4]],
+        ((1.0, 2.0), (3.0, 4.0)),
+        np.array([[1.0, 2.0], [3.0, 4.0]]),
+        [np.array([1.0, 2.0]), np.array([3.0, 4.0])],
+        [{"a": 1.0, "b": 2.0}, {"b": 4.0, "a": 3.0}],
+        [["1.5", 2.0]],
+        [[1.0, 2.0], [3.0]],
+        [],
+    ]
+    expected = [[1, 2], [1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4],
+                [1.5, 2], [1, 2, 3], []]  # fmt: skip
+    mirror = BagMirror(tmp_path / "bag")
+    for i, rows in enumerate(forms):
+        data = {"obs_step": i, "keys": keys, "actions": rows, "inference_s": 0.5}
+        mirror.write(Event("chunk.merge", i, data, 0.1 * i, 0.0, i, "run-1"))
+    mirror.close()
+    store = T.typestore()
+    with Reader(tmp_path / "bag") as reader:
+        conns = [c for c in reader.connections if c.topic == "/robokernel/action_chunk"]
+        msgs = [store.deserialize_cdr(raw, T.ACTION_CHUNK) for _, _, raw in reader.messages(conns)]
+    assert [m.actions.tolist() for m in msgs] == expected
+    assert [m.horizon for m in msgs] == [1, 2, 2, 2, 2, 2, 1, 2, 0]
+    assert all(list(m.keys) == keys and m.inference_time_s == 0.5 for m in msgs)

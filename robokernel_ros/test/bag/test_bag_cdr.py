@@ -232,3 +232,42 @@ def test_data_json_is_the_run_directory_line_and_is_encoded_once(tmp_path):
         None,
         None,
     ]
+
+
+@SETTINGS
+@given(
+    args=joint_states(),
+    run_id=texts,
+    kind=texts,
+    seq=st.integers(0, 2**64 - 1),
+    step=st.integers(-(2**63), 2**63 - 1),
+    data_json=texts,
+    keys=names,
+    actions=st.lists(floats, max_size=30),
+    cid=st.integers(1, 2**16 - 1),
+    ns=st.integers(0, 2**63 - 1),
+)
+def test_framed_records_are_the_messages_framed(
+    args, run_id, kind, seq, step, data_json, keys, actions, cid, ns
+):
+    """The *_record variants (one pack for the MCAP head and the message) equal
+    record(cid, ns, message): the message bytes checked above, framed."""
+    s, n, frame_id, joints, position, velocity, effort = args
+    records = cdr.JointStateRecords(cid, frame_id, joints)
+    assert records.pack(ns, s, n, position, velocity, effort) == cdr.record(
+        cid, ns, cdr.joint_state(s, n, frame_id, joints, position, velocity, effort)
+    )
+    line = data_json.encode() + b"\n"
+    message = cdr.kernel_event(s, n, run_id.encode(), seq, kind.encode(), step, line[:-1])
+    framed = cdr.kernel_event_record(cid, ns, s, n, run_id.encode(), seq, kind.encode(), step, line)
+    assert framed == cdr.record(cid, ns, message)
+    head = cdr._RECORD_HEAD.unpack_from(framed)
+    assert head == (5, len(framed) - 9, cid, 0, ns, ns)
+    chunk = cdr.action_chunk(s, n, run_id, seq, keys, len(actions), actions, 0.25)
+    assert cdr.action_chunk_record(
+        cid, ns, s, n, run_id, seq, tuple(keys), len(actions), actions, 0.25
+    ) == cdr.record(cid, ns, chunk)
+    # an array of the values, converted as numpy converts them: the same message
+    assert (
+        cdr.action_chunk(s, n, run_id, seq, keys, len(actions), np.asarray(actions), 0.25) == chunk
+    )
