@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+from std_srvs.srv import Trigger  # noqa: E402
+
 from robokernel_interfaces.msg import KernelEvent  # noqa: E402
 from robokernel_interfaces.srv import (  # noqa: E402
     EvalPolicy,
@@ -17,6 +19,7 @@ from robokernel_interfaces.srv import (  # noqa: E402
     RunPolicy,
     StartPolicy,
     StopPolicy,
+    SubmitVerdict,
 )
 
 NS = "/rk_runner"
@@ -202,3 +205,34 @@ def test_200_malformed_requests_are_all_refused_and_the_node_still_serves(
     assert ok.ok, ok.message
     listed = ros.call(ListPoliciesRunning, f"{NS}/list_policies_running", timeout_s=5)
     assert listed.ok and list(listed.robots) == []
+
+
+def test_operator_verdict_and_reset_done_services(runner, ros, processes) -> None:
+    proc, trace_dir = runner
+    assert ros.wait_for(SubmitVerdict, f"{NS}/verdict", 60), processes.log(proc)
+    bad = ros.call(SubmitVerdict, f"{NS}/verdict", SubmitVerdict.Request(outcome="maybe"))
+    assert not bad.ok and "outcome" in bad.message and "maybe" in bad.message
+    reset = ros.call(Trigger, f"{NS}/reset_done", Trigger.Request(), timeout_s=10)
+    assert reset.message, "reset_done answered without a message"
+
+    start = StartPolicy.Request(robot_name="arm", policy_provider="mock", n_steps=100000)
+    assert ros.call(StartPolicy, f"{NS}/start_policy", start).ok
+    assert ros.wait_until(lambda: list(trace_dir.glob("*/events.jsonl")), 30)
+    verdict = SubmitVerdict.Request(outcome="failure", note="dropped the cube")
+    answered = ros.call(SubmitVerdict, f"{NS}/verdict", verdict)
+    assert answered.ok, answered.message
+    stopped = ros.call(StopPolicy, f"{NS}/stop_policy", StopPolicy.Request(robot_name="arm"))
+    assert stopped.ok, stopped.message
+
+    from robokernel_ros.kernel import load_trace
+
+    def verdict_recorded() -> bool:
+        runs = [p for p in trace_dir.iterdir() if (p / "meta.json").is_file()]
+        meta = load_trace(runs[0]).meta if runs else {}
+        return bool(meta.get("verdict")) and meta.get("outcome") is not None
+
+    assert ros.wait_until(verdict_recorded, 30)
+    run = next(p for p in trace_dir.iterdir() if (p / "meta.json").is_file())
+    meta = load_trace(run).meta
+    assert meta["verdict"]["outcome"] == "failure", meta["verdict"]
+    assert meta["verdict"]["note"] == "dropped the cube"
