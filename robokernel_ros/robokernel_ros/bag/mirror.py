@@ -268,15 +268,6 @@ class BagMirror:
         self._appender.add(conn, ns, data)
         self.messages_written += 1
 
-    def _put_record(self, cid: int, ns: int, rec: bytes) -> None:
-        """Queue one MCAP record (channel `cid`); drained past the appender's bound."""
-        appender = self._appender
-        self._pending.append((cid, ns, rec))
-        appender.pending_bytes += len(rec)
-        self.messages_written += 1
-        if appender.pending_bytes > appender.max_pending_bytes:
-            appender.drain()
-
     def _cid(self, topic: str, msgtype: str, qos: Qos) -> int:
         conn = self._connections.get(topic)
         if conn is None:
@@ -422,7 +413,9 @@ class BagMirror:
                 [float(v) for v in velocity],
                 [float(v) for v in effort],
             )
-        self._put_record(records.cid, ns, rec)
+        self._pending.append((records.cid, ns, rec))  # drained by write() past the bound
+        self._appender.pending_bytes += len(rec)
+        self.messages_written += 1
 
     def _image(self, camera: str, image: Any, step: int, stamp: tuple[int, int], ns: int) -> None:
         if isinstance(image, str):
@@ -465,7 +458,9 @@ class BagMirror:
             rec = records.pack(ns, sec, nanosec, action.values())
         except (struct.error, TypeError):  # not all plain numbers: NaN for what is not one
             rec = records.pack(ns, sec, nanosec, [_float(v) for v in action.values()])
-        self._put_record(records.cid, ns, rec)
+        self._pending.append((records.cid, ns, rec))  # drained by write() past the bound
+        self._appender.pending_bytes += len(rec)
+        self.messages_written += 1
 
     def _chunk(
         self, event: Event, data: Mapping[str, Any], sec: int, nanosec: int, ns: int
@@ -502,7 +497,9 @@ class BagMirror:
             rec = cdr.action_chunk_record(*args, values, inference)
         except (struct.error, TypeError, OverflowError):  # as numpy converts them
             rec = cdr.action_chunk_record(*args, _flat_rows(rows, list(keys)).tolist(), inference)
-        self._put_record(cid, ns, rec)
+        self._pending.append((cid, ns, rec))  # drained by write() past the bound
+        self._appender.pending_bytes += len(rec)
+        self.messages_written += 1
 
     def _intervention(self, data: Mapping[str, Any], stamp: tuple[int, int], ns: int) -> None:
         detail = {
