@@ -167,11 +167,12 @@ def kernel_event(
 class KernelEventRecords:
     """KernelEvent MCAP records of one channel and run_id, one layout per kind.
 
-    `records(kind)` returns (pack, fixed): the layout's bound `pack` and the record
-    length without data_json; a record is then
-    `pack(5, fixed + len(line), cid, 0, ns, ns, HEADER, sec, nanosec, len(run_id) + 1,
-    run_id, seq, len(kind) + 1, kind, step, len(line))` followed by `line` with its
-    trailing newline replaced by the NUL (`kernel_event_record` does exactly that).
+    `layout(kind)` returns (pack, fixed, kind bytes): the layout's bound `pack`, and the
+    record length less data_json (its NUL counted). For a line ending in its newline
+    (which becomes the NUL) a record is
+    `pack(5, fixed + len(line) - 1, cid, 0, ns, ns, HEADER, sec, nanosec, len(run_id) + 1,
+    run_id, seq, len(kind) + 1, kind, step, len(line))` followed by `line[:-1]` and b"\\0"
+    (what `kernel_event_record` makes).
     """
 
     __slots__ = ("cid", "run_id", "_layouts")
