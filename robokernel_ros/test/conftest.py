@@ -113,3 +113,13 @@ def processes(tmp_path: Path) -> Iterator[ProcessGroup]:
         yield group
     finally:
         group.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_realtime_scheduling_left_behind() -> Iterator[None]:
+    """A test that leaves this process on a real-time scheduling policy makes every node
+    started afterwards real-time too (inherited), which can starve the machine: fail it."""
+    yield
+    if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) != os.SCHED_OTHER:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        pytest.fail("the test left the process on a real-time CPU scheduling policy")

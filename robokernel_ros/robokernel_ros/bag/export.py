@@ -16,8 +16,10 @@ writes: v3.0 for lerobot 0.6). lerobot is imported only when exporting.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,12 +183,13 @@ def export_lerobot(
         use_videos=use_videos,
     )
     frames_total = 0
-    try:
-        for src in sources:
-            trace = load_trace(src)
-            frames_total += _add_episode(dataset, trace, shape)
-    finally:
-        dataset.finalize()
+    with _scheduling_kept():
+        try:
+            for src in sources:
+                trace = load_trace(src)
+                frames_total += _add_episode(dataset, trace, shape)
+        finally:
+            dataset.finalize()
     from lerobot.datasets.dataset_metadata import CODEBASE_VERSION
 
     return ExportReport(
@@ -250,3 +253,22 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
         return 0
     dataset.save_episode()
     return n
+
+
+@contextlib.contextmanager
+def _scheduling_kept() -> Iterator[None]:
+    """Restore this thread's CPU scheduling policy after LeRobot's video encoding.
+
+    LeRobot's default encoder (SVT-AV1), run as root, switches the calling thread to
+    SCHED_FIFO; every process started from it afterwards (a node, a test's graph)
+    would inherit real-time priority and could starve the whole machine."""
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    policy = os.sched_getscheduler(0)
+    param = os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        if os.sched_getscheduler(0) != policy:
+            os.sched_setscheduler(0, policy, param)
