@@ -422,7 +422,7 @@ class SafetyShieldNode(LifecycleNode):
         # Always present, whatever the lifecycle state.
         self._pub_state = self.create_publisher(ShieldState, "~/state", STATUS_QOS)
         self._pub_iv = self.create_publisher(ShieldIntervention, "~/interventions", EVENT_QOS)
-        self.create_subscription(Bool, "~/estop", self._on_estop_topic, ESTOP_QOS)
+        self._estop_sub = self.create_subscription(Bool, "~/estop", self._on_estop_topic, ESTOP_QOS)
         self.create_service(Trigger, "~/estop", self._on_estop_service)
         self.create_service(Trigger, "~/clear_fault", self._on_clear_fault)
         self.create_timer(self.get_parameter("state_period_s").value, self._publish_state)
@@ -798,7 +798,7 @@ class SafetyShieldNode(LifecycleNode):
                 "no joint state yet for every joint; nothing is forwarded",
             )
             return False
-        if not self._estop_seen and now - self._t_start < self._estop_wait:
+        if self._awaiting_estop_value(now):
             self.refused += 1
             self._intervene(
                 "waiting",
@@ -1159,9 +1159,21 @@ class SafetyShieldNode(LifecycleNode):
             return "estopped"
         if not self._have_js or self._shield is None:
             return "waiting"
-        if not self._estop_seen and time.monotonic() - self._t_start < self._estop_wait:
+        if self._awaiting_estop_value(time.monotonic()):
             return "waiting"
         return "active"
+
+    def _awaiting_estop_value(self, now: float) -> bool:
+        """True while the last value of ~/estop may still be on its way: for
+        estop_wait_s after start, and up to 5x that while an e-stop publisher is already
+        matched (its transient_local sample is then due; discovery on a busy machine
+        can take longer than estop_wait_s, and a latched e-stop must not be missed)."""
+        if self._estop_seen:
+            return False
+        waited = now - self._t_start
+        if waited < self._estop_wait:
+            return True
+        return waited < 5 * self._estop_wait and self._estop_sub.get_publisher_count() > 0
 
     def _publish_state(self) -> None:
         msg = ShieldState()

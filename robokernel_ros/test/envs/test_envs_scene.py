@@ -336,6 +336,10 @@ def test_stepping_and_mutating_from_two_threads_is_serialised_by_the_lock() -> N
         worker.join(timeout=30)
     assert not worker.is_alive()
     assert errors == []
+    # How far the worker got depends on the machine's load; settle for a fixed time so
+    # the check is about a sane, still-controllable model, not about scheduling.
+    for _ in range(150):
+        env.step({"shoulder_pan": 0.4})
     assert env.observe()["joint_positions"]["shoulder_pan"] == pytest.approx(0.4, abs=0.05)
 
 
