@@ -324,7 +324,7 @@ def run_node(
 
     `executor` None reads the `--executor` choice from the node's `executor` parameter
     when it has one, else uses the SingleThreadedExecutor; a string is one of
-    EXECUTORS; a callable returns the executor to use. `on_started(node)` runs once
+    EXECUTORS; a callable, given the built node, returns the executor to use. `on_started(node)` runs once
     after the node is built (e.g. a lifecycle node's autostart); a ParameterError or
     RuntimeError from it ends the process with status 2 or 1.
     Returns the exit status.
@@ -342,7 +342,7 @@ def run_node(
                 if node.has_parameter("executor")
                 else "single_threaded"
             )
-        exec_ = kind() if callable(kind) else make_executor(kind)
+        exec_ = kind(node) if callable(kind) else make_executor(kind)
         exec_.add_node(node)
         if on_started is not None:
             on_started(node)
@@ -389,7 +389,7 @@ def run_multithreaded(
     return run_node(
         make_node,
         args=args,
-        executor=lambda: MultiThreadedExecutor(num_threads=threads),
+        executor=lambda _node: MultiThreadedExecutor(num_threads=threads),
         on_started=on_started,
     )
 

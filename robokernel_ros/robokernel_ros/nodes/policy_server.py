@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool, String
@@ -89,7 +90,7 @@ from robokernel_ros.nodes._common import (
     ParameterError,
     declare,
     kernel_event_msg,
-    run_multithreaded,
+    run_node,
 )
 from robokernel_ros.policies import remote as wire
 
@@ -808,7 +809,16 @@ def _scalar(name: str, value: Any) -> float:
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_multithreaded(PolicyServer, args=args)
+    def executor_for(node: PolicyServer) -> Any:
+        # Driven mode: callbacks only hand observations to the inference thread, and
+        # rclpy's MultiThreadedExecutor adds tens of milliseconds to every chunk here
+        # (bench/chunk_roundtrip.py), so one thread serves. Served mode needs several:
+        # a step may wait for its episode's start message.
+        if node.served:
+            return MultiThreadedExecutor(num_threads=4)
+        return SingleThreadedExecutor()
+
+    return run_node(PolicyServer, args=args, executor=executor_for)
 
 
 if __name__ == "__main__":

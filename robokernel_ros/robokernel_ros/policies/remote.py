@@ -274,12 +274,15 @@ class _PrivateLink:
 
     def __init__(self) -> None:
         import rclpy
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node(f"remote_policy_{secrets.token_hex(3)}", context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        # Its callbacks only hand chunks over, so one thread is enough (and, unlike the
+        # multi-threaded executor's spin_once, it does not leave a callback waiting for
+        # the next wake-up).
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name="remote-policy-spin", daemon=True)
