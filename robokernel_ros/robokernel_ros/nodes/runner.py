@@ -241,9 +241,10 @@ class RunnerNode(Node):
             if self.shield_clear_fault
             else None
         )
-        # The remote provider creates its publishers and subscriptions on this node
-        # (one DDS participant, spun by this node's multi-threaded executor).
-        remote.set_host_node(self)
+        # The remote provider is not hosted on this node: chunks delivered through
+        # rclpy's MultiThreadedExecutor (which this node needs for its long service
+        # calls) arrive tens of milliseconds late; its private link spins a
+        # single-threaded executor of its own.
         self.get_logger().info(
             f"runner ready: env={self.env_kind} robot_name={self.robot_name} trace_dir={self.trace_dir or '-'}"
         )
