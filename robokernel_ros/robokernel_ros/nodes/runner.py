@@ -255,7 +255,7 @@ class RunnerNode(Node):
         from robokernel_ros.rollout import SimWorkcell
 
         # The workcell mirrors every episode to <trace_dir>/<run_id>/bag itself (bag="mcap",
-        # the rollout API's default); bag_sink stays for callers that build their own.
+        # the rollout API's default).
         sinks: list[Any] = []
         trace_dir = self.trace_dir or None
         if self.env_kind == "sim":
@@ -559,7 +559,6 @@ class RunnerNode(Node):
             self.get_logger().warn(f"verdict refused: {text}")
 
     def destroy_node(self) -> None:
-        remote.set_host_node(None)
         try:
             self.cell.stop_policy("")
         except Exception:  # noqa: BLE001 - best effort at shutdown
@@ -581,24 +580,6 @@ class _AnyCriterion:
 
     def __call__(self, ctx: Any) -> bool:
         return any(c(ctx) for c in self.criteria)
-
-
-def bag_sink(ctx: Any) -> Any:
-    """The rollout API's episode sink that mirrors each episode to <trace_dir>/<run_id>/bag."""
-    if ctx.trace_dir is None:
-        return None
-    from robokernel_ros.bag.mirror import EpisodeBagMirror
-
-    mirror = EpisodeBagMirror(ctx.trace_dir)
-    unsubscribe = mirror.attach(ctx.bus)
-
-    def finish(record: Any) -> dict[str, Any]:
-        unsubscribe()
-        mirror.close()
-        path = mirror.last_bag_path
-        return {"bag_path": str(path) if path is not None else None}
-
-    return finish
 
 
 def _text(out: Mapping[str, Any]) -> str:

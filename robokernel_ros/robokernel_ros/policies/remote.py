@@ -15,9 +15,10 @@ TimeoutError (the kernel's hold watchdog usually ends the episode first).
 This module also holds the wire format both sides share: observation dicts to and
 from `Observation` messages, action chunks to and from `ActionChunk` messages.
 
-ROS plumbing: inside the runner node the provider uses the node the runner lends it
-(`set_host_node`); anywhere else it starts one private rclpy context with an executor
-thread for the whole process, shared by every remote policy and released with the last.
+ROS plumbing: the provider uses one private rclpy context with a single-threaded
+executor thread for the whole process (the runner node included: rclpy's
+MultiThreadedExecutor delays chunks by tens of milliseconds in this build), shared by
+every remote policy and released with the last.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import math
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -253,17 +255,6 @@ def msg_to_chunk(msg: Any) -> list[Action]:
 
 # --- ROS plumbing ----------------------------------------------------------------------------
 
-_host_lock = threading.Lock()
-_host_node: Any = None
-
-
-def set_host_node(node: Any) -> None:
-    """Lend a spinning node (with a multi-threaded executor) to every remote policy of
-    this process; None takes it back. The runner node does this."""
-    global _host_node
-    with _host_lock:
-        _host_node = node
-
 
 class _PrivateLink:
     """One rclpy context + node + executor thread for the process, reference-counted."""
@@ -470,15 +461,14 @@ class RemotePolicy(Policy):
         self._pending: tuple[str, int] | None = None
         self._answer: Any = None
         self._closed = False
-        # Figures for reports: per chunk (obs_step, inference_time_s, round_trip_s).
-        self.chunk_log: list[tuple[int, float, float]] = []
         self.stale_chunks_dropped = 0
         self.last_inference_time_s = math.nan
+        # The most recent chunks' (obs_step, inference_time_s, round_trip_s), bounded so a
+        # long rollout does not grow it.
+        self.chunk_log: deque[tuple[int, float, float]] = deque(maxlen=256)
 
-        with _host_lock:
-            host = _host_node
-        self._private = host is None
-        self.node = _PrivateLink.acquire().node if self._private else host
+        self.node = _PrivateLink.acquire().node
+        self._private = True  # holds a reference on the shared link until close()
         try:
             self._setup_ros(stale_after_s)
             state = self._watch.wait_ready(float(ready_timeout_s))
