@@ -568,6 +568,7 @@ class RunnerNode(Node):
             close()
         if self._unsubscribe is not None:
             self._unsubscribe()
+        remote.close_private_link()
         super().destroy_node()
 
 

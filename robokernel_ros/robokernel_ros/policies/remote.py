@@ -316,6 +316,20 @@ class _PrivateLink:
             instance, cls._instance = cls._instance, None
         instance._close()
 
+    @classmethod
+    def close_now(cls) -> None:
+        """Close the link whatever policies still hold it (a node shutting down)."""
+        with cls._lock:
+            instance, cls._instance, cls._refs = cls._instance, None, 0
+        if instance is not None:
+            instance._close()
+
+
+def close_private_link() -> None:
+    """Stop this process's remote-policy link (its executor thread and rclpy context),
+    so a node hosting remote policies shuts down promptly and cleanly."""
+    _PrivateLink.close_now()
+
 
 def _join(namespace: str, name: str) -> str:
     return f"{namespace.rstrip('/')}/{name}" if namespace else name
