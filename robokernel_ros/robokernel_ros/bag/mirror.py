@@ -664,6 +664,7 @@ class EpisodeBagMirror:
         self.mirror_kwargs = mirror_kwargs
         self.current: BagMirror | None = None
         self.bag_paths: list[Path] = []
+        self.failed = False  # a mirror of one of its episodes hit a storage error
         self._lock = threading.Lock()
 
     @property
@@ -688,10 +689,12 @@ class EpisodeBagMirror:
         if mirror is not None:
             mirror.write(event)
             if event.kind == EPISODE_END:
+                self.failed = self.failed or mirror.failed
                 self.current = None
 
     def close(self) -> None:
         with self._lock:
             if self.current is not None:
                 self.current.close()
+                self.failed = self.failed or self.current.failed
                 self.current = None

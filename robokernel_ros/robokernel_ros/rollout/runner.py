@@ -914,10 +914,13 @@ class _MonitoredEnv:
 
 
 def _attach_bag(bus: EventBus, trace_dir: Path, storage: str) -> Callable[[Any], dict[str, Any]]:
-    """Mirror the episode on `bus` to <trace_dir>/<run_id>/bag; the finisher reports bag_path."""
-    from robokernel_ros.bag.mirror import EpisodeBagMirror
+    """Mirror the episode on `bus` to <trace_dir>/<run_id>/bag; the finisher reports bag_path.
 
-    mirror = EpisodeBagMirror(trace_dir, storage=storage)
+    The bag is written by a pooled writer process (bag.writer_process): serialising to
+    CDR and MCAP in the loop's own process would cost about one MuJoCo step per step."""
+    from robokernel_ros.bag.writer_process import ProcessBagMirror
+
+    mirror = ProcessBagMirror(trace_dir, storage=storage)
     unsubscribe = mirror.attach(bus)
 
     def finish(record: Any) -> dict[str, Any]:
