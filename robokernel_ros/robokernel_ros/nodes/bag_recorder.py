@@ -1,90 +1,332 @@
-"""bag_recorder: records the live runner's kernel events to bags in the mirror's layout.
+"""bag_recorder: records a live graph's episodes to bags in the in-process mirror's layout.
 
-Subscribes to `<namespace>/events` (robokernel_interfaces/msg/KernelEvent, reliable,
-depth 1000) and writes each episode to `<trace_dir>/<run_id>/bag` through the same
-BagMirror the in-process runner uses, so the topics derived from events
-(joint_states, action, action_chunk, shield/intervention, operator) are identical.
-Camera frames are not in the events stream and are not recorded by this node.
+    python -m robokernel_ros.nodes.bag_recorder --ros-args \\
+        --params-file config/bag_recorder_so101.yaml -p trace_dir:=recorded
 
-Parameters: namespace (string, "/robokernel"), trace_dir (string, "runs"),
-storage (string, "mcap" | "sqlite3").
+Subscribes to `<namespace>/events` (robokernel_interfaces/msg/KernelEvent, the runner's
+`~/events`) and to the workcell's camera topics, and writes each episode to
+`<trace_dir>/<run_id>/bag` through the same BagMirror the in-process runner uses, so
+every topic and stamp is the mirror's: `/robokernel/events`, `/robokernel/joint_states`,
+`/robokernel/action`, `/robokernel/action_chunk`, `/robokernel/camera/<name>/image`,
+shield interventions and operator commands (see `bag.mirror`). `load_trace`,
+`robokernel score` and `robokernel export-lerobot` read the result like a mirrored bag.
+
+Cameras. The runner publishes its observations without the pixels (an image becomes its
+shape and dtype), so the recorder takes the frames from the camera topics: for every
+observation event that names camera C, the latest frame received on C's topic is
+written to `/robokernel/camera/C/image`, stamped with the observation's episode clock
+(as the mirror stamps it), and the event's `images` refers to it. The runner decides
+which observations carry images (its image_every), the recorder which cameras it can
+record: a camera the event names that the recorder has no topic or no frame for is
+dropped from that event (logged), so every reference in the bag has its frame. A camera
+frame is the latest at the event's arrival, which can be one camera period newer than
+the one the runner's policy saw (the runner does not publish its frame).
+A topic whose last segment is `compressed` (image_transport's naming) is subscribed as
+sensor_msgs/CompressedImage and decoded (JPEG/PNG) to rgb8/mono8 when written; any other
+as sensor_msgs/Image (rgb8, bgr8, mono8, rgba8 without its alpha).
+
+Event fields. The runner's KernelEvent carries the event's data as data_json and its
+episode clock as stamp; a KernelEvent whose data_json is a whole events.jsonl line (a
+mirrored bag played back) is read as that line. The runner does not publish the
+events' wall clock: `wall` is the recorder's receipt time since episode.start.
+
+Memory is bounded: messages are written as they arrive (the mirror flushes at least
+every flush_interval_s), and the recorder holds one frame per camera.
+
+Parameters: namespace (string, "/robokernel"), trace_dir (string, "runs"), storage
+("mcap" | "sqlite3"), camera_names (string[], []), camera_topics (string[], [], one per
+camera name), flush_interval_s (>= 0, 0.5).
 """
 
 from __future__ import annotations
 
+import io
 import json
-import sys
+import time
+from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+
+from robokernel_ros.bag import types as bag_types
+from robokernel_ros.bag.mirror import STORAGES, EpisodeBagMirror, camera_topic
+from robokernel_ros.kernel.events import EPISODE_END, EPISODE_START, OBSERVATION, Event
+
+from ._common import EVENTS_QOS, SENSOR_QOS, ParameterError, declare, exit_main, run_node
+
+#: Camera frames: best effort (matches reliable and best-effort drivers), and deeper than
+#: SENSOR_QOS so that a short stall of this node does not drop the frames the events
+#: waiting behind it need (the DDS history is the only buffer while no callback runs).
+CAMERA_QOS = QoSProfile(
+    history=SENSOR_QOS.history,
+    depth=10,
+    reliability=SENSOR_QOS.reliability,
+    durability=SENSOR_QOS.durability,
+)
+
+_LINE_KEYS = frozenset(("seq", "kind", "step", "data"))  # a whole events.jsonl line
+_MAX_FRAMES = 256  # per camera, whatever camera_buffer_s (a bound on memory)
 
 
-def main(argv: list[str] | None = None) -> int:
-    import rclpy
-    from rcl_interfaces.msg import ParameterDescriptor
-    from rclpy.node import Node
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
+class BagRecorderNode(Node):
+    """See the module docstring."""
 
-    from robokernel_interfaces.msg import KernelEvent
+    def __init__(self, node_name: str = "bag_recorder", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        from rclpy.exceptions import InvalidNamespaceException, InvalidTopicNameException
+        from rclpy.validate_namespace import validate_namespace
+        from sensor_msgs.msg import CompressedImage, Image
 
-    from ..bag.mirror import STORAGES, EpisodeBagMirror
-    from ..kernel.events import Event
+        from robokernel_interfaces.msg import KernelEvent
 
-    class BagRecorder(Node):
-        def __init__(self) -> None:
-            super().__init__("bag_recorder")
-            ns = self.declare_parameter(
-                "namespace",
-                "/robokernel",
-                ParameterDescriptor(description="the runner's namespace"),
-            ).value
-            trace_dir = self.declare_parameter(
-                "trace_dir",
-                "runs",
-                ParameterDescriptor(description="bags go to <trace_dir>/<run_id>/bag"),
-            ).value
-            storage = self.declare_parameter(
-                "storage", "mcap", ParameterDescriptor(description="mcap or sqlite3")
-            ).value
-            if storage not in STORAGES:
-                raise ValueError(f"storage={storage!r}: must be one of {', '.join(STORAGES)}")
-            if not isinstance(ns, str) or not ns.startswith("/"):
-                raise ValueError(
-                    f"namespace={ns!r}: must be an absolute namespace like '/robokernel'"
-                )
-            self.sink = EpisodeBagMirror(Path(trace_dir), storage=storage)
-            qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-            self.create_subscription(KernelEvent, f"{ns.rstrip('/')}/events", self._on_event, qos)
-            self.get_logger().info(f"recording {ns}/events to {trace_dir}/<run_id>/bag ({storage})")
-
-        def _on_event(self, msg: KernelEvent) -> None:
-            try:
-                record = json.loads(msg.data_json)
-            except json.JSONDecodeError:
-                self.get_logger().warning(f"event seq {msg.seq}: data_json is not JSON; skipped")
-                return
-            data = record.get("data", record) if isinstance(record, dict) else {}
-            t = (
-                float(record.get("t", msg.stamp.sec + msg.stamp.nanosec * 1e-9))
-                if isinstance(record, dict)
-                else 0.0
+        ns = declare(self, "namespace", "/robokernel", "the runner's namespace (<ns>/events)")
+        trace_dir = declare(self, "trace_dir", "runs", "bags go to <trace_dir>/<run_id>/bag")
+        storage = declare(self, "storage", "mcap", "bag storage", choices=STORAGES)
+        names = list(
+            declare(self, "camera_names", [], "cameras to record, by name", array_type=str)
+        )
+        topics = list(
+            declare(
+                self,
+                "camera_topics",
+                [],
+                "one topic per camera name (Image; CompressedImage when it ends in /compressed)",
+                array_type=str,
             )
-            wall = float(record.get("wall", 0.0)) if isinstance(record, dict) else 0.0
-            self.sink(Event(msg.kind, int(msg.step), data, t, wall, int(msg.seq), msg.run_id))
+        )
+        buffer_s = declare(
+            self,
+            "camera_buffer_s",
+            1.0,
+            "seconds of frames kept per camera to match events that are processed late",
+            min_value=0.0,
+            max_value=10.0,
+        )
+        flush = declare(
+            self,
+            "flush_interval_s",
+            0.5,
+            "longest time written messages stay in memory before they reach the file",
+            min_value=0.0,
+        )
+        try:
+            validate_namespace(ns)
+        except InvalidNamespaceException as exc:
+            raise ParameterError(
+                "namespace", ns, "must be an absolute ROS namespace like '/robokernel'"
+            ) from exc
+        if not trace_dir:
+            raise ParameterError("trace_dir", trace_dir, "must be a non-empty folder path")
+        if len(names) != len(topics):
+            raise ParameterError(
+                "camera_topics", topics, f"must have one topic per camera name ({names})"
+            )
+        if not all(names) or len(set(names)) != len(names):
+            raise ParameterError("camera_names", names, "must be distinct non-empty names")
+        bag_topics = [camera_topic(n) for n in names]
+        if len(set(bag_topics)) != len(bag_topics):
+            raise ParameterError(
+                "camera_names",
+                names,
+                f"must map to distinct bag topics (they map to {bag_topics})",
+            )
 
-    rclpy.init(args=argv)
-    node = None
-    try:
-        node = BagRecorder()
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if node is not None:
-            node.sink.close()
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+        self.sink = EpisodeBagMirror(Path(trace_dir), storage=storage, flush_interval_s=flush)
+        self.frames_written: dict[str, int] = {}  # this episode's, per camera
+        self.dropped: dict[str, int] = {}  # frames named by events but not recorded
+        self.late = 0  # frames newer than their event (the recorder fell behind the buffer)
+        self._buffer_ns = round(buffer_s * 1e9)
+        # camera -> (receipt ns, message), oldest first; decoded only when written
+        self._frames: dict[str, deque[tuple[int, Any]]] = {
+            n: deque(maxlen=_MAX_FRAMES) for n in names
+        }
+        self._decoded: dict[str, tuple[Any, np.ndarray | None]] = {}  # camera -> (msg, array)
+        self._t0_ns = 0  # receipt of episode.start
+        self._skipped_run: str | None = None
+        self._warned: set[str] = set()
+        self.create_subscription(
+            KernelEvent, f"{ns.rstrip('/')}/events", self._on_event, EVENTS_QOS
+        )
+        for name, topic in zip(names, topics, strict=True):
+            msg_type = CompressedImage if topic.rstrip("/").endswith("/compressed") else Image
+            try:
+                self.create_subscription(
+                    msg_type,
+                    topic,
+                    lambda msg, info, n=name: self._on_frame(n, msg, info),
+                    CAMERA_QOS,
+                )
+            except InvalidTopicNameException as exc:
+                raise ParameterError(
+                    "camera_topics", topics, f"{topic!r} is not a valid topic name ({exc})"
+                ) from exc
+        # Built now, not on the first episode.start: a stall there delays the events past
+        # the frames they need (the bag's typestore takes 0.2-1 s to build).
+        bag_types.typestore()
+        if names:
+            import PIL.Image  # noqa: F401
+
+            import robokernel_ros.policies.remote  # noqa: F401
+        self.get_logger().info(
+            f"recording {ns.rstrip('/')}/events"
+            + "".join(f", camera {n} <- {t}" for n, t in zip(names, topics, strict=True))
+            + f" to {trace_dir}/<run_id>/bag ({storage})"
+        )
+
+    # -- cameras ------------------------------------------------------------------------
+
+    def _on_frame(self, camera: str, msg: Any, info: Any) -> None:
+        frames = self._frames[camera]
+        received = _received_ns(info)
+        frames.append((received, msg))
+        while len(frames) > 1 and received - frames[0][0] > self._buffer_ns:
+            frames.popleft()
+
+    def _frame(self, camera: str, arrival_ns: int) -> tuple[np.ndarray | None, str]:
+        """The frame of `camera` to write for an event received at `arrival_ns`: the
+        latest received before it (the recorder may take the event later than that)."""
+        frames = self._frames.get(camera)
+        if frames is None:
+            return None, f"not in camera_names {sorted(self._frames)}"
+        if not frames:
+            return None, "no frame received on its topic yet"
+        msg = None
+        for received, candidate in reversed(frames):
+            if received <= arrival_ns:
+                msg = candidate
+                break
+        if msg is None:  # every buffered frame came after the event: the closest one
+            msg = frames[0][1]
+            self.late += 1
+            if "late" not in self._warned:
+                self._warned.add("late")
+                self.get_logger().warning(
+                    f"camera {camera!r}: the recorder runs more than camera_buffer_s behind "
+                    "the events; frames newer than their observation are written"
+                )
+        cached = self._decoded.get(camera)
+        if cached is not None and cached[0] is msg:  # the camera is slower than the loop
+            array = cached[1]
+        else:
+            try:
+                array = _decode(msg)
+            except ValueError as exc:
+                array = None
+                self.get_logger().warning(f"camera {camera!r}: {exc}", throttle_duration_sec=5.0)
+            self._decoded[camera] = (msg, array)
+        if array is None:
+            return None, "its frame could not be decoded"
+        return array, ""
+
+    # -- events -------------------------------------------------------------------------
+
+    def _on_event(self, msg: Any, info: Any) -> None:
+        arrival = _received_ns(info)
+        try:
+            record = json.loads(msg.data_json)
+        except json.JSONDecodeError:
+            self.get_logger().warning(f"event seq {msg.seq}: data_json is not JSON; skipped")
+            return
+        if not isinstance(record, dict):
+            record = {}
+        if record.keys() >= _LINE_KEYS:  # a whole line (a mirrored bag played back)
+            data = record["data"] if isinstance(record["data"], dict) else {}
+            t = float(record.get("t", 0.0))
+            wall = record.get("wall")
+        else:  # the runner's form: the data, with the clock in the stamp
+            data = record
+            t = msg.stamp.sec + msg.stamp.nanosec * 1e-9
+            wall = None
+        if msg.kind == EPISODE_START:
+            self._t0_ns = arrival
+            self.frames_written, self.dropped, self.late, self._warned = {}, {}, 0, set()
+        elif self.sink.current is None:  # a bag starts at episode.start
+            if msg.run_id != self._skipped_run:
+                self._skipped_run = msg.run_id
+                self.get_logger().warning(
+                    f"run {msg.run_id!r}: its episode.start was not received (the recorder "
+                    "joined mid-episode); this episode is not recorded"
+                )
+            return
+        if msg.kind == OBSERVATION and isinstance(data.get("images"), dict):
+            data = {**data, "images": self._images(data["images"], int(msg.step), arrival)}
+            if not data["images"]:
+                del data["images"]
+        if not isinstance(wall, int | float):
+            wall = (arrival - self._t0_ns) * 1e-9
+        self.sink(Event(msg.kind, int(msg.step), data, t, float(wall), int(msg.seq), msg.run_id))
+        if msg.kind == EPISODE_END:
+            written = ", ".join(f"{c} {n}" for c, n in self.frames_written.items()) or "none"
+            dropped = ", ".join(f"{c} {n}" for c, n in self.dropped.items())
+            self.get_logger().info(
+                f"episode {msg.run_id}: {self.sink.last_bag_path}; frames: {written}"
+                + (f"; not recorded: {dropped}" if dropped else "")
+                + (f"; {self.late} newer than their observation" if self.late else "")
+            )
+
+    def _images(self, named: dict[str, Any], step: int, arrival_ns: int) -> dict[str, np.ndarray]:
+        """The frames to write for the cameras an observation names (see the docstring)."""
+        images: dict[str, np.ndarray] = {}
+        for camera in named:
+            array, why = self._frame(camera, arrival_ns)
+            if array is None:
+                self.dropped[camera] = self.dropped.get(camera, 0) + 1
+                if camera not in self._warned:  # once per camera and episode
+                    self._warned.add(camera)
+                    self.get_logger().warning(
+                        f"camera {camera!r} (step {step}): {why}; not recorded"
+                    )
+                continue
+            images[camera] = array
+            self.frames_written[camera] = self.frames_written.get(camera, 0) + 1
+        return images
+
+    def destroy_node(self) -> None:
+        self.sink.close()  # an episode cut short keeps a complete bag (metadata.yaml)
+        super().destroy_node()
+
+
+def _received_ns(info: Any) -> int:
+    """When the middleware received a message (rclpy's MessageInfo; the host's clock)."""
+    return int(info["received_timestamp"] or info["source_timestamp"] or time.time_ns())
+
+
+def _decode(msg: Any) -> np.ndarray:
+    """A camera message as the HxWx3 / HxW uint8 array the mirror writes (rgb8 / mono8)."""
+    if hasattr(msg, "encoding"):  # sensor_msgs/Image
+        from robokernel_ros.policies.remote import image_from_msg
+
+        array = image_from_msg(msg)  # bgr8 -> RGB, as the runner's ROS env reads it
+        if array.ndim == 3 and array.shape[2] == 4:
+            array = array[:, :, :3]
+    else:  # sensor_msgs/CompressedImage
+        from PIL import Image as PILImage
+
+        try:
+            with PILImage.open(io.BytesIO(bytes(msg.data))) as image:
+                image = image.convert("L" if image.mode in ("1", "L", "I;16", "I") else "RGB")
+                array = np.asarray(image)
+        except (OSError, SyntaxError) as exc:  # PIL's errors for bytes it cannot read
+            raise ValueError(
+                f"compressed frame (format {msg.format!r}) not decodable: {exc}"
+            ) from exc
+    if (
+        array.dtype != np.uint8
+        or array.ndim not in (2, 3)
+        or array.ndim == 3
+        and array.shape[2] != 3
+    ):
+        raise ValueError(f"frame of shape {array.shape} dtype {array.dtype} is not HxW(x3) uint8")
+    return np.ascontiguousarray(array)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    return run_node(BagRecorderNode, args=args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_main(main)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 from robokernel_ros.kernel.trace import load_trace
 
@@ -84,3 +87,259 @@ def test_recorder_node_writes_the_episode(processes, tmp_path):
         0.30000000000000004,
         0.4,
     ]
+
+
+# -- a live ROS workcell with cameras --------------------------------------------------------
+
+CAMERAS = ("front", "wrist")
+RUNNER_CAMERA_TOPICS = ("/cam/front/image_raw", "/cam/wrist/image_raw")
+# The recorder takes the wrist camera from its compressed (PNG) transport.
+RECORDER_CAMERA_TOPICS = ("/cam/front/image_raw", "/cam/wrist/image_raw/compressed")
+HELPERS = Path(__file__).parent
+
+
+def _ros_list(values) -> str:
+    return "[" + ",".join(values) + "]"
+
+
+def _call(node, srv_type, name, request, timeout_s):
+    from rclpy.executors import SingleThreadedExecutor
+
+    client = node.create_client(srv_type, name)
+    assert client.wait_for_service(timeout_sec=60), f"service {name} not available"
+    future = client.call_async(request)
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node)
+    executor.spin_until_future_complete(future, timeout_sec=timeout_s)
+    executor.remove_node(node)
+    executor.shutdown()
+    assert future.done(), f"{name} did not answer within {timeout_s} s"
+    return future.result()
+
+
+def _messages(bag):
+    """{topic: [(msgtype, log time ns, CDR bytes)]} read with rosbags' Reader."""
+    from rosbags.rosbag2 import Reader
+
+    out = {}
+    with Reader(bag) as reader:
+        for conn, ns, data in reader.messages():
+            out.setdefault(conn.topic, []).append((conn.msgtype, ns, data))
+    return out
+
+
+def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
+    """One run_policy episode of a real ROS graph: sim_robot, a camera process, the runner
+    (env=ros, two cameras, its own mirror) and the bag_recorder; the recorder's bag must
+    be the runner's mirrored bag, topic for topic, and read the same everywhere."""
+    import rclpy
+    from robokernel_ros.demo import NAMESPACE, NodeProcess
+
+    from robokernel_interfaces.srv import RunPolicy
+
+    runs, recorded = tmp_path / "runs", tmp_path / "recorded"
+    sim = NodeProcess("sim_robot", "sim_robot", ["workcell_sim_robot_so101.yaml"])
+    processes.start("sim_robot", sim.argv())
+    processes.start("cameras", [sys.executable, str(HELPERS / "camera_publisher.py")])
+    recorder = processes.python(
+        "recorder",
+        "robokernel_ros.nodes.bag_recorder",
+        "--ros-args",
+        "-p", f"trace_dir:={recorded}",
+        "-p", f"namespace:={NAMESPACE}",
+        "-p", f"camera_names:={_ros_list(CAMERAS)}",
+        "-p", f"camera_topics:={_ros_list(RECORDER_CAMERA_TOPICS)}",
+    )  # fmt: skip
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("recorder_test_client", context=context)
+    try:
+        # Wait until the recorder subscribes to the events and to its last camera (it
+        # has built everything by then).
+        deadline = time.monotonic() + 60
+        while (
+            node.count_subscribers(f"{NAMESPACE}/events") < 1
+            or node.count_subscribers(RECORDER_CAMERA_TOPICS[1]) < 1
+        ):
+            assert time.monotonic() < deadline, processes.log(recorder)
+            time.sleep(0.1)
+        # The runner starts after the recorder is up, so its events publisher matches the
+        # recorder's subscription at once (episode.start is not missed).
+        runner = NodeProcess(
+            "runner",
+            "runner",
+            ["runner_ros_so101.yaml"],
+            {
+                "trace_dir": str(runs),
+                # no shield in this graph: commands go straight to the robot
+                "command_topic": "/forward_position_controller/commands",
+                "shield_clear_fault_service": "''",
+                "camera_names": _ros_list(CAMERAS),
+                "camera_topics": _ros_list(RUNNER_CAMERA_TOPICS),
+            },
+        )
+        runner_proc = processes.start("runner", runner.argv())
+        config = {"targets": [{"shoulder_pan": 0.3}], "max_delta": 0.02, "settle_steps": 2}
+        request = RunPolicy.Request(
+            robot_name="arm",
+            policy_provider="scripted",
+            policy_config_json=json.dumps(config),
+            n_steps=60,
+        )
+        response = _call(node, RunPolicy, f"{NAMESPACE}/run_policy", request, 120)
+        assert response.ok, (response.message, processes.log(runner_proc))
+        report = json.loads(response.report_json)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+    runner_bag = Path(report["bag_path"])
+    recorded_bag = recorded / runner_bag.parent.name / "bag"
+    deadline = time.monotonic() + 30
+    while not (recorded_bag / "metadata.yaml").exists():
+        assert time.monotonic() < deadline, processes.log(recorder)
+        time.sleep(0.1)
+    log = processes.log(recorder)
+
+    _check_topics_types_counts_and_stamps(runner_bag, recorded_bag, log)
+    _check_trace_and_frames(report, runner_bag, recorded_bag)
+    _check_mcap_reader(recorded_bag)
+    _check_score_and_export(runner_bag, recorded_bag, tmp_path)
+
+
+def _check_topics_types_counts_and_stamps(runner_bag, recorded_bag, log):
+    mirrored, recorded = _messages(runner_bag), _messages(recorded_bag)
+    P = "/robokernel"
+    for topic in (f"{P}/events", f"{P}/joint_states", f"{P}/action", f"{P}/action_chunk"):
+        assert topic in recorded, (topic, sorted(recorded))
+    for camera in CAMERAS:
+        assert f"{P}/camera/{camera}/image" in recorded, (camera, sorted(recorded), log)
+    assert sorted(recorded) == sorted(mirrored)
+    for topic, messages in mirrored.items():
+        got = recorded[topic]
+        assert [m[0] for m in got] == [m[0] for m in messages], topic  # the same types
+        assert len(got) == len(messages), (topic, len(got), len(messages))
+        # stamps: the episode clock; the runner publishes it truncated to the nanosecond
+        for (_, ns_rec, _), (_, ns_mir, _) in zip(got, messages, strict=True):
+            assert abs(ns_rec - ns_mir) <= 1, (topic, ns_rec, ns_mir)
+    assert recorded[f"{P}/events"][0][0] == "robokernel_interfaces/msg/KernelEvent"
+    assert recorded[f"{P}/joint_states"][0][0] == "sensor_msgs/msg/JointState"
+    assert recorded[f"{P}/action"][0][0] == "sensor_msgs/msg/JointState"
+    assert recorded[f"{P}/action_chunk"][0][0] == "robokernel_interfaces/msg/ActionChunk"
+    assert recorded[f"{P}/camera/front/image"][0][0] == "sensor_msgs/msg/Image"
+    # every message's header stamp is its log time
+    from robokernel_ros.bag import types as T
+
+    store = T.typestore()
+    for topic in (
+        f"{P}/joint_states",
+        f"{P}/action",
+        f"{P}/action_chunk",
+        f"{P}/camera/wrist/image",
+    ):
+        for msgtype, ns, data in recorded[topic]:
+            stamp = store.deserialize_cdr(data, msgtype).header.stamp
+            assert stamp.sec * 1_000_000_000 + stamp.nanosec == ns, topic
+    # the same joint values and actions as the mirror wrote
+    for topic in (f"{P}/joint_states", f"{P}/action", f"{P}/action_chunk"):
+        for (t1, _, d1), (_, _, d2) in zip(recorded[topic], mirrored[topic], strict=True):
+            a, b = store.deserialize_cdr(d1, t1), store.deserialize_cdr(d2, t1)
+            for field in ("name", "position", "velocity", "keys", "actions"):
+                if hasattr(a, field):
+                    np.testing.assert_array_equal(
+                        np.asarray(getattr(a, field)), np.asarray(getattr(b, field))
+                    )
+
+
+def _check_trace_and_frames(report, runner_bag, recorded_bag):
+    from camera_publisher import frame_number
+
+    mirrored, recorded = load_trace(runner_bag), load_trace(recorded_bag)
+    assert recorded.meta["run_id"] == mirrored.meta["run_id"] == runner_bag.parent.name
+    assert recorded.meta["outcome"] == mirrored.meta["outcome"]
+    key = [(e.seq, e.kind, e.step) for e in recorded.events]
+    assert key == [(e.seq, e.kind, e.step) for e in mirrored.events]
+    for a, b in zip(recorded.events, mirrored.events, strict=True):
+        assert a.t == pytest.approx(b.t, abs=2e-9)
+        assert a.data == b.data, (a.kind, a.step)  # images: the same relative paths
+    observations = [e for e in recorded.of_kind("observation") if e.data.get("images")]
+    assert len(observations) == report["actions_applied"] + 1 or len(observations) > 10
+    for camera, blue in zip(CAMERAS, (200, 100), strict=True):
+        frames = list(recorded.iter_frames(camera))
+        theirs = list(mirrored.iter_frames(camera))
+        assert [s for s, _ in frames] == [e.step for e in observations]
+        assert [s for s, _ in frames] == [s for s, _ in theirs]
+        numbers = []
+        for (step, frame), (_, their) in zip(frames, theirs, strict=True):
+            assert frame.shape == their.shape == (48, 64, 3) and frame.dtype == np.uint8
+            assert (frame[..., 2] == blue).all(), f"{camera} step {step}: channels out of order"
+            numbers.append(frame_number(frame))
+            # the recorder's frame is the latest at the event's arrival: the runner's or
+            # one a few camera periods (33 ms) away from it
+            assert abs(numbers[-1] - frame_number(their)) <= 3, (camera, step)
+        assert numbers == sorted(numbers) and numbers[-1] > numbers[0]
+        assert recorded.image(observations[0].data["images"][camera]).shape == (48, 64, 3)
+
+
+def _check_mcap_reader(recorded_bag):
+    import yaml
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    info = yaml.safe_load((recorded_bag / "metadata.yaml").read_text())
+    counts = {
+        t["topic_metadata"]["name"]: t["message_count"]
+        for t in info["rosbag2_bagfile_information"]["topics_with_message_count"]
+    }
+    (mcap_file,) = recorded_bag.glob("*.mcap")
+    seen: dict[str, int] = {}
+    with open(mcap_file, "rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        for _, channel, message, decoded in reader.iter_decoded_messages():
+            seen[channel.topic] = seen.get(channel.topic, 0) + 1
+            if channel.topic.startswith("/robokernel/camera/"):
+                assert decoded.encoding == "rgb8" and (decoded.height, decoded.width) == (48, 64)
+                assert len(decoded.data) == 48 * 64 * 3
+                stamp = decoded.header.stamp
+                assert stamp.sec * 1_000_000_000 + stamp.nanosec == message.log_time
+    assert seen == counts
+    assert seen["/robokernel/camera/front/image"] == seen["/robokernel/camera/wrist/image"] > 10
+
+
+def _check_score_and_export(runner_bag, recorded_bag, tmp_path):
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "robokernel_ros.cli", "score", str(recorded_bag), str(runner_bag),
+         "--json"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    scores = json.loads(out)
+    rec, mir = scores["episodes"]
+    for key in ("success", "steps", "episode_length", "holds", "chunks", "return",
+                "chunk_latency_p50_ms", "chunk_latency_p99_ms", "shield_interventions"):  # fmt: skip
+        if key in mir:
+            assert rec[key] == mir[key], key
+    # wall is the recorder's receipt time: the control rate is measured, close to the runner's
+    assert rec["effective_control_hz"] == pytest.approx(mir["effective_control_hz"], rel=0.2)
+
+    pytest.importorskip("lerobot.datasets.lerobot_dataset", reason="lerobot not installed")
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from robokernel_ros.bag.cli import main as export_main
+
+    root = tmp_path / "dataset"
+    assert (
+        export_main([str(recorded_bag), "--repo-id", "robokernel/live", "--root", str(root)]) == 0
+    )
+    trace = load_trace(recorded_bag)
+    actions = trace.of_kind("action")
+    ds = LeRobotDataset("robokernel/live", root=root, video_backend="pyav")
+    assert ds.num_episodes == 1 and len(ds) == len(actions)
+    item = ds[len(ds) - 1]
+    for camera, blue in zip(CAMERAS, (200, 100), strict=True):
+        image = item[f"observation.images.{camera}"]
+        assert tuple(image.shape) == (3, 48, 64)
+        assert abs(float(image[2].mean()) * 255 - blue) < 6  # video is lossy
+    np.testing.assert_allclose(
+        item["action"].numpy(),
+        np.float32([actions[-1].data["action"][j] for j in ds.meta.features["action"]["names"]]),
+    )
