@@ -17,7 +17,10 @@ API's own provider registry (`preflight` then `create_policy`); the heartbeat sa
 runner refuses to start against it. Observations are answered on one inference
 thread, latest first: an observation that arrives while the policy computes replaces
 the one waiting, so the server never falls behind the robot. A new `run_id` starts a
-new episode (the policy is reset with the observation's instruction).
+new episode (the policy is reset with the observation's instruction). The inference
+thread takes the observations itself, without an executor in between: their
+subscription sits on a companion node `<name>_rx` (in `ros2 node list` too) that no
+executor spins.
 
 Served mode (`served:=true`): an external harness owns the loop (a Gazebo or Isaac
 simulation, another team's controller) and the server wraps its policy in the kernel's
@@ -27,23 +30,35 @@ policy, one episode stream); instead, relative to the namespace:
   subscribes  served/episode_start     std_msgs/String, a JSON object
                                         {"episode_id": str (required), "instruction": str,
                                          "seed": int | null, "meta": {...}}
-  service     served/step              GetActionChunk: observation.run_id = the episode_id,
-                                        observation.step = 0, 1, 2, ... (one call per step);
-                                        answers ok + an ActionChunk of horizon 1 = the shielded
-                                        action (keys = action_keys, run_id = the episode_id).
-                                        The reward of the previous action, and its
+  subscribes  served/observation       robokernel_interfaces/Observation (reliable, depth 10:
+                                        no step is replaced by a later one), one per step:
+                                        observation.run_id = the episode_id, observation.step =
+                                        0, 1, 2, ... The reward of the previous action, and its
                                         terminated/truncated flags and the harness's clock,
                                         ride in observation.arrays named served.reward,
                                         served.terminated, served.truncated, served.sim_time_s
                                         (one value each, all optional; not seen by the policy)
+  publishes   served/action_chunk      robokernel_interfaces/ActionChunk (reliable, depth 10)
+                                        per step: horizon 1 = the shielded action (keys =
+                                        action_keys, run_id = the episode_id, obs_step = the
+                                        observation's step). A step that is refused gets no
+                                        chunk: served/episode_status says why, state
+                                        "step_refused" with its "step" (and the message naming
+                                        field, value and domain, as the service's)
+  service     served/step              GetActionChunk: the same step synchronously (the same
+                                        observation; answers ok + the same ActionChunk, or
+                                        ok=false + the refusal). Steps are taken in order over
+                                        both paths; the topics are the low-latency one (the
+                                        inference thread takes them, no executor in between)
   subscribes  served/episode_end       std_msgs/String, a JSON object
                                         {"episode_id": str (required), "success": bool | null,
                                          "outcome": str | null, "reward": float,
                                          "terminated": bool, "truncated": bool}
   publishes   served/episode_status    std_msgs/String, a JSON object per change, reliable
                                         depth 100: {"episode_id", "state": "started" |
-                                        "refused" | "ended", "message", "run_id",
-                                        "trace_path"} plus, once ended, "outcome", "steps",
+                                        "refused" | "step_refused" | "ended", "message",
+                                        "run_id", "trace_path"} plus "step" when a step over
+                                        topics was refused and, once ended, "outcome", "steps",
                                         "holds", "chunks", "safety_interventions",
                                         "total_reward", "bag_path"
   publishes   served/events            KernelEvent, every kernel event live (as the runner's
@@ -100,6 +115,9 @@ OBSERVATION_QOS = QoSProfile(
 CHUNK_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
 )
+#: Served steps: reliable like the driven pair, but every step counts (none may be
+#: replaced by a later one), so the history is as deep as the chunks'.
+SERVED_OBSERVATION_QOS = CHUNK_QOS
 
 
 class PolicyServer(Node):
@@ -178,8 +196,6 @@ class PolicyServer(Node):
         self._episode: str | None = None
         self._bound = False
         self._infer_lock = threading.Lock()  # one inference at a time (topic and service paths)
-        self._cond = threading.Condition()
-        self._pending: Observation | None = None
         self._stopping = False
 
         self._status_pub = self.create_publisher(PolicyServerStatus, "~/status", STATUS_QOS)
@@ -190,21 +206,32 @@ class PolicyServer(Node):
                     "action_keys", self.action_keys, "served mode needs the env's action keys"
                 )
             self.served_endpoint = ServedEndpoint(self, self._served_params)
+            observation_topic = "served/observation"
+            observation_qos = SERVED_OBSERVATION_QOS
         else:
             self._chunk_pub = self.create_publisher(ActionChunk, "action_chunk", CHUNK_QOS)
-            self.create_subscription(
-                Observation,
-                "observation",
-                self._on_observation,
-                OBSERVATION_QOS,
-                callback_group=MutuallyExclusiveCallbackGroup(),
-            )
             self.create_service(
                 GetActionChunk,
                 "get_action_chunk",
                 self._on_get_chunk,
                 callback_group=MutuallyExclusiveCallbackGroup(),
             )
+            observation_topic = "observation"
+            observation_qos = OBSERVATION_QOS
+        # The inference thread takes observations itself (wire.DirectReader): no executor
+        # dispatch and no thread hand-over on the chunk's latency path. The subscription
+        # lives on a companion node `<name>_rx` that no executor spins, under the name
+        # this node resolves (remaps included).
+        self._rx_node = Node(
+            f"{self.get_name()}_rx",
+            namespace=self.get_namespace(),
+            context=self.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
+        )
+        self._observations = wire.DirectReader(
+            self._rx_node, Observation, self.resolve_topic_name(observation_topic), observation_qos
+        )
         self.create_timer(
             1.0 / self.heartbeat_hz,
             self._publish_status,
@@ -256,24 +283,25 @@ class PolicyServer(Node):
 
     # inference ------------------------------------------------------------------------------
 
-    def _on_observation(self, msg: Observation) -> None:
-        if not self.ready:
-            self.get_logger().warn(
-                f"observation of step {msg.step} ignored: {self.detail}", throttle_duration_sec=2.0
-            )
-            return
-        with self._cond:
-            self._pending = msg  # latest wins: an older waiting observation is dropped
-            self._cond.notify()
-
     def _serve(self) -> None:
-        while True:
-            with self._cond:
-                while self._pending is None and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
-                    return
-                msg, self._pending = self._pending, None
+        """The inference thread: driven mode answers the latest observation waiting (an
+        older one is dropped, so the server never falls behind the robot); served mode
+        steps every observation in order."""
+        while not self._stopping:
+            messages = self._observations.take(1.0)
+            if not messages:
+                continue
+            if self.served_endpoint is not None:
+                for msg in messages:
+                    self.served_endpoint.step_topic(msg)
+                continue
+            msg = messages[-1]
+            if not self.ready:
+                self.get_logger().warn(
+                    f"observation of step {msg.step} ignored: {self.detail}",
+                    throttle_duration_sec=2.0,
+                )
+                continue
             try:
                 chunk = self.infer(msg)
             except Exception as exc:  # noqa: BLE001 - one bad observation must not stop the server
@@ -336,10 +364,10 @@ class PolicyServer(Node):
         return response
 
     def destroy_node(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
+        self._stopping = True
+        self._observations.close()  # wakes the inference thread
         self._worker.join(timeout=5)
+        self._rx_node.destroy_node()
         if self.served_endpoint is not None:
             self.served_endpoint.close()
         close = getattr(self.policy, "close", None)
@@ -519,6 +547,7 @@ class ServedEndpoint:
         self._status_pub = server.create_publisher(
             String, "served/episode_status", EPISODE_STATUS_QOS
         )
+        self._chunk_pub = server.create_publisher(ActionChunk, "served/action_chunk", CHUNK_QOS)
         self._events_pub = server.create_publisher(KernelEvent, "served/events", EVENTS_QOS)
         episodes = MutuallyExclusiveCallbackGroup()
         server.create_subscription(
@@ -710,6 +739,22 @@ class ServedEndpoint:
         response.message = f"step {msg.step} of episode {msg.run_id!r}"
         return response
 
+    def step_topic(self, msg: Observation) -> None:
+        """A step over topics: the shielded action on served/action_chunk, or the refusal
+        on served/episode_status (state "step_refused")."""
+        try:
+            chunk = self.step(msg)
+        except Exception as exc:  # noqa: BLE001 - answered, and the inference thread lives on
+            text = (
+                str(exc)
+                if isinstance(exc, _Refused | ValueError | RuntimeError)
+                else (f"{type(exc).__name__}: {exc}")
+            )
+            self.server.get_logger().error(f"served: step {msg.step} refused: {text}")
+            self._publish(msg.run_id, "step_refused", text, step=int(msg.step))
+            return
+        self._chunk_pub.publish(chunk)
+
     def step(self, msg: Observation) -> ActionChunk:
         """One observation of the active episode in, its shielded action out (horizon 1)."""
         episode_id = msg.run_id
@@ -810,10 +855,11 @@ def _scalar(name: str, value: Any) -> float:
 
 def main(args: list[str] | None = None) -> int:
     def executor_for(node: PolicyServer) -> Any:
-        # Driven mode: callbacks only hand observations to the inference thread, and
-        # rclpy's MultiThreadedExecutor adds tens of milliseconds to every chunk here
-        # (bench/chunk_roundtrip.py), so one thread serves. Served mode needs several:
-        # a step may wait for its episode's start message.
+        # Observations never pass the executor (the inference thread takes them), so in
+        # driven mode it serves the heartbeat and get_action_chunk: one thread (rclpy's
+        # MultiThreadedExecutor adds tens of milliseconds per call in this build; the
+        # EventsExecutor measured no better here). Served mode needs several: a
+        # served/step call may wait for its episode's start message.
         if node.served:
             return MultiThreadedExecutor(num_threads=4)
         return SingleThreadedExecutor()

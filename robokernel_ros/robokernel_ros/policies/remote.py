@@ -269,10 +269,18 @@ class _PrivateLink:
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
-        self.node = rclpy.create_node(f"remote_policy_{secrets.token_hex(3)}", context=self.context)
-        # Its callbacks only hand chunks over, so one thread is enough (and, unlike the
-        # multi-threaded executor's spin_once, it does not leave a callback waiting for
-        # the next wake-up).
+        name = f"remote_policy_{secrets.token_hex(3)}"
+        # Own names: the process's command-line remaps (a runner's __node:=runner) are
+        # not for these nodes.
+        self.node = rclpy.create_node(name, context=self.context, use_global_arguments=False)
+        # Subscriptions whose messages a caller takes itself (DirectReader): no executor
+        # spins this node.
+        self.rx_node = rclpy.create_node(
+            f"{name}_rx", context=self.context, use_global_arguments=False
+        )
+        # It serves the heartbeat and the service client only (chunks are taken by the
+        # waiting thread), so one thread is enough; rclpy's MultiThreadedExecutor would
+        # add tens of milliseconds to the service round trip in this build.
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self._stop = threading.Event()
@@ -297,6 +305,7 @@ class _PrivateLink:
         self._thread.join(timeout=5)
         self.executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
+        self.rx_node.destroy_node()
         rclpy.try_shutdown(context=self.context)
 
     @classmethod
@@ -323,6 +332,63 @@ class _PrivateLink:
             instance, cls._instance, cls._refs = cls._instance, None, 0
         if instance is not None:
             instance._close()
+
+
+class DirectReader:
+    """One subscription whose messages the calling thread takes itself, without an executor.
+
+    The subscription is created on a node that no executor spins (so nothing else takes
+    its messages) and `take` blocks on an rcl wait set of it and a guard condition that
+    `close` triggers. On a latency path this saves the executor's dispatch and the
+    hand-over from the executor thread to the waiting one (bench/chunk_roundtrip.py).
+    rclpy has no public API for it; this is what `rclpy.wait_for_message` does per call.
+    """
+
+    def __init__(self, node: Any, msg_type: Any, topic: str, qos: Any) -> None:
+        from rclpy.guard_condition import GuardCondition
+        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+        self.node = node
+        self._sub = node.create_subscription(msg_type, topic, _ignore, qos)
+        self._wake = GuardCondition(None, None, context=node.context)
+        self._wait_set = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, node.context.handle)
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def take(self, timeout_s: float) -> list[Any]:
+        """Every message waiting now; if none, the ones that arrive within `timeout_s`
+        (an empty list once that passes, or when closed)."""
+        sub, handle = self._sub, self._sub.handle
+        messages = []
+        with handle, self._wake.handle:
+            while not self._closed:
+                taken = handle.take_message(sub.msg_type, sub.raw)
+                if taken is not None:
+                    messages.append(taken[0])
+                    continue
+                if messages or timeout_s <= 0:
+                    break
+                ws = self._wait_set
+                ws.clear_entities()
+                ws.add_subscription(handle)
+                ws.add_guard_condition(self._wake.handle)
+                ws.wait(int(timeout_s * 1e9))
+                timeout_s = 0.0  # after one wait: take what came, then return
+        return messages
+
+    def close(self) -> None:
+        """Wake a waiting `take` (it returns []) and destroy the subscription."""
+        self._closed = True
+        self._wake.trigger()
+        self.node.destroy_subscription(self._sub)  # deferred by rclpy while take() holds it
+        self._wake.destroy()
+
+
+def _ignore(_msg: Any) -> None:
+    """The callback of a DirectReader's subscription (never called: no executor spins it)."""
 
 
 def close_private_link() -> None:
@@ -471,9 +537,6 @@ class RemotePolicy(Policy):
         self.chunk_timeout_s = float(chunk_timeout_s)
         self._run_id = secrets.token_hex(4)
         self._counter = 0
-        self._cond = threading.Condition()
-        self._pending: tuple[str, int] | None = None
-        self._answer: Any = None
         self._closed = False
         self.stale_chunks_dropped = 0
         self.last_inference_time_s = math.nan
@@ -481,7 +544,8 @@ class RemotePolicy(Policy):
         # long rollout does not grow it.
         self.chunk_log: deque[tuple[int, float, float]] = deque(maxlen=256)
 
-        self.node = _PrivateLink.acquire().node
+        self._link = _PrivateLink.acquire()
+        self.node = self._link.node
         self._private = True  # holds a reference on the shared link until close()
         try:
             self._setup_ros(stale_after_s)
@@ -537,12 +601,9 @@ class RemotePolicy(Policy):
         self._obs_pub = self.node.create_publisher(
             Observation, _join(self.namespace, OBSERVATION_TOPIC), qos
         )
-        self._chunk_sub = self.node.create_subscription(
-            ActionChunk,
-            _join(self.namespace, CHUNK_TOPIC),
-            self._on_chunk,
-            qos,
-            callback_group=group,
+        # get_actions takes its chunk itself (no executor hop on the latency path).
+        self._chunks = DirectReader(
+            self._link.rx_node, ActionChunk, _join(self.namespace, CHUNK_TOPIC), qos
         )
         self._client = self.node.create_client(
             GetActionChunk, _join(self.namespace, CHUNK_SERVICE), callback_group=group
@@ -585,30 +646,19 @@ class RemotePolicy(Policy):
 
     def _exchange(self, msg: Any) -> Any:
         key = (msg.run_id, int(msg.step))
-        with self._cond:
-            self._pending = key
-            self._answer = None
         self._obs_pub.publish(msg)
         deadline = time.monotonic() + self.chunk_timeout_s
-        with self._cond:
-            while self._answer is None and not self._closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self._pending = None
-                    raise TimeoutError(self._timeout_message(msg.step))
-                self._cond.wait(timeout=min(left, 0.1))
-            if self._closed:
+        while True:
+            left = deadline - time.monotonic()
+            if self._closed or self._chunks.closed:
                 raise RuntimeError("remote policy closed while waiting for a chunk")
-            answer, self._answer, self._pending = self._answer, None, None
-        return answer
-
-    def _on_chunk(self, msg: Any) -> None:
-        with self._cond:
-            if self._pending is not None and (msg.run_id, int(msg.obs_step)) == self._pending:
-                self._answer = msg
-                self._cond.notify_all()
-            elif msg.run_id == self._run_id:
-                self.stale_chunks_dropped += 1
+            if left <= 0:
+                raise TimeoutError(self._timeout_message(msg.step))
+            for chunk in self._chunks.take(left):
+                if (chunk.run_id, int(chunk.obs_step)) == key:
+                    return chunk
+                if chunk.run_id == self._run_id:
+                    self.stale_chunks_dropped += 1  # the answer to an older request
 
     def _call_service(self, msg: Any) -> Any:
         from robokernel_interfaces.srv import GetActionChunk
@@ -650,24 +700,22 @@ class RemotePolicy(Policy):
         return self._watch.ready()
 
     def close(self) -> None:
-        with self._cond:
-            if self._closed:
-                return
-            self._closed = True
-            self._cond.notify_all()
+        if self._closed:
+            return
+        self._closed = True
         node = getattr(self, "node", None)
         if node is not None:
             for attr, destroy in (
-                ("_watch", None),
+                ("_watch", lambda w: w.destroy()),
+                ("_chunks", lambda r: r.close()),
                 ("_obs_pub", node.destroy_publisher),
-                ("_chunk_sub", node.destroy_subscription),
                 ("_client", node.destroy_client),
             ):
                 obj = getattr(self, attr, None)
                 if obj is None:
                     continue
                 try:
-                    obj.destroy() if destroy is None else destroy(obj)
+                    destroy(obj)
                 except Exception:  # noqa: BLE001 - best effort during teardown
                     _log.debug("remote policy: destroying %s failed", attr, exc_info=True)
         if getattr(self, "_private", False):

@@ -15,12 +15,13 @@ pytest.importorskip("rclpy")
 
 from robokernel_ros.kernel import load_trace  # noqa: E402
 from robokernel_ros.nodes._common import ESTOP_QOS, EVENT_QOS, EVENTS_QOS  # noqa: E402
+from robokernel_ros.nodes.policy_server import CHUNK_QOS, SERVED_OBSERVATION_QOS  # noqa: E402
 from robokernel_ros.nodes.safety_shield import load_limits_file  # noqa: E402
 from robokernel_ros.policies import remote as wire  # noqa: E402
 from std_msgs.msg import Bool, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
-from robokernel_interfaces.msg import KernelEvent  # noqa: E402
+from robokernel_interfaces.msg import ActionChunk, KernelEvent, Observation  # noqa: E402
 from robokernel_interfaces.srv import GetActionChunk  # noqa: E402
 
 SERVER = "robokernel_ros.nodes.policy_server"
@@ -52,6 +53,10 @@ class Harness:
         self.start_pub = ros.node.create_publisher(String, f"{ns}/served/episode_start", EVENT_QOS)
         self.end_pub = ros.node.create_publisher(String, f"{ns}/served/episode_end", EVENT_QOS)
         self.estop_pub = ros.node.create_publisher(Bool, f"{ns}/estop", ESTOP_QOS)
+        self.chunks = ros.collect(ActionChunk, f"{ns}/served/action_chunk", CHUNK_QOS)
+        self.obs_pub = ros.node.create_publisher(
+            Observation, f"{ns}/served/observation", SERVED_OBSERVATION_QOS
+        )
 
     def connect(self, processes, proc) -> None:
         assert self.ros.wait_for(GetActionChunk, f"{self.ns}/served/step", 60), processes.log(proc)
@@ -61,6 +66,8 @@ class Harness:
                 self.start_pub.get_subscription_count() >= 1
                 and self.end_pub.get_subscription_count() >= 1
                 and self.estop_pub.get_subscription_count() >= 1
+                and self.obs_pub.get_subscription_count() >= 1
+                and self.ros.node.count_publishers(f"{self.ns}/served/action_chunk") >= 1
             ),
             20,
         ), processes.log(proc)
@@ -91,17 +98,42 @@ class Harness:
         self.end_pub.publish(String(data=json.dumps({"episode_id": episode_id, **fields})))
         return self.status(episode_id, "ended")
 
-    def step(self, episode_id: str, step: int, q: dict, reward: float | None = None):
+    @staticmethod
+    def observation(episode_id: str, step: int, q: dict, reward: float | None = None):
         obs: dict = {"joint_positions": dict(q)}
         if reward is not None:
             obs["served.reward"] = np.array([reward])
-        msg = wire.observation_to_msg(obs, run_id=episode_id, step=step, instruction="reach")
+        return wire.observation_to_msg(obs, run_id=episode_id, step=step, instruction="reach")
+
+    def step(self, episode_id: str, step: int, q: dict, reward: float | None = None):
+        msg = self.observation(episode_id, step, q, reward)
         return self.ros.call(
             GetActionChunk,
             f"{self.ns}/served/step",
             GetActionChunk.Request(observation=msg),
             timeout_s=30,
         )
+
+    def step_topic(self, episode_id: str, step: int, q: dict, reward: float | None = None):
+        """One step over topics: the ActionChunk answering it, or the step_refused status."""
+        mark = len(self.statuses)
+        self.obs_pub.publish(self.observation(episode_id, step, q, reward))
+
+        def answer():
+            for chunk in list(self.chunks):
+                if (chunk.run_id, chunk.obs_step) == (episode_id, step):
+                    return chunk
+            for msg in list(self.statuses)[mark:]:
+                data = json.loads(msg.data)
+                if data["state"] == "step_refused" and (data["episode_id"], data["step"]) == (
+                    episode_id,
+                    step,
+                ):
+                    return data
+            return None
+
+        assert self.ros.wait_until(lambda: answer() is not None, 30), (episode_id, step)
+        return answer()
 
     def episode(self, episode_id: str, n_steps: int) -> list[dict]:
         """Drive n_steps steps (reward 1.0 per action); returns the shielded actions."""
@@ -221,6 +253,77 @@ def test_harness_drives_two_episodes_gets_shielded_actions_traces_and_bags(
         assert seqs == list(range(len(seqs))) and len(seqs) == len(
             load_trace(Path(ended["trace_path"])).events
         )
+    assert proc.poll() is None, processes.log(proc)
+
+
+def test_harness_steps_over_topics_gets_shielded_chunks_refusals_trace_and_bag(
+    processes, ros, tmp_path
+) -> None:
+    """served/observation in, served/action_chunk out (tagged with the step); refusals on
+    served/episode_status; the service and the topics share one step sequence."""
+    ns = "/rk_served_topics"
+    trace_dir = tmp_path / "runs"
+    proc = _server(processes, ns, trace_dir, "start_timeout_s:=0.5")
+    harness = Harness(ros, ns)
+    harness.connect(processes, proc)
+    q = dict.fromkeys(JOINTS, 0.0)
+
+    ghost = harness.step_topic("ghost", 0, q)
+    assert ghost["state"] == "step_refused" and "'ghost'" in ghost["message"], ghost
+    assert "episode_start" in ghost["message"]
+
+    harness.start("t-1", instruction="reach", seed=3)
+    started = harness.status("t-1", "started")
+    n_steps = 30
+    actions = []
+    for step in range(n_steps):
+        reward = 1.0 if step else None
+        if step == 10:  # one step over the service, in the same sequence
+            response = harness.step("t-1", step, q, reward=reward)
+            assert response.ok, response.message
+            chunk = response.chunk
+        else:
+            chunk = harness.step_topic("t-1", step, q, reward=reward)
+            assert isinstance(chunk, ActionChunk), chunk
+        assert (chunk.run_id, chunk.obs_step, chunk.horizon) == ("t-1", step, 1)
+        assert list(chunk.keys) == JOINTS
+        (action,) = wire.msg_to_chunk(chunk)
+        assert _within_limits(action), action
+        actions.append(action)
+        q = {j: action[j] for j in JOINTS}
+        if step == 20:
+            # Out of the domain: refused on the status topic, the episode goes on.
+            skipped = harness.step_topic("t-1", 25, q)
+            assert skipped["state"] == "step_refused", skipped
+            assert "observation.step=25: expected 21" in skipped["message"], skipped
+            nan = harness.step_topic("t-1", 21, q, reward=float("nan"))
+            assert nan["state"] == "step_refused" and "served.reward" in nan["message"], nan
+    ended = harness.end("t-1", success=True, reward=1.0)
+    assert ended["outcome"] == "success" and ended["steps"] == n_steps, ended
+    assert ended["total_reward"] == pytest.approx(float(n_steps))
+    late = harness.step_topic("t-1", n_steps, q)
+    assert late["state"] == "step_refused" and "has ended" in late["message"], late
+    # Each step got exactly one chunk.
+    answered = [c.obs_step for c in list(harness.chunks) if c.run_id == "t-1"]
+    assert sorted(answered) == [s for s in range(n_steps) if s != 10], answered
+
+    run_dir = Path(ended["trace_path"])
+    assert run_dir == Path(started["trace_path"]) and run_dir.parent == trace_dir
+    trace = load_trace(run_dir)
+    start = trace.of_kind("episode.start")[0].data
+    assert start["mode"] == "served" and start["episode_id"] == "t-1" and start["seed"] == 3
+    recorded = [e.data for e in trace.of_kind("action")]
+    assert [r["step"] for r in recorded] == list(range(n_steps))
+    for row, action in zip(recorded, actions, strict=True):
+        assert row["action"] == pytest.approx(action)
+    assert [e.data["obs_step"] for e in trace.of_kind("chunk.merge")] == list(range(n_steps))
+    assert trace.of_kind("safety.intervention"), "the shield never intervened"
+    bag = load_trace(Path(ended["bag_path"]))
+    assert Path(ended["bag_path"]) == run_dir / "bag"
+    assert [e.kind for e in bag.events] == [e.kind for e in trace.events]
+    for row, action in zip(bag.of_kind("action"), actions, strict=True):
+        assert row.data["action"] == pytest.approx(action)
+    assert bag.of_kind("episode.end")[0].data["outcome"] == "success"
     assert proc.poll() is None, processes.log(proc)
 
 
