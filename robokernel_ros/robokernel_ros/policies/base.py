@@ -27,6 +27,10 @@ class Policy:
     provider: ClassVar[str] = ""
     execution_horizon: int = 1
     supports_rtc: bool = False
+    #: True: PolicyAgent passes the kernel's step of the observation as `step=` to
+    #: get_actions (the remote provider tags its request with it, so the chunk's
+    #: obs_step is the kernel's). Other providers' get_actions need not accept it.
+    wants_step: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.action_keys: tuple[str, ...] = ()
@@ -142,6 +146,7 @@ class PolicyAgent:
         self.action_horizon = action_horizon
         self.instruction = ""
         self.supports_rtc = bool(getattr(policy, "supports_rtc", False))
+        self.wants_step = bool(getattr(policy, "wants_step", False))
         self.policy_kwargs: dict[str, Any] = {}
 
     def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
@@ -149,7 +154,11 @@ class PolicyAgent:
         self.policy.reset(instruction=instruction, seed=seed)
 
     def act(self, observation: Mapping[str, Any], step: int, **rtc: Any) -> list[Action]:
-        chunk = self.policy.get_actions(observation, self.instruction, **self.policy_kwargs, **rtc)
+        if self.wants_step:
+            rtc = {**self.policy_kwargs, **rtc, "step": step}
+        else:
+            rtc = {**self.policy_kwargs, **rtc}
+        chunk = self.policy.get_actions(observation, self.instruction, **rtc)
         if self.action_horizon is not None:
             chunk = list(chunk)[: self.action_horizon]
         return list(chunk)

@@ -513,6 +513,7 @@ class RemotePolicy(Policy):
     """A policy served by a policy_server node (see the module docstring)."""
 
     provider = "remote"
+    wants_step = True  # the request's step is the kernel's: the chunk's obs_step answers it
 
     def __init__(
         self,

@@ -160,3 +160,48 @@ def test_lerobot_checkpoint_served_readiness_waits_for_the_load(processes, tmp_p
     finally:
         policy.close()
     assert server.poll() is None, processes.log(server)
+
+
+@pytest.mark.parametrize("async_rtc", [False, True])
+def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, async_rtc) -> None:
+    """A rollout through the remote provider: every chunk on the wire is tagged with the
+    kernel step of the observation it answers (not a count of requests), the same step
+    as the trace's chunk events, although the kernel skips steps between requests
+    (several actions per chunk; in async mode the actions it executes meanwhile)."""
+    from robokernel_ros.kernel import load_trace
+    from robokernel_ros.nodes.policy_server import CHUNK_QOS
+    from robokernel_ros.rollout import SimWorkcell
+
+    from robokernel_interfaces.msg import ActionChunk
+
+    ns = "/ps_steps_async" if async_rtc else "/ps_steps_sync"
+    server = _server(processes, ns, "mock", {"execution_horizon": 8})
+    wire_chunks = ros.collect(ActionChunk, f"{ns}/action_chunk", CHUNK_QOS)
+    wire.check_server_ready(ros.node, ns, timeout_s=30)
+    assert ros.wait_until(lambda: ros.node.count_publishers(f"{ns}/action_chunk") >= 1, 10)
+    time.sleep(0.5)  # the collector matches the server's publisher
+    cell = SimWorkcell(trace_dir=tmp_path / "runs", bag=False)
+    try:
+        cell.add_robot("arm", "so101")
+        out = cell.run_policy(
+            "arm",
+            policy_provider="remote",
+            policy_config={"namespace": ns, "ready_timeout_s": 30},
+            n_steps=40,
+            action_horizon=8,
+            async_rtc=async_rtc,
+        )
+        assert out["status"] == "success", out
+    finally:
+        cell.close()
+    (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/events.jsonl")]
+    trace = load_trace(run_dir)
+    merged = [e.data["obs_step"] for e in trace.of_kind("chunk.merge")]
+    requested = [e.data["step"] for e in trace.of_kind("chunk.request")]
+    assert len(merged) >= 4 and merged == requested[: len(merged)], (merged, requested)
+    # Steps were skipped between requests: a request counter would read 0, 1, 2, ...
+    assert merged != list(range(len(merged))), merged
+    assert ros.wait_until(lambda: len(wire_chunks) >= len(merged), 10), (len(wire_chunks), merged)
+    on_wire = [c.obs_step for c in list(wire_chunks)]
+    assert on_wire[: len(merged)] == merged, (on_wire, merged)
+    assert server.poll() is None, processes.log(server)
