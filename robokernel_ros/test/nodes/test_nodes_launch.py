@@ -8,11 +8,18 @@ import ast
 from pathlib import Path
 
 import pytest
-from robokernel_ros.demo import workcell_graph
+from robokernel_ros.demo import NodeProcess, config_dir, workcell_graph
 
 PACKAGE = Path(__file__).resolve().parents[2]
 LAUNCH = PACKAGE / "launch"
 CONFIG = PACKAGE / "config"
+LAUNCH_FILES = ["sim_workcell.launch.py", "workcell.launch.py", "served_policy.launch.py"]
+
+
+def served_graph(trace_dir: str) -> list[NodeProcess]:
+    """The nodes of served_policy.launch.py with its defaults, as test_nodes_served starts them."""
+    params = {"limits_file": str(config_dir() / "joint_limits_so101.yaml"), "trace_dir": trace_dir}
+    return [NodeProcess("policy_server", "policy_server", ["served.yaml"], params)]
 
 
 def _console_scripts() -> set[str]:
@@ -40,7 +47,13 @@ def _parse(name: str) -> ast.Module:
     return ast.parse((LAUNCH / name).read_text(), filename=name)
 
 
-@pytest.mark.parametrize("launch_file", ["sim_workcell.launch.py", "workcell.launch.py"])
+def test_every_launch_file_is_checked_and_installed() -> None:
+    assert sorted(p.name for p in LAUNCH.glob("*.launch.py")) == sorted(LAUNCH_FILES)
+    setup = (PACKAGE / "setup.py").read_text()
+    assert 'glob("launch/*.launch.py")' in setup and 'glob("config/*.yaml")' in setup
+
+
+@pytest.mark.parametrize("launch_file", LAUNCH_FILES)
 def test_launch_file_is_consistent(launch_file: str) -> None:
     tree = _parse(launch_file)
     scripts = _console_scripts()
@@ -93,6 +106,32 @@ def test_the_process_graph_is_the_launch_graph(launch_file: str, sim: bool) -> N
     assert "estop" in (LAUNCH / launch_file).read_text()
 
 
+def test_the_served_process_graph_is_the_launch_graph() -> None:
+    launch_file = "served_policy.launch.py"
+    tree = _parse(launch_file)
+    (node,) = _calls(tree, "Node")
+    (graph_node,) = served_graph(trace_dir="runs")
+    assert ast.literal_eval(_kw(node, "executable")) == graph_node.executable
+    assert ast.literal_eval(_kw(node, "name")) == graph_node.name
+    yaml_names = {
+        c.value for c in ast.walk(tree) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        and c.value.endswith(".yaml")
+    }  # fmt: skip
+    # The parameter file and the limits file are the launch arguments' defaults.
+    assert yaml_names == {"served.yaml", "joint_limits_so101.yaml"}
+    assert graph_node.params_files == ["served.yaml"]
+    assert Path(graph_node.params["limits_file"]).name == "joint_limits_so101.yaml"
+    # The parameters the launch file sets besides the file are the graph's.
+    (overrides,) = [d for d in ast.walk(_kw(node, "parameters")) if isinstance(d, ast.Dict)]
+    assert {ast.literal_eval(k) for k in overrides.keys} == set(graph_node.params)
+    argv = graph_node.argv()
+    assert "__node:=policy_server" in argv and "__ns:=/robokernel" in argv
+    import yaml
+
+    params = yaml.safe_load((CONFIG / "served.yaml").read_text())["/**"]["ros__parameters"]
+    assert params["served"] is True and params["action_keys"], params
+
+
 def test_config_files_are_ros_parameter_files() -> None:
     import json
 
@@ -100,7 +139,7 @@ def test_config_files_are_ros_parameter_files() -> None:
 
     for path in sorted(CONFIG.glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
-        if path.name.startswith(("runner", "policy_server", "workcell")):
+        if path.name.startswith(("runner", "policy_server", "workcell", "served")):
             params = data["/**"]["ros__parameters"]
             assert params, path.name
             if "policy_config_json" in params:

@@ -20,6 +20,7 @@ from robokernel_ros.nodes.safety_shield import load_limits_file  # noqa: E402
 from robokernel_ros.policies import remote as wire  # noqa: E402
 from std_msgs.msg import Bool, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
+from test_nodes_launch import served_graph  # noqa: E402
 
 from robokernel_interfaces.msg import ActionChunk, KernelEvent, Observation  # noqa: E402
 from robokernel_interfaces.srv import GetActionChunk  # noqa: E402
@@ -157,7 +158,7 @@ def _server(processes, ns: str, trace_dir: Path, *extra: str):
         "-r",
         f"__ns:={ns}",
         "--params-file",
-        str(CONFIG / "policy_server_served_so101.yaml"),
+        str(CONFIG / "served.yaml"),
         "-p",
         f"limits_file:={LIMITS_FILE}",
         "-p",
@@ -324,6 +325,47 @@ def test_harness_steps_over_topics_gets_shielded_chunks_refusals_trace_and_bag(
     for row, action in zip(bag.of_kind("action"), actions, strict=True):
         assert row.data["action"] == pytest.approx(action)
     assert bag.of_kind("episode.end")[0].data["outcome"] == "success"
+    assert proc.poll() is None, processes.log(proc)
+
+
+def test_the_launch_graph_serves_a_harness_over_topics(processes, ros, tmp_path) -> None:
+    """served_policy.launch.py's graph (the same executable and config files) as processes:
+    the scripted policy of config/served.yaml reaches its first target through a harness
+    that steps over topics."""
+    trace_dir = tmp_path / "runs"
+    (node,) = served_graph(trace_dir=str(trace_dir))
+    proc = processes.start(node.name, node.argv())
+    harness = Harness(ros, "/robokernel")
+    harness.connect(processes, proc)
+    harness.start("g-1", instruction="reach the targets")
+    started = harness.status("g-1", "started")
+    q = dict.fromkeys(JOINTS, 0.0)
+    actions = []
+    for step in range(40):
+        chunk = harness.step_topic("g-1", step, q, reward=0.0 if step else None)
+        assert isinstance(chunk, ActionChunk), chunk
+        (action,) = wire.msg_to_chunk(chunk)
+        assert _within_limits(action), action
+        actions.append(action)
+        q = {j: action[j] for j in JOINTS}
+    # The first target of served.yaml (shoulder_pan 0.6, shoulder_lift -0.4, elbow_flex
+    # 0.5) is reached, then the policy heads for the second (shoulder_pan -0.5).
+    peak = max(actions, key=lambda a: a["shoulder_pan"])
+    assert peak["shoulder_pan"] == pytest.approx(0.6, abs=0.07), peak
+    assert peak["shoulder_lift"] == pytest.approx(-0.4, abs=0.07), peak
+    assert peak["elbow_flex"] == pytest.approx(0.5, abs=0.07), peak
+    assert q["shoulder_pan"] < peak["shoulder_pan"] - 0.1, q
+    ended = harness.end("g-1", success=True)
+    assert ended["outcome"] == "success" and ended["steps"] == 40, ended
+    run_dir = Path(ended["trace_path"])
+    assert run_dir == Path(started["trace_path"]) and run_dir.parent == trace_dir
+    trace = load_trace(run_dir)
+    recorded = [e.data["action"] for e in trace.of_kind("action")]
+    assert len(recorded) == len(actions)
+    for row, action in zip(recorded, actions, strict=True):
+        assert row == pytest.approx(action)
+    bag = load_trace(Path(ended["bag_path"]))
+    assert [e.kind for e in bag.events] == [e.kind for e in trace.events]
     assert proc.poll() is None, processes.log(proc)
 
 
