@@ -774,6 +774,13 @@ class _Episode:
                 remaining = start + step * period - time.monotonic()
                 if remaining > 0:
                     time.sleep(remaining)
+                elif remaining < -period:
+                    # More than a period late (a slow step, a descheduled process): the
+                    # schedule restarts a period from now rather than catching up, since
+                    # catching up would send a burst of commands that the robot's
+                    # controller, and the shield's rate guards, would see as a jump.
+                    start += period - remaining
+                    time.sleep(period)
         return EpisodeOutcome.TRUNCATED, f"truncated: max_steps={self.max_steps} reached"
 
     def finish(

@@ -248,3 +248,38 @@ def test_sync_on_the_wall_clock_is_paced_at_control_rate() -> None:
         PointEnv(control_hz=50.0), ScriptedAgent(tagged, 4), timing=Timing(clock="wall")
     ).run(10)
     assert record.steps == 10 and record.holds == 0 and time.monotonic() - started >= 9 / 50
+
+
+class _StallingAgent:
+    """Chunks of 4 tagged actions; the second act() takes `stall_s`."""
+
+    def __init__(self, stall_s: float) -> None:
+        self.stall_s = stall_s
+        self.calls = 0
+
+    def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
+        self.calls = 0
+
+    def act(self, observation: Any, step: int, **kwargs: Any) -> list[dict[str, float]]:
+        self.calls += 1
+        if self.calls == 2:
+            time.sleep(self.stall_s)
+        return [tagged(observation, step, i) for i in range(4)]
+
+
+def test_wall_clock_restarts_its_schedule_after_a_stall_instead_of_bursting() -> None:
+    """A step 150 ms late (7.5 periods at 50 Hz) is not followed by 7 back-to-back steps:
+    the commands stay a period apart, as the robot's controller expects."""
+    runner = EpisodeRunner(
+        PointEnv(control_hz=50.0), _StallingAgent(0.15), timing=Timing(clock="wall")
+    )
+    events = record_events(runner)
+    record = runner.run(16)
+    assert record.steps == 16
+    walls = [e.wall for e in events if e.kind == "action"]
+    gaps = [b - a for a, b in zip(walls, walls[1:], strict=False)]
+    stall = max(range(len(gaps)), key=gaps.__getitem__)
+    assert gaps[stall] >= 0.15  # the stalled act() (step 4's chunk)
+    after = gaps[stall + 1 :]
+    assert len(after) >= 10
+    assert min(after) >= 0.5 / 50.0, [round(g * 1000, 1) for g in gaps]
