@@ -16,6 +16,9 @@ policy_config:
   tolerance       per joint, in the joint's unit (default 0.05)
   settle_steps    steps to stay within tolerance before moving on (default 3)
   max_delta       largest command change per step (default 0.05)
+  max_accel       largest change of that per-step change, per step (default: none): the
+                  command speeds up and brakes smoothly, so a shield with acceleration
+                  limits has nothing to clip (0.008 at 50 Hz is 20 rad/s^2)
   joint_map       {action_key: joint_name} when they differ (default: the same name)
   execution_horizon  actions per chunk (default 1: closed loop)
 """
@@ -31,7 +34,16 @@ import numpy as np
 from robokernel_ros.policies.base import Action, Policy, register_provider
 
 _CONFIG_KEYS = frozenset(
-    {"targets", "tolerance", "settle_steps", "max_delta", "joint_map", "execution_horizon", "seed"}
+    {
+        "targets",
+        "tolerance",
+        "settle_steps",
+        "max_delta",
+        "max_accel",
+        "joint_map",
+        "execution_horizon",
+        "seed",
+    }  # fmt: skip
 )
 
 
@@ -67,6 +79,7 @@ def _positive(config: Mapping[str, Any], key: str) -> None:
 
 class ScriptedPolicy(Policy):
     provider = "scripted"
+    supports_rtc = True  # continues the queued actions (see the module docstring)
 
     def __init__(
         self,
@@ -75,6 +88,7 @@ class ScriptedPolicy(Policy):
         tolerance: float = 0.05,
         settle_steps: int = 3,
         max_delta: float = 0.05,
+        max_accel: float | None = None,
         joint_map: Mapping[str, str] | None = None,
         execution_horizon: int = 1,
         seed: int | None = None,
@@ -82,11 +96,13 @@ class ScriptedPolicy(Policy):
         super().__init__()
         self.preflight({"targets": targets, "tolerance": tolerance, "settle_steps": settle_steps,
                         "max_delta": max_delta, "joint_map": joint_map or {},
+                        **({"max_accel": max_accel} if max_accel is not None else {}),
                         "execution_horizon": execution_horizon})  # fmt: skip
         self._raw_targets = [dict(t) if isinstance(t, Mapping) else list(t) for t in targets]
         self.tolerance = float(tolerance)
         self.settle_steps = int(settle_steps)
         self.max_delta = float(max_delta)
+        self.max_accel = None if max_accel is None else float(max_accel)
         self.joint_map = dict(joint_map or {})
         self.execution_horizon = int(execution_horizon)
         self.waypoints: list[dict[str, float]] = []
@@ -94,6 +110,7 @@ class ScriptedPolicy(Policy):
         self.settled = 0
         self.completed = False
         self._command: dict[str, float] = {}
+        self._velocity: dict[str, float] = {}  # the last per-step change of each command
 
     @classmethod
     def preflight(cls, config: Mapping[str, Any]) -> None:
@@ -123,7 +140,7 @@ class ScriptedPolicy(Policy):
                 raise ValueError(
                     f"policy_config['targets'][{i}]: a waypoint names at least one joint"
                 )
-        for key in ("tolerance", "max_delta"):
+        for key in ("tolerance", "max_delta", "max_accel"):
             _positive(config, key)
         for key in ("settle_steps", "execution_horizon"):
             v = config.get(key, 1)
@@ -165,6 +182,7 @@ class ScriptedPolicy(Policy):
         self.settled = 0
         self.completed = False
         self._command = {}
+        self._velocity = {}
 
     def _near(self, joints: Mapping[str, float], waypoint: Mapping[str, float]) -> bool:
         for key, target in waypoint.items():
@@ -203,14 +221,37 @@ class ScriptedPolicy(Policy):
         self._advance(joints)
         target = self.waypoints[self.index]
         chunk: list[Action] = []
-        for _ in range(self.execution_horizon):
-            for key, goal in target.items():
-                current = self._command[key]
-                self._command[key] = current + max(
-                    -self.max_delta, min(self.max_delta, goal - current)
-                )
+        queued = kwargs.get("queued_actions") or ()
+        for i, action in enumerate(list(queued)[: self.execution_horizon - 1]):
+            values = {k: float(action[k]) for k in self.action_keys if k in action}
+            if i:  # the speed between two queued actions (the first one's is not known)
+                for key, value in values.items():
+                    self._velocity[key] = value - self._command.get(key, value)
+            self._command.update(values)
+            chunk.append(dict(self._command))
+        while len(chunk) < self.execution_horizon:
+            for key in self.action_keys:
+                goal = target.get(key)
+                if goal is None and not self._velocity.get(key):
+                    continue  # not part of this waypoint and at rest
+                self._move(key, goal)
             chunk.append(dict(self._command))
         return chunk
+
+    def _move(self, key: str, goal: float | None) -> None:
+        """One step of the command toward `goal` (None: brake to rest)."""
+        current = self._command[key]
+        distance = 0.0 if goal is None else goal - current
+        step = max(-self.max_delta, min(self.max_delta, distance))
+        accel = self.max_accel
+        if accel is not None:
+            # no faster than what still stops at the goal, and no sudden change of speed
+            stop_speed = math.sqrt(2.0 * accel * abs(distance))
+            step = math.copysign(min(abs(step), stop_speed), step)
+            velocity = self._velocity.get(key, 0.0)
+            step = max(velocity - accel, min(velocity + accel, step))
+        self._velocity[key] = step
+        self._command[key] = current + step
 
     # --- the task's criterion ------------------------------------------------------------
 
