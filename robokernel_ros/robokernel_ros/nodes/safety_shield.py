@@ -15,7 +15,9 @@ limits (the same rules the in-process shield of the episode loop uses):
   - within [min_position, max_position]: passes; outside by at most clip_tolerance x
     range: clipped; further: refused;
   - max_velocity / max_acceleration rate-limit position commands relative to the last
-    command sent, over the measured interval between commands (at most max_step_dt_s);
+    command sent, over the measured interval between commands (at most max_step_dt_s;
+    a command that arrives early by transport jitter is judged over the median of the
+    recent intervals, the stream's own period);
   - a trajectory is checked point by point, each point against the one before it over
     the difference of their time_from_start (the first against the measured state);
     its velocities / accelerations fields against max_velocity / max_acceleration.
@@ -52,6 +54,7 @@ Run: python -m robokernel_ros.nodes.safety_shield --ros-args -p joints:="[a,b]" 
 
 from __future__ import annotations
 
+import collections
 import math
 import time
 import xml.etree.ElementTree as ET
@@ -735,6 +738,7 @@ class SafetyShieldNode(LifecycleNode):
 
     def _reset_motion(self) -> None:
         """Forget the last command: the next one is rate-limited from the measured state."""
+        self._intervals: collections.deque[float] = collections.deque(maxlen=9)
         self._seeded = False
         self._t_sent = time.monotonic()
         self._hold_values: list[float] | None = None
@@ -830,7 +834,7 @@ class SafetyShieldNode(LifecycleNode):
                 f"{len(data)} values for {self._n} joints",
             )
             return
-        dt = min(now - self._t_sent, self._max_dt)
+        dt = self._command_dt(now)
         result = self._shield.review(
             dict(zip(self._joints, data, strict=True)), hold=None, dt=dt, record=False
         )
@@ -978,6 +982,21 @@ class SafetyShieldNode(LifecycleNode):
             self.passed += 1
             self._pub_cmd.publish(msg)
         self._sent_valid(now)
+
+    def _command_dt(self, now: float) -> float:
+        """The interval a command's rate guards use: the time since the last command sent,
+        but no shorter than the median of the last intervals (at most max_step_dt_s).
+
+        A 50 Hz stream reaches this node with the jitter of DDS and executors: a command
+        that arrives 5 ms after the previous one is not moving four times faster than the
+        sender planned. The median of the recent intervals is the stream's own period, so
+        a stream that is really faster is still judged at its rate within a few commands.
+        """
+        interval = now - self._t_sent
+        recent = self._intervals
+        recent.append(min(interval, self._max_dt))
+        period = sorted(recent)[(len(recent) - 1) // 2]  # the lower median: never lenient
+        return min(max(interval, period), self._max_dt)
 
     def _sent_valid(self, now: float) -> None:
         self._t_sent = now

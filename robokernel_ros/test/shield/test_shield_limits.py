@@ -151,3 +151,30 @@ def test_shield_limits_parameter_refusal_names_it():
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def test_rate_guards_judge_an_early_command_over_the_streams_period():
+    """Arrival jitter is not speed: a 50 Hz stream's early command gets the stream's
+    period; a stream that really is faster (1 kHz) is judged at its own rate."""
+    context, node = _node([Parameter("joints", value=["a"])])
+    try:
+        node._max_dt = 0.05  # max_step_dt_s, as configure sets it
+        node._reset_motion()
+        t = node._t_sent = 100.0
+        dts = []
+        for interval in (0.020, 0.021, 0.019, 0.020, 0.003, 0.037, 0.020, 0.019):
+            t += interval
+            dts.append(node._command_dt(t))
+            node._t_sent = t
+        assert min(dts) >= 0.019  # the 3 ms arrival is judged over ~20 ms
+        assert dts[5] == pytest.approx(0.037)  # a late one over its real interval
+        for _ in range(5):
+            t += 0.001
+            dt = node._command_dt(t)
+            node._t_sent = t
+        assert dt == pytest.approx(0.001)  # a real 1 kHz stream: its own rate within 5
+        t += 1.0
+        assert node._command_dt(t) == pytest.approx(node._max_dt)  # at most max_step_dt_s
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
