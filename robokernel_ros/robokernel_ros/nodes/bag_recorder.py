@@ -77,6 +77,7 @@ class BagRecorderNode(Node):
 
     def __init__(self, node_name: str = "bag_recorder", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
+        from rclpy.event_handler import SubscriptionEventCallbacks
         from rclpy.exceptions import InvalidNamespaceException, InvalidTopicNameException
         from rclpy.validate_namespace import validate_namespace
         from sensor_msgs.msg import CompressedImage, Image
@@ -149,7 +150,11 @@ class BagRecorderNode(Node):
         self._skipped_run: str | None = None
         self._warned: set[str] = set()
         self.create_subscription(
-            KernelEvent, f"{ns.rstrip('/')}/events", self._on_event, EVENTS_QOS
+            KernelEvent,
+            f"{ns.rstrip('/')}/events",
+            self._on_event,
+            EVENTS_QOS,
+            event_callbacks=SubscriptionEventCallbacks(matched=self._on_events_matched),
         )
         for name, topic in zip(names, topics, strict=True):
             msg_type = CompressedImage if topic.rstrip("/").endswith("/compressed") else Image
@@ -176,6 +181,10 @@ class BagRecorderNode(Node):
             + "".join(f", camera {n} <- {t}" for n, t in zip(names, topics, strict=True))
             + f" to {trace_dir}/<run_id>/bag ({storage})"
         )
+
+    def _on_events_matched(self, status: Any) -> None:
+        # Events published before a runner is matched are lost (volatile): say when it is.
+        self.get_logger().info(f"events: {status.current_count} publisher(s) matched")
 
     # -- cameras ------------------------------------------------------------------------
 

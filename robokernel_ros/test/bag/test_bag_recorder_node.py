@@ -102,17 +102,11 @@ def _ros_list(values) -> str:
     return "[" + ",".join(values) + "]"
 
 
-def _call(node, srv_type, name, request, timeout_s):
-    from rclpy.executors import SingleThreadedExecutor
-
+def _call(executor, node, srv_type, name, request, timeout_s):
     client = node.create_client(srv_type, name)
     assert client.wait_for_service(timeout_sec=60), f"service {name} not available"
     future = client.call_async(request)
-    executor = SingleThreadedExecutor(context=node.context)
-    executor.add_node(node)
     executor.spin_until_future_complete(future, timeout_sec=timeout_s)
-    executor.remove_node(node)
-    executor.shutdown()
     assert future.done(), f"{name} did not answer within {timeout_s} s"
     return future.result()
 
@@ -133,7 +127,10 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
     (env=ros, two cameras, its own mirror) and the bag_recorder; the recorder's bag must
     be the runner's mirrored bag, topic for topic, and read the same everywhere."""
     import rclpy
+    from rclpy.executors import SingleThreadedExecutor
     from robokernel_ros.demo import NAMESPACE, NodeProcess
+    from robokernel_ros.nodes._common import SENSOR_QOS
+    from sensor_msgs.msg import JointState
 
     from robokernel_interfaces.srv import RunPolicy
 
@@ -153,6 +150,8 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node("recorder_test_client", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
     try:
         # Wait until the recorder subscribes to the events and to its last camera (it
         # has built everything by then).
@@ -163,6 +162,12 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
         ):
             assert time.monotonic() < deadline, processes.log(recorder)
             time.sleep(0.1)
+        # The robot publishes before the runner starts (its reset waits 2 s for a state).
+        states = []
+        node.create_subscription(JointState, "/joint_states", states.append, SENSOR_QOS)
+        while not states:
+            assert time.monotonic() < deadline, "sim_robot publishes no /joint_states"
+            executor.spin_once(timeout_sec=0.1)
         # The runner starts after the recorder is up, so its events publisher matches the
         # recorder's subscription at once (episode.start is not missed).
         runner = NodeProcess(
@@ -179,6 +184,15 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
             },
         )
         runner_proc = processes.start("runner", runner.argv())
+        # Events published before the recorder matches the runner are lost (volatile),
+        # and the runner's first observation has images once its cameras are matched.
+        while "1 publisher(s) matched" not in processes.log(recorder) or (
+            node.count_subscribers(RUNNER_CAMERA_TOPICS[0]) < 2
+            or node.count_subscribers(RUNNER_CAMERA_TOPICS[1]) < 1
+        ):
+            assert time.monotonic() < deadline + 60, processes.log(recorder)
+            time.sleep(0.1)
+        time.sleep(1.0)  # the camera process matches the runner's subscriptions
         config = {"targets": [{"shoulder_pan": 0.3}], "max_delta": 0.02, "settle_steps": 2}
         request = RunPolicy.Request(
             robot_name="arm",
@@ -186,10 +200,11 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
             policy_config_json=json.dumps(config),
             n_steps=60,
         )
-        response = _call(node, RunPolicy, f"{NAMESPACE}/run_policy", request, 120)
+        response = _call(executor, node, RunPolicy, f"{NAMESPACE}/run_policy", request, 120)
         assert response.ok, (response.message, processes.log(runner_proc))
         report = json.loads(response.report_json)
     finally:
+        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown(context=context)
     runner_bag = Path(report["bag_path"])
@@ -268,14 +283,16 @@ def _check_trace_and_frames(report, runner_bag, recorded_bag):
         theirs = list(mirrored.iter_frames(camera))
         assert [s for s, _ in frames] == [e.step for e in observations]
         assert [s for s, _ in frames] == [s for s, _ in theirs]
-        numbers = []
+        numbers, diffs = [], []
         for (step, frame), (_, their) in zip(frames, theirs, strict=True):
             assert frame.shape == their.shape == (48, 64, 3) and frame.dtype == np.uint8
             assert (frame[..., 2] == blue).all(), f"{camera} step {step}: channels out of order"
             numbers.append(frame_number(frame))
             # the recorder's frame is the latest at the event's arrival: the runner's or
-            # one a few camera periods (33 ms) away from it
-            assert abs(numbers[-1] - frame_number(their)) <= 3, (camera, step)
+            # one camera period (33 ms) or so away from it; on a loaded machine a few more
+            diffs.append(numbers[-1] - frame_number(their))
+        assert max(map(abs, diffs)) <= 10, (camera, diffs)
+        assert sorted(map(abs, diffs))[len(diffs) // 2] <= 1, (camera, diffs)
         assert numbers == sorted(numbers) and numbers[-1] > numbers[0]
         assert recorded.image(observations[0].data["images"][camera]).shape == (48, 64, 3)
 
@@ -315,9 +332,9 @@ def _check_score_and_export(runner_bag, recorded_bag, tmp_path):
     ).stdout  # fmt: skip
     scores = json.loads(out)
     rec, mir = scores["episodes"]
-    for key in ("success", "steps", "episode_length", "holds", "chunks", "return",
-                "chunk_latency_p50_ms", "chunk_latency_p99_ms", "shield_interventions"):  # fmt: skip
-        if key in mir:
+    assert rec["length"] > 10 and rec["chunks"] > 0
+    for key in mir:  # every score but the measured rate comes out the same
+        if key not in ("path", "effective_control_hz"):
             assert rec[key] == mir[key], key
     # wall is the recorder's receipt time: the control rate is measured, close to the runner's
     assert rec["effective_control_hz"] == pytest.approx(mir["effective_control_hz"], rel=0.2)
