@@ -13,29 +13,37 @@ shield interventions and operator commands (see `bag.mirror`). `load_trace`,
 
 Cameras. The runner publishes its observations without the pixels (an image becomes its
 shape and dtype), so the recorder takes the frames from the camera topics: for every
-observation event that names camera C, the latest frame received on C's topic is
-written to `/robokernel/camera/C/image`, stamped with the observation's episode clock
-(as the mirror stamps it), and the event's `images` refers to it. The runner decides
-which observations carry images (its image_every), the recorder which cameras it can
-record: a camera the event names that the recorder has no topic or no frame for is
-dropped from that event (logged), so every reference in the bag has its frame. A camera
-frame is the latest at the event's arrival, which can be one camera period newer than
-the one the runner's policy saw (the runner does not publish its frame).
-A topic whose last segment is `compressed` (image_transport's naming) is subscribed as
-sensor_msgs/CompressedImage and decoded (JPEG/PNG) to rgb8/mono8 when written; any other
-as sensor_msgs/Image (rgb8, bgr8, mono8, rgba8 without its alpha).
+observation event that names camera C, the latest frame of C's topic received before
+the event was received (the middleware's receipt times, so a recorder that processes
+the event late still picks the frame of its time) is written to
+`/robokernel/camera/C/image`, stamped with the observation's episode clock (as the
+mirror stamps it), and the event's `images` refers to it. That frame can differ from
+the one the runner's policy saw by a camera period or so (the runner does not publish
+its frame). The runner decides which observations carry images (its image_every), the
+recorder which cameras it can record: a camera the event names that the recorder has no
+topic or no frame for is dropped from that event (logged), so every reference in the
+bag has its frame. A topic whose last segment is `compressed` (image_transport's
+naming) is subscribed as sensor_msgs/CompressedImage and decoded (JPEG/PNG) to
+rgb8/mono8 when written; any other as sensor_msgs/Image (rgb8, bgr8, mono8, rgba8
+without its alpha).
 
 Event fields. The runner's KernelEvent carries the event's data as data_json and its
 episode clock as stamp; a KernelEvent whose data_json is a whole events.jsonl line (a
 mirrored bag played back) is read as that line. The runner does not publish the
-events' wall clock: `wall` is the recorder's receipt time since episode.start.
+events' wall clock: `wall` is the event's receipt time since episode.start's. A bag
+starts at episode.start: an episode whose start the recorder did not receive (it was
+started, or matched the runner, mid-episode) is not recorded (logged); the log says
+when the runner's events publisher is matched.
 
 Memory is bounded: messages are written as they arrive (the mirror flushes at least
-every flush_interval_s), and the recorder holds one frame per camera.
+every flush_interval_s); the recorder keeps camera_buffer_s seconds of frames per
+camera (at most 256, and the camera subscription's history of 10), decoding only the
+frames it writes.
 
 Parameters: namespace (string, "/robokernel"), trace_dir (string, "runs"), storage
 ("mcap" | "sqlite3"), camera_names (string[], []), camera_topics (string[], [], one per
-camera name), flush_interval_s (>= 0, 0.5).
+camera name), camera_buffer_s ([0, 10], 1.0), flush_interval_s (>= 0, 0.5). A value
+outside its domain ends the node with status 2 and a line naming the parameter.
 """
 
 from __future__ import annotations

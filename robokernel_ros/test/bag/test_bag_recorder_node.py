@@ -128,7 +128,7 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
     be the runner's mirrored bag, topic for topic, and read the same everywhere."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from robokernel_ros.demo import NAMESPACE, NodeProcess
+    from robokernel_ros.demo import NAMESPACE, NodeProcess, config_dir
     from robokernel_ros.nodes._common import SENSOR_QOS
     from sensor_msgs.msg import JointState
 
@@ -142,8 +142,8 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
         "recorder",
         "robokernel_ros.nodes.bag_recorder",
         "--ros-args",
+        "--params-file", str(config_dir() / "bag_recorder_so101.yaml"),
         "-p", f"trace_dir:={recorded}",
-        "-p", f"namespace:={NAMESPACE}",
         "-p", f"camera_names:={_ros_list(CAMERAS)}",
         "-p", f"camera_topics:={_ros_list(RECORDER_CAMERA_TOPICS)}",
     )  # fmt: skip
@@ -360,3 +360,26 @@ def _check_score_and_export(runner_bag, recorded_bag, tmp_path):
         item["action"].numpy(),
         np.float32([actions[-1].data["action"][j] for j in ds.meta.features["action"]["names"]]),
     )
+
+
+@pytest.mark.parametrize(
+    ("params", "named", "domain"),
+    [
+        (["storage:=zip"], "storage='zip'", "one of 'mcap', 'sqlite3'"),
+        (["camera_names:=[front,wrist]"], "camera_topics=[]", "one topic per camera name"),
+        (["camera_names:=[a]", "camera_topics:=[/bad//topic]"], "camera_topics=", "valid topic"),
+        (
+            ["camera_names:=[wrist cam,wrist_cam]", "camera_topics:=[/a,/b]"],
+            "camera_names=",
+            "distinct bag topics",
+        ),
+        (["namespace:=robokernel"], "namespace='robokernel'", "absolute ROS namespace"),
+        (["camera_buffer_s:=-1.0"], "camera_buffer_s=-1.0", "[0.0, 10.0]"),
+    ],
+)
+def test_recorder_refuses_bad_parameters(processes, tmp_path, params, named, domain):
+    args = [a for p in [*params, f"trace_dir:={tmp_path}"] for a in ("-p", p)]
+    proc = processes.python("recorder", "robokernel_ros.nodes.bag_recorder", "--ros-args", *args)
+    assert proc.wait(timeout=60) == 2, processes.log(proc)
+    log = processes.log(proc)
+    assert f"parameter {named}" in log and domain in log, log
