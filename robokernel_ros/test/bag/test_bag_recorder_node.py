@@ -383,3 +383,66 @@ def test_recorder_refuses_bad_parameters(processes, tmp_path, params, named, dom
     assert proc.wait(timeout=60) == 2, processes.log(proc)
     log = processes.log(proc)
     assert f"parameter {named}" in log and domain in log, log
+
+
+def test_recorder_killed_mid_episode_leaves_its_flushed_frames_readable(processes, tmp_path):
+    """Written as it runs: a recorder SIGKILLed mid-episode leaves a bag whose flushed
+    events and frames load (the runner's own message form, from kernel_event_msg)."""
+    from camera_publisher import frame_number
+    from robokernel_ros.kernel.events import Event
+    from robokernel_ros.nodes._common import EVENTS_QOS, kernel_event_msg
+
+    from robokernel_interfaces.msg import KernelEvent
+
+    processes.start("cameras", [sys.executable, str(HELPERS / "camera_publisher.py")])
+    recorder = processes.python(
+        "recorder",
+        "robokernel_ros.nodes.bag_recorder",
+        "--ros-args",
+        "-p", f"trace_dir:={tmp_path}",
+        "-p", "camera_names:=[front]",
+        "-p", f"camera_topics:=[{RUNNER_CAMERA_TOPICS[0]}]",
+        "-p", "flush_interval_s:=0.2",
+    )  # fmt: skip
+    rclpy.init()
+    node = rclpy.create_node("event_source")
+    try:
+        pub = node.create_publisher(KernelEvent, "/robokernel/events", EVENTS_QOS)
+        deadline = time.monotonic() + 60
+        while pub.get_subscription_count() == 0 or "matched" not in processes.log(recorder):
+            assert time.monotonic() < deadline, processes.log(recorder)
+            time.sleep(0.05)
+        time.sleep(1.0)  # the camera process matches the recorder
+
+        seq = 0
+
+        def publish(kind: str, step: int, data: dict) -> None:
+            nonlocal seq
+            pub.publish(kernel_event_msg(Event(kind, step, data, step / 50, 0.0, seq, "killed")))
+            seq += 1
+
+        publish("episode.start", 0, {"run_id": "killed", "env": {"control_hz": 50.0}})
+        image = np.zeros((48, 64, 3), dtype=np.uint8)  # the runner publishes shape and dtype
+        for step in range(60):
+            obs = {"joint_positions": {"a": step * 0.01}}
+            publish("observation", step, {"obs": obs, "images": {"front": image}})
+            publish("action", step, {"action": {"a": step * 0.01}, "hold": False})
+            time.sleep(0.02)
+        time.sleep(0.5)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+    processes.kill(recorder, signal.SIGKILL)
+
+    bag = tmp_path / "killed" / "bag"
+    assert not (bag / "metadata.yaml").exists()
+    trace = load_trace(bag)
+    assert trace.truncated
+    observations = trace.of_kind("observation")
+    assert len(observations) >= 30, len(observations)  # all but the last unflushed chunk
+    assert [e.seq for e in trace.events] == list(range(len(trace.events)))
+    frames = list(trace.iter_frames("front"))
+    assert [s for s, _ in frames] == [e.step for e in observations]
+    assert all((f[..., 2] == 200).all() for _, f in frames)
+    numbers = [frame_number(f) for _, f in frames]
+    assert numbers == sorted(numbers) and numbers[-1] > numbers[0]  # live frames, in order
