@@ -169,6 +169,13 @@ class ProcessBagMirror:
             raise ValueError(f"root={root!r}: must be a non-empty path")
         if storage not in STORAGES:
             raise ValueError(f"storage={storage!r}: must be one of {', '.join(STORAGES)}")
+        try:  # they travel to the child as JSON (so no image_loader: frames come along)
+            json.dumps(mirror_kwargs)
+        except TypeError:
+            raise ValueError(
+                f"mirror_kwargs={mirror_kwargs!r}: must be JSON values (BagMirror's "
+                "flush_interval_s, prefix)"
+            ) from None
         self.root = Path(root)
         self.storage = storage
         self.mirror_kwargs = mirror_kwargs

@@ -155,3 +155,24 @@ def test_bad_roots_are_refused(root):
 def test_bad_storage_is_refused(tmp_path: Path):
     with pytest.raises(ValueError, match="storage='parquet': must be one of mcap, sqlite3"):
         wp.ProcessBagMirror(tmp_path, storage="parquet")
+
+
+def test_mirror_options_must_travel_as_json(tmp_path: Path):
+    with pytest.raises(ValueError, match="mirror_kwargs=.*must be JSON values"):
+        wp.ProcessBagMirror(tmp_path, image_loader=print)
+
+
+def test_mirror_options_reach_the_writer(tmp_path: Path):
+    """sqlite3 storage and another topic prefix, through the child."""
+    from robokernel_ros.kernel.events import Event, EventBus
+
+    mirror = wp.ProcessBagMirror(tmp_path, storage="sqlite3", prefix="/cell2")
+    bus = EventBus()
+    mirror.attach(bus)
+    bus.publish(Event("episode.start", 0, {"run_id": "r1"}, 0.0, 0.0, 0, "r1"))
+    bus.publish(Event("action", 0, {"action": {"a": 1.0}, "hold": False}, 0.02, 0.0, 1, "r1"))
+    bus.publish(Event("episode.end", 1, {"outcome": "truncated"}, 0.02, 0.0, 2, "r1"))
+    mirror.close()
+    assert mirror.last_bag_path == tmp_path / "r1" / "bag"
+    assert list(mirror.last_bag_path.glob("*.db3"))
+    assert _counts(mirror.last_bag_path) == {"/cell2/events": 3, "/cell2/action": 1}
