@@ -127,9 +127,8 @@ def kernel_event_msg(event: Any) -> Any:
     from robokernel_interfaces.msg import KernelEvent
 
     msg = KernelEvent()
-    secs = max(0.0, float(event.t))
-    msg.stamp.sec = int(secs)
-    msg.stamp.nanosec = int((secs - int(secs)) * 1e9)
+    # rounded to the nanosecond as the bag mirror stamps it, so both agree exactly
+    msg.stamp.sec, msg.stamp.nanosec = divmod(max(0, round(float(event.t) * 1e9)), 1_000_000_000)
     msg.run_id = event.run_id
     msg.seq = int(event.seq)
     msg.kind = event.kind
