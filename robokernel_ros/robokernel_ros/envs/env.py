@@ -170,6 +170,8 @@ class MujocoEnv:
         self.joint_keys: tuple[str, ...] = tuple(joint_keys)
         self.actuator_kinds = kinds
         self._key_to_id = dict(zip(keys, act_ids, strict=True))
+        self._id_by_key = tuple(zip(keys, act_ids, strict=True))  # step()'s fast path
+        self._all_applied = list(keys)
         self._act_ids = _selector(act_ids)
         self._qadr = _selector(qadr)
         self._vadr = _selector(vadr)
@@ -225,32 +227,10 @@ class MujocoEnv:
             if self._generation != self.scene.generation:
                 self._bind()
             data = self._data
-            ctrl = self._ctrl
-            key_to_id = self._key_to_id
-            applied: list[str] = []
-            unknown: list[str] = []
-            targets: list[tuple[int, float]] = []
-            try:
-                items = action.items()
-            except AttributeError:
-                raise ValueError(
-                    f"action={action!r}: must be a mapping of action key -> number"
-                ) from None
-            for key, value in items:
-                idx = key_to_id.get(key)
-                if idx is None:
-                    unknown.append(key)
-                    continue
-                try:
-                    v = float(value)
-                except (TypeError, ValueError):
-                    v = math.nan
-                if not math.isfinite(v):
-                    raise ValueError(f"action[{key!r}]={value!r}: must be a finite number")
-                targets.append((idx, v))
-                applied.append(key)
-            for idx, v in targets:  # all or nothing: a refused action changes no target
-                ctrl[idx] = v
+            if self._set_targets_fast(action):
+                applied, unknown = self._all_applied.copy(), []
+            else:
+                applied, unknown = self._set_targets(action)
             mujoco.mj_step(self._model, data, self.substeps)
             observation = self._observe()
             reward = 0.0
@@ -268,6 +248,54 @@ class MujocoEnv:
                 False,
                 {"sim_time_s": data.time, "applied_keys": applied, "unknown_keys": unknown},
             )
+
+    def _set_targets_fast(self, action: Any) -> bool:
+        """The common case, checked and applied in one pass: a dict naming exactly the
+        action keys, each a finite float (what the kernel's shield passes on). False when
+        the action needs _set_targets (nothing changed then)."""
+        if type(action) is not dict or len(action) != len(self._id_by_key):
+            return False
+        values = []
+        for key, _ in self._id_by_key:
+            value = action.get(key)
+            if type(value) is not float or value - value != 0.0:  # NaN and inf fail here
+                return False
+            values.append(value)
+        ctrl = self._ctrl
+        for (_, idx), value in zip(self._id_by_key, values):  # noqa: B905 - same length
+            ctrl[idx] = value
+        return True
+
+    def _set_targets(self, action: Any) -> tuple[list[str], list[str]]:
+        """Apply a mapping of action key -> number: unknown keys are reported, a
+        non-finite value refuses the whole action (no target changes)."""
+        key_to_id = self._key_to_id
+        applied: list[str] = []
+        unknown: list[str] = []
+        targets: list[tuple[int, float]] = []
+        try:
+            items = action.items()
+        except AttributeError:
+            raise ValueError(
+                f"action={action!r}: must be a mapping of action key -> number"
+            ) from None
+        for key, value in items:
+            idx = key_to_id.get(key)
+            if idx is None:
+                unknown.append(key)
+                continue
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                v = math.nan
+            if not math.isfinite(v):
+                raise ValueError(f"action[{key!r}]={value!r}: must be a finite number")
+            targets.append((idx, v))
+            applied.append(key)
+        ctrl = self._ctrl
+        for idx, v in targets:  # all or nothing: a refused action changes no target
+            ctrl[idx] = v
+        return applied, unknown
 
     def hold_action(self, last: Action | None = None) -> dict[str, float]:
         """The current actuator targets (data.ctrl): applying it changes nothing."""
