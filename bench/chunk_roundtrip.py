@@ -3,13 +3,19 @@ ping-pong of messages of the same size, in the same run, at 50 Hz.
 
     python bench/chunk_roundtrip.py [--quick] [--seconds 10] [--hz 50]
 
-Path A (anchor): the client publishes an Observation (6 joints), a bare rclpy echo
-process (SingleThreadedExecutor, no policy) answers with a pre-built ActionChunk of the
-same size as the server's (8 x 6 actions); the client's round trip is timed.
+Path A (anchors): the client publishes an Observation (6 joints), a bare rclpy echo
+process (no policy) answers with a pre-built ActionChunk of the same size as the
+server's (8 x 6 actions); the client's round trip is timed. Three bare setups, each on
+both ends: rclpy's SingleThreadedExecutor, its EventsExecutor, and no executor (the
+receiving thread waits on an rcl wait set and takes the message itself, which is what
+the product does on both ends). The fair anchor is the fastest of them.
 Path B: the `remote` policy provider (what the runner uses) sends the same observation
-to the policy_server node hosting the mock policy and waits for its chunk.
-Both run in separate processes on a private ROS_DOMAIN_ID, one after the other in this
-run. Target: path B's p50 within 1.2x of path A's p50. Last line: JSON of all figures.
+to the policy_server node hosting the mock policy and waits for its chunk; its time
+includes the provider's and the server's work (message conversion, the mock policy).
+All peers run in separate processes on a private ROS_DOMAIN_ID at the same time, and
+the paths are sampled in turn within each 1/hz tick, so a load change on a shared
+machine affects them alike. Target: path B's p50 within 1.2x of the fair anchor's p50.
+Last line: JSON of all figures.
 """
 
 from __future__ import annotations
@@ -79,11 +85,11 @@ def _echo(kind: str) -> int:
     from robokernel_interfaces.msg import ActionChunk, Observation
 
     rclpy.init()
-    node = rclpy.create_node("bare_echo", namespace=NS)
+    node = rclpy.create_node(f"bare_echo_{kind}", namespace=NS)
     qos = QoSProfile(
         history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
     )
-    pub = node.create_publisher(ActionChunk, "pong", qos)
+    pub = node.create_publisher(ActionChunk, f"pong_{kind}", qos)
     reply = ActionChunk(keys=JOINTS, horizon=HORIZON, actions=[0.1] * (HORIZON * len(JOINTS)))
 
     def on_ping(msg: Observation) -> None:
@@ -93,13 +99,13 @@ def _echo(kind: str) -> int:
 
     try:
         if kind == "waitset":
-            taker = _Taker(node, Observation, "ping", qos)
+            taker = _Taker(node, Observation, f"ping_{kind}", qos)
             while rclpy.ok():
                 msg = taker.take(0.1)
                 if msg is not None:
                     on_ping(msg)
         else:
-            node.create_subscription(Observation, "ping", on_ping, qos)
+            node.create_subscription(Observation, f"ping_{kind}", on_ping, qos)
             executor = _executor(kind)
             executor.add_node(node)
             while rclpy.ok():
@@ -126,19 +132,6 @@ def _figures(samples: list[float]) -> dict[str, float]:
     }
 
 
-def _paced(n: int, hz: float, once) -> list[float]:
-    period = 1.0 / hz
-    out = []
-    t_next = time.monotonic()
-    for i in range(n):
-        t_next += period
-        out.append(once(i))
-        wait = t_next - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-    return out
-
-
 def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, *args], env=env, start_new_session=True, preexec_fn=die_with_parent,
@@ -157,109 +150,135 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=5)
 
 
-def _bare(kind: str, n: int, hz: float, observation: dict, env: dict[str, str]) -> list[float]:
-    """Path A with `kind` executors on both ends (the echo process and the client)."""
-    import rclpy
-    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-    from robokernel_ros.policies.remote import observation_to_msg
+class _Bare:
+    """Path A with `kind` on both ends: the echo process and this client."""
 
-    from robokernel_interfaces.msg import ActionChunk, Observation
+    def __init__(self, kind: str, observation: dict, env: dict[str, str]) -> None:
+        import rclpy
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-    echo = _start([str(Path(__file__).resolve()), "--echo", kind], env)
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node(f"bench_client_{kind}", namespace=NS, context=context)
-    qos = QoSProfile(
-        history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
-    )
-    got = threading.Event()
-    expect = {"step": -1}
+        from robokernel_interfaces.msg import ActionChunk, Observation
 
-    def on_pong(msg: ActionChunk) -> None:
-        if msg.obs_step == expect["step"]:
-            got.set()
-
-    executor = spinner = taker = None
-    stop = threading.Event()
-    if kind == "waitset":
-        taker = _Taker(node, ActionChunk, "pong", qos)
-    else:
-        node.create_subscription(ActionChunk, "pong", on_pong, qos)
-        executor = _executor(kind, context)
-        executor.add_node(node)
-        spinner = threading.Thread(
-            target=lambda: [executor.spin_once(timeout_sec=0.05) for _ in iter(stop.is_set, True)]
+        self.kind = kind
+        self.observation = observation
+        self.echo = _start([str(Path(__file__).resolve()), "--echo", kind], env)
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(f"bench_client_{kind}", namespace=NS, context=self.context)
+        qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
         )
-        spinner.start()
-    try:
-        ping = node.create_publisher(Observation, "ping", qos)
+        self.got = threading.Event()
+        self.expect = -1
+        self.executor = self.spinner = self.taker = None
+        self.stop_spinning = threading.Event()
+        if kind == "waitset":
+            self.taker = _Taker(self.node, ActionChunk, f"pong_{kind}", qos)
+        else:
+            self.node.create_subscription(ActionChunk, f"pong_{kind}", self._on_pong, qos)
+            self.executor = _executor(kind, self.context)
+            self.executor.add_node(self.node)
+            self.spinner = threading.Thread(target=self._spin)
+            self.spinner.start()
+        self.ping = self.node.create_publisher(Observation, f"ping_{kind}", qos)
 
-        def once(i: int) -> float:
-            msg = observation_to_msg(observation, run_id="bare", step=i)
-            got.clear()
-            expect["step"] = i
-            t = time.perf_counter()
-            ping.publish(msg)
-            if taker is not None:
-                deadline = t + 2.0
-                while (left := deadline - time.perf_counter()) > 0:
-                    pong = taker.take(left)
-                    if pong is not None and pong.obs_step == i:
-                        return time.perf_counter() - t
-                return 2.0
-            if not got.wait(2.0):
-                return 2.0
-            return time.perf_counter() - t
+    def _spin(self) -> None:
+        while not self.stop_spinning.is_set():
+            self.executor.spin_once(timeout_sec=0.05)
 
-        deadline = time.monotonic() + 30
-        while ping.get_subscription_count() == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        _paced(int(hz), hz, lambda i: once(100000 + i))  # warm-up, 1 s
-        return _paced(n, hz, once)
-    finally:
-        stop.set()
-        if spinner is not None:
-            spinner.join(timeout=5)
-            executor.shutdown(timeout_sec=1.0)
-        node.destroy_node()
-        rclpy.try_shutdown(context=context)
-        _stop(echo)
+    def _on_pong(self, msg) -> None:
+        if msg.obs_step == self.expect:
+            self.got.set()
+
+    def matched(self) -> bool:
+        return self.ping.get_subscription_count() > 0
+
+    def once(self, i: int) -> float:
+        from robokernel_ros.policies.remote import observation_to_msg
+
+        msg = observation_to_msg(self.observation, run_id="bare", step=i)
+        self.got.clear()
+        self.expect = i
+        t = time.perf_counter()
+        self.ping.publish(msg)
+        if self.taker is not None:
+            deadline = t + 2.0
+            while (left := deadline - time.perf_counter()) > 0:
+                pong = self.taker.take(left)
+                if pong is not None and pong.obs_step == i:
+                    return time.perf_counter() - t
+            return 2.0
+        if not self.got.wait(2.0):
+            return 2.0
+        return time.perf_counter() - t
+
+    def close(self) -> None:
+        import rclpy
+
+        self.stop_spinning.set()
+        if self.spinner is not None:
+            self.spinner.join(timeout=5)
+            self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+        _stop(self.echo)
 
 
-def _served(n: int, hz: float, observation: dict, env: dict[str, str]) -> tuple[list, list]:
-    """Path B: the remote provider against the policy_server (mock policy); the round
-    trips and the server's inference times."""
-    from robokernel_ros.policies import create_policy
+class _Served:
+    """Path B: the remote provider against the policy_server (mock policy)."""
 
-    server = _start(
-        ["-m", "robokernel_ros.nodes.policy_server", "--ros-args", "-r", f"__ns:={NS}",
-         "-p", "provider:=mock", "-p", f"policy_config_json:='{{\"execution_horizon\": {HORIZON}}}'",
-         "-p", f"action_keys:=[{','.join(JOINTS)}]"],
-        env,
-    )  # fmt: skip
-    policy = None
-    try:
-        policy = create_policy("remote", namespace=NS, ready_timeout_s=60)
-        policy.set_robot_state_keys(JOINTS)
-        policy.reset()
+    kind = "policy_server"
 
-        def once(i: int) -> float:
-            t = time.perf_counter()
-            policy.get_actions(observation, step=i)
-            return time.perf_counter() - t
+    def __init__(self, observation: dict, env: dict[str, str]) -> None:
+        self.observation = observation
+        self.server = _start(
+            ["-m", "robokernel_ros.nodes.policy_server", "--ros-args", "-r", f"__ns:={NS}",
+             "-p", "provider:=mock", "-p", f"policy_config_json:='{{\"execution_horizon\": {HORIZON}}}'",
+             "-p", f"action_keys:=[{','.join(JOINTS)}]"],
+            env,
+        )  # fmt: skip
+        self.policy = None
 
-        _paced(int(hz), hz, lambda i: once(100000 + i))  # warm-up, 1 s
-        served = _paced(n, hz, once)
-        return served, [c[1] for c in list(policy.chunk_log)[-n:]]
-    finally:
-        if policy is not None:
-            policy.close()
-        _stop(server)
+    def connect(self) -> None:
+        from robokernel_ros.policies import create_policy
+
+        self.policy = create_policy("remote", namespace=NS, ready_timeout_s=60)
+        self.policy.set_robot_state_keys(JOINTS)
+        self.policy.reset()
+
+    def once(self, i: int) -> float:
+        t = time.perf_counter()
+        self.policy.get_actions(self.observation, step=i)
+        return time.perf_counter() - t
+
+    def inference(self, n: int) -> list[float]:
+        return [c[1] for c in list(self.policy.chunk_log)[-n:]]
+
+    def close(self) -> None:
+        if self.policy is not None:
+            self.policy.close()
+        _stop(self.server)
+
+
+def _interleaved(n: int, hz: float, paths: list, first_step: int = 0) -> dict[str, list[float]]:
+    """n ticks at `hz`; in each, one round trip of every path, in an order that rotates."""
+    period = 1.0 / hz
+    out: dict[str, list[float]] = {p.kind: [] for p in paths}
+    t_next = time.monotonic()
+    for i in range(n):
+        t_next += period
+        k = i % len(paths)
+        for path in paths[k:] + paths[:k]:
+            out[path.kind].append(path.once(first_step + i))
+        wait = t_next - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 s per path instead of 10")
+    parser.add_argument("--quick", action="store_true", help="3 s instead of 10")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--hz", type=float, default=50.0)
     parser.add_argument("--echo", choices=ANCHORS, help=argparse.SUPPRESS)
@@ -277,16 +296,33 @@ def main(argv: list[str] | None = None) -> int:
         "joint_positions": dict.fromkeys(JOINTS, 0.1),
         "joint_velocities": dict.fromkeys(JOINTS, 0.0),
     }
-    bare = {kind: _figures(_bare(kind, n, args.hz, observation, env)) for kind in ANCHORS}
-    served, inference = _served(n, args.hz, observation, env)
-    b = _figures(served)
-    ratios = {kind: b["p50_ms"] / a["p50_ms"] for kind, a in bare.items()}
-    fair = min(bare, key=lambda kind: bare[kind]["p50_ms"])
+    paths: list = []
+    try:
+        served = _Served(observation, env)
+        paths.append(served)
+        bare = [_Bare(kind, observation, env) for kind in ANCHORS]
+        paths.extend(bare)
+        served.connect()
+        deadline = time.monotonic() + 30
+        while not all(b.matched() for b in bare) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _interleaved(int(args.hz), args.hz, paths, first_step=100000)  # warm-up, 1 s
+        samples = _interleaved(n, args.hz, paths)
+        inference = served.inference(n)
+    finally:
+        for path in paths:
+            path.close()
+
+    anchors = {kind: _figures(samples[kind]) for kind in ANCHORS}
+    b = _figures(samples["policy_server"])
+    ratios = {kind: b["p50_ms"] / a["p50_ms"] for kind, a in anchors.items()}
+    fair = min(anchors, key=lambda kind: anchors[kind]["p50_ms"])
     ratio = ratios[fair]
     print(
-        f"chunk round trip at {args.hz:g} Hz, {n} samples each ({HORIZON}x{len(JOINTS)} chunk, 6-joint observation)"
+        f"chunk round trip at {args.hz:g} Hz, {n} samples each, interleaved "
+        f"({HORIZON}x{len(JOINTS)} chunk, 6-joint observation)"
     )
-    for kind, a in bare.items():
+    for kind, a in anchors.items():
         print(
             f"  bare rclpy ping-pong ({kind:>15})  p50 {a['p50_ms']:.3f} ms  p99 {a['p99_ms']:.3f} ms  "
             f"max {a['max_ms']:.3f} ms"
@@ -304,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         "hz": args.hz,
         "seconds": seconds,
         "fair_anchor": fair,
-        "bare": bare,
+        "bare": anchors,
         "policy_server": b,
         "server_inference_p50_ms": 1e3 * statistics.median(inference),
         "ratio_p50": ratio,

@@ -205,3 +205,29 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
     on_wire = [c.obs_step for c in list(wire_chunks)]
     assert on_wire[: len(merged)] == merged, (on_wire, merged)
     assert server.poll() is None, processes.log(server)
+
+
+def test_wire_messages_refilled_in_place_carry_nothing_over() -> None:
+    """The remote provider and the server refill one message per send: a field the
+    previous observation or chunk had must not leak into the next."""
+    full = {
+        "joint_positions": {"a": 1.0, "b": 2.0},
+        "joint_velocities": {"a": 0.5, "b": 0.5},
+        "ee": np.array([1.0, 2.0, 3.0]),
+        "images": {"cam": np.zeros((2, 3, 3), dtype=np.uint8)},
+    }
+    msg = wire.observation_to_msg(
+        full, run_id="r", step=4, instruction="x", queued_actions=[{"a": 1.0, "b": 2.0}],
+        queued_keys=["a", "b"], delay_steps=2,
+    )  # fmt: skip
+    same = wire.observation_to_msg({"joint_positions": {"c": 3.0}}, run_id="s", step=5, msg=msg)
+    assert same is msg
+    assert wire.msg_to_observation(msg) == {"joint_positions": {"c": 3.0}}
+    assert (msg.run_id, msg.step, msg.instruction, msg.delay_steps) == ("s", 5, "", 0)
+    assert len(msg.queued_actions) == 0 and len(msg.images) == 0 and len(msg.arrays) == 0
+    chunk = wire.chunk_to_msg(
+        [{"a": 1.0, "b": 2.0}] * 3, run_id="r", obs_step=4, inference_time_s=0.1
+    )
+    again = wire.chunk_to_msg([{"c": 5.0}], run_id="s", obs_step=6, inference_time_s=0.2, msg=chunk)
+    assert again is chunk and wire.msg_to_chunk(chunk) == [{"c": 5.0}]
+    assert (chunk.run_id, chunk.obs_step, chunk.horizon, chunk.inference_time_s) == ("s", 6, 1, 0.2)
