@@ -28,6 +28,7 @@ import math
 import secrets
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -289,6 +290,7 @@ class _PrivateLink:
         self.rx_node = rclpy.create_node(
             f"{name}_rx", context=self.context, use_global_arguments=False
         )
+        self.readers: weakref.WeakSet[DirectReader] = weakref.WeakSet()
         # It serves the heartbeat and the service client only (chunks are taken by the
         # waiting thread), so one thread is enough; rclpy's MultiThreadedExecutor would
         # add tens of milliseconds to the service round trip in this build.
@@ -315,6 +317,8 @@ class _PrivateLink:
         self._stop.set()
         self._thread.join(timeout=5)
         self.executor.shutdown(timeout_sec=1.0)
+        for reader in list(self.readers):
+            reader.close()  # a policy waiting for a chunk returns at once (closed)
         self.node.destroy_node()
         self.rx_node.destroy_node()
         rclpy.try_shutdown(context=self.context)
@@ -392,6 +396,8 @@ class DirectReader:
 
     def close(self) -> None:
         """Wake a waiting `take` (it returns []) and destroy the subscription."""
+        if self._closed:
+            return
         self._closed = True
         self._wake.trigger()
         self.node.destroy_subscription(self._sub)  # deferred by rclpy while take() holds it
@@ -618,6 +624,7 @@ class RemotePolicy(Policy):
         self._chunks = DirectReader(
             self._link.rx_node, ActionChunk, _join(self.namespace, CHUNK_TOPIC), qos
         )
+        self._link.readers.add(self._chunks)
         self._client = self.node.create_client(
             GetActionChunk, _join(self.namespace, CHUNK_SERVICE), callback_group=group
         )

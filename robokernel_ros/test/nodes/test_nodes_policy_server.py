@@ -231,3 +231,34 @@ def test_wire_messages_refilled_in_place_carry_nothing_over() -> None:
     again = wire.chunk_to_msg([{"c": 5.0}], run_id="s", obs_step=6, inference_time_s=0.2, msg=chunk)
     assert again is chunk and wire.msg_to_chunk(chunk) == [{"c": 5.0}]
     assert (chunk.run_id, chunk.obs_step, chunk.horizon, chunk.inference_time_s) == ("s", 6, 1, 0.2)
+
+
+def test_closing_the_link_wakes_a_policy_waiting_for_its_chunk(processes) -> None:
+    """A node shutting down (close_private_link) must not leave its rollout thread waiting
+    out chunk_timeout_s for a chunk that can no longer arrive."""
+    import threading
+
+    _server(processes, "/ps_slow", "mock", {"execution_horizon": 4, "latency_s": 5.0})
+    policy = create_policy("remote", namespace="/ps_slow", ready_timeout_s=30, chunk_timeout_s=30)
+    outcome: list = []
+
+    def ask() -> None:
+        try:
+            policy.get_actions({"joint_positions": {"a": 0.0}}, step=0)
+            outcome.append("answered")
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            outcome.append(exc)
+
+    try:
+        policy.set_robot_state_keys(["a"])
+        thread = threading.Thread(target=ask)
+        thread.start()
+        time.sleep(0.5)
+        closed_at = time.monotonic()
+        wire.close_private_link()
+        thread.join(timeout=10)
+        assert not thread.is_alive() and time.monotonic() - closed_at < 3.0
+        (result,) = outcome
+        assert isinstance(result, RuntimeError) and "closed" in str(result), result
+    finally:
+        policy.close()
