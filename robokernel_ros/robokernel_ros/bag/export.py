@@ -219,6 +219,8 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
         cam: next(frame_iters[cam], None) for cam in cams
     }
     current: dict[str, np.ndarray] = {}
+    leading: list[int] = []  # the first steps, before every camera had a frame
+    first_waiting: list[str] = []
     n = 0
     for e in trace.events:
         if e.kind != ACTION:
@@ -241,13 +243,28 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
             while pending[cam] is not None and pending[cam][0] <= e.step:
                 current[cam] = pending[cam][1]
                 pending[cam] = next(frame_iters[cam], None)
-            if cam not in current:
-                raise ValueError(
-                    f"trace {trace.path}: camera {cam!r} has no frame at or before step {e.step}"
-                )
+        waiting = [cam for cam in cams if cam not in current]
+        if waiting:
+            # A live workcell's cameras may deliver their first frame a few steps into the
+            # episode: the dataset episode starts once every camera has one (no made-up
+            # frames). Once a camera has a frame it always has one, so only leading steps.
+            leading.append(e.step)
+            first_waiting = first_waiting or waiting
+            continue
+        for cam in cams:
             frame[f"observation.images.{_feature_name(cam)}"] = current[cam]
         dataset.add_frame(frame)
         n += 1
+    if leading and n:
+        _log.warning(
+            "%s: steps %d..%d skipped: camera(s) %s had no frame yet; the dataset episode "
+            "starts at step %d",
+            trace.path, leading[0], leading[-1], first_waiting, leading[-1] + 1,
+        )  # fmt: skip
+    elif leading:
+        raise ValueError(
+            f"trace {trace.path}: camera(s) {first_waiting} have no frame in the episode"
+        )
     if n == 0:
         _log.warning("%s: no executed steps; episode skipped", trace.path)
         return 0

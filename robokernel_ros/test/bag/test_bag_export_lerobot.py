@@ -92,3 +92,47 @@ def test_export_refusals(tmp_path, two_episodes, capsys):
         == 1
     )
     assert "does not exist" in capsys.readouterr().err
+
+
+class LateCameraArm(NumpyArm):
+    """A live workcell's camera: its first frame arrives at step `first`."""
+
+    first = 3
+
+    def _obs(self):
+        obs = super()._obs()
+        if self.n >= self.first:
+            obs["images"] = {"front": np.full((32, 48, 3), 7 * self.n, dtype=np.uint8)}
+        else:
+            obs.pop("images", None)
+        return obs
+
+
+def test_export_starts_the_episode_once_every_camera_has_a_frame(tmp_path, caplog):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from robokernel_ros.bag.export import export_lerobot
+
+    store = TraceStore(tmp_path / "runs")
+    runner = EpisodeRunner(LateCameraArm(steps_to_success=50), ChunkAgent(), trace=store)
+    record = runner.run(max_steps=20)
+    report = export_lerobot([record.trace_path], repo_id="robokernel/late", root=tmp_path / "ds")
+    assert report.frames == record.steps - 3 == 17
+    assert "steps 0..2 skipped: camera(s) ['front'] had no frame yet" in caplog.text
+    ds = LeRobotDataset("robokernel/late", root=tmp_path / "ds", video_backend="pyav")
+    first_action = load_trace(record.trace_path).of_kind("action")[3].data["action"]
+    np.testing.assert_allclose(
+        ds[0]["action"].numpy(), np.float32([first_action[j] for j in ("j0", "j1", "j2")])
+    )
+
+
+def test_export_refuses_a_camera_without_a_frame_for_any_executed_step(tmp_path):
+    from robokernel_ros.bag.export import export_lerobot
+
+    class LastMomentArm(LateCameraArm):
+        first = 5  # only the final observation (after the last action) has a frame
+
+    store = TraceStore(tmp_path / "runs")
+    record = EpisodeRunner(LastMomentArm(steps_to_success=50), ChunkAgent(), trace=store).run(5)
+    assert record.steps == 5
+    with pytest.raises(ValueError, match=r"camera\(s\) \['front'\] have no frame in the episode"):
+        export_lerobot([record.trace_path], repo_id="robokernel/blind", root=tmp_path / "d")
