@@ -442,7 +442,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.echo:
         return _echo()
-    n = args.chunks or (30 if args.quick else 200)
+    n = args.chunks if args.chunks is not None else (30 if args.quick else 200)
     if n < 1:
         parser.error(f"--chunks={n}: must be at least 1")
     if not 0 <= args.gap_ms <= 1000:
