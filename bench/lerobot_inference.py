@@ -22,9 +22,10 @@ other processes falls on all alike. Median and p99 per path.
    the observation and waits for the chunk. Target: at most 2 ms over direct_chunk at
    p50. Its breakdown: the server's own inference time (reported in every ActionChunk),
    the rest of the round trip, and the wire conversions timed here.
-5. ros_echo: the transport floor as the nodes are built - the same Observation message
-   to a bare rclpy echo child and a 20 x 6 ActionChunk back, single-threaded executor
-   callbacks on both ends (as the policy_server and the remote provider), no policy.
+5. ros_echo: the transport floor - the same Observation message (built from the dict
+   per call) to a bare rclpy echo child, a 20 x 6 ActionChunk back; both ends take
+   messages from rcl wait sets in the working thread, as the policy_server and the
+   remote provider do, and convert them as they do; no policy, no executor.
 6. lerobot_grpc: LeRobot's own async-inference gRPC PolicyServer as a child (same
    checkpoint, actions_per_chunk 20, no artificial latency), driven as its RobotClient
    does: pickled TimedObservation in (SendObservations, must_go), GetActions out. Its
@@ -196,79 +197,95 @@ def start_policy_server(path: Path, device: str) -> Any:
     )  # fmt: skip
 
 
-def ros_path(obs: dict[str, Any], server: Any) -> tuple[Callable[[], Any], Any]:
+def ros_path(obs: dict[str, Any]) -> tuple[Callable[[], Any], Any, list[float]]:
     """runner -> policy_server -> chunk back: the `remote` provider, as the runner node
-    uses it, against the policy_server child. Returns (one chunk, the policy)."""
-    deadline = time.monotonic() + 180
-    while True:  # the server's first heartbeat says "loading"; wait_ready would give up on it
-        try:
-            policy = create_policy("remote", namespace=ROS_NS, ready_timeout_s=10)
-            break
-        except RuntimeError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise
+    uses it, against the policy_server child. Returns (one chunk, the policy, and per
+    chunk the time spent outside the provider's publish -> chunk round trip)."""
+    # Waits for the load (a failed load is refused at once with the server's reason).
+    policy = create_policy("remote", namespace=ROS_NS, ready_timeout_s=180)
     policy.set_robot_state_keys(SO101_JOINTS)
     policy.reset()
     chunk = policy.get_actions(obs)
     if len(chunk) != CHUNK_SIZE:
         raise RuntimeError(f"policy_server answered {len(chunk)} actions, not {CHUNK_SIZE}")
-    return (lambda: policy.get_actions(obs)), policy
+    outside: list[float] = []
+
+    def once() -> None:
+        start = time.perf_counter()
+        policy.get_actions(obs)
+        outside.append(time.perf_counter() - start - policy.chunk_log[-1][2])
+
+    return once, policy, outside
 
 
-ECHO_QOS_DEPTH = 10
+def _echo_qos() -> Any:
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
+    )
+
+
+class _Taker:
+    """One subscription whose messages the calling thread takes from an rcl wait set, no
+    executor: the lowest-latency receive rclpy allows (the policy_server and the remote
+    provider receive this way too), written out here so the anchor shares no code with
+    what it anchors."""
+
+    def __init__(self, node: Any, msg_type: Any, topic: str) -> None:
+        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+        self._sub = node.create_subscription(msg_type, topic, lambda _msg: None, _echo_qos())
+        self._wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, node.context.handle)
+
+    def take(self, timeout_s: float) -> Any:
+        handle, msg_type = self._sub.handle, self._sub.msg_type
+        taken = handle.take_message(msg_type, False)
+        if taken is None:
+            self._wait_set.clear_entities()
+            self._wait_set.add_subscription(handle)
+            self._wait_set.wait(int(timeout_s * 1e9))
+            taken = handle.take_message(msg_type, False)
+        return None if taken is None else taken[0]
 
 
 def _echo() -> int:
-    """The bare rclpy peer of the ros_echo anchor: reads each Observation back into a dict
-    (as the policy_server does) and answers a pre-built ActionChunk of CHUNK_SIZE x 6,
-    from the executor's callback; no policy, no inference thread."""
+    """The bare rclpy peer of the ros_echo anchor: takes each Observation (wait set), reads
+    it back into a dict as the policy_server does, and answers a pre-built ActionChunk of
+    CHUNK_SIZE x 6. No policy, no executor, no other thread."""
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
     from robokernel_ros.policies import remote as wire
 
     from robokernel_interfaces.msg import ActionChunk, Observation
 
     rclpy.init()
     node = rclpy.create_node("bare_echo", namespace=ROS_NS)
-    qos = QoSProfile(
-        history=HistoryPolicy.KEEP_LAST,
-        depth=ECHO_QOS_DEPTH,
-        reliability=ReliabilityPolicy.RELIABLE,
-    )
-    pub = node.create_publisher(ActionChunk, "echo_chunk", qos)
+    pub = node.create_publisher(ActionChunk, "echo_chunk", _echo_qos())
+    observations = _Taker(node, Observation, "echo_observation")
     rows = [dict.fromkeys(SO101_JOINTS, 0.1)] * CHUNK_SIZE
     reply = wire.chunk_to_msg(rows, run_id="", obs_step=0, inference_time_s=0.0)
-
-    def on_observation(msg: Observation) -> None:
-        wire.msg_to_observation(msg)
-        reply.run_id, reply.obs_step = msg.run_id, msg.step
-        pub.publish(reply)
-
-    node.create_subscription(Observation, "echo_observation", on_observation, qos)
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
     try:
-        executor.spin()
+        while rclpy.ok():
+            msg = observations.take(0.2)
+            if msg is None:
+                continue
+            wire.msg_to_observation(msg)
+            reply.run_id, reply.obs_step = msg.run_id, msg.step
+            pub.publish(reply)
     except KeyboardInterrupt:
         pass
     finally:
-        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
 
 
 class EchoClient:
-    """The ros_echo anchor's client: the same Observation message out, the chunk back,
-    on its own context and single-threaded executor thread (as the remote provider's)."""
+    """The ros_echo anchor's client: the same Observation message out (built per call from
+    the observation dict), the chunk taken back by the calling thread (wait set)."""
 
     def __init__(self, obs: dict[str, Any], echo: Any) -> None:
-        import threading
-
         import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
         from robokernel_ros.policies import remote as wire
 
         from robokernel_interfaces.msg import ActionChunk, Observation
@@ -277,21 +294,9 @@ class EchoClient:
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node("echo_client", namespace=ROS_NS, context=self.context)
-        qos = QoSProfile(
-            history=HistoryPolicy.KEEP_LAST,
-            depth=ECHO_QOS_DEPTH,
-            reliability=ReliabilityPolicy.RELIABLE,
-        )
-        self._got = threading.Event()
-        self._want = -1
         self._step = 0
-        self.node.create_subscription(ActionChunk, "echo_chunk", self._on_chunk, qos)
-        self._pub = self.node.create_publisher(Observation, "echo_observation", qos)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        self._chunks = _Taker(self.node, ActionChunk, "echo_chunk")
+        self._pub = self.node.create_publisher(Observation, "echo_observation", _echo_qos())
         deadline = time.monotonic() + 60
         while (
             self._pub.get_subscription_count() == 0
@@ -304,29 +309,21 @@ class EchoClient:
                 )
             time.sleep(0.05)
 
-    def _spin(self) -> None:
-        while not self._stop.is_set():
-            self.executor.spin_once(timeout_sec=0.1)
-
-    def _on_chunk(self, msg: Any) -> None:
-        if msg.obs_step == self._want:
-            self._got.set()
-
     def __call__(self) -> None:
         self._step += 1
-        msg = self._wire.observation_to_msg(self._obs, run_id="echo", step=self._step)
-        self._got.clear()
-        self._want = self._step
-        self._pub.publish(msg)
-        if not self._got.wait(10.0):
-            raise TimeoutError(f"no echo of the observation of step {self._step} within 10 s")
+        self._pub.publish(self._wire.observation_to_msg(self._obs, run_id="echo", step=self._step))
+        deadline = time.monotonic() + 10.0
+        while True:
+            msg = self._chunks.take(max(0.0, deadline - time.monotonic()))
+            if msg is not None and msg.obs_step == self._step:
+                self._wire.msg_to_chunk(msg)
+                return
+            if msg is None:
+                raise TimeoutError(f"no echo of the observation of step {self._step} within 10 s")
 
     def close(self) -> None:
         import rclpy
 
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
 
@@ -482,7 +479,7 @@ def main() -> int:
 
         paths = direct_paths(path, obs, args.device)
         paths["provider"], provider_info = provider_path(path, obs, args.device)
-        paths["ros_path"], remote = ros_path(obs, ros_server)
+        paths["ros_path"], remote, outside = ros_path(obs)
         stack.callback(remote.close)
         echo = _start([sys.executable, str(Path(__file__).resolve()), "--echo"])
         stack.callback(_stop, echo)
@@ -504,6 +501,8 @@ def main() -> int:
         figures["ros_path"]["transport_p50_ms"] = percentiles([c[2] - c[1] for c in log])["p50_ms"]
         # publish -> chunk received, as the remote provider times it (no message building)
         figures["ros_path"]["round_trip_p50_ms"] = percentiles([c[2] for c in log])["p50_ms"]
+        # building the Observation before, reading the chunk after (client side)
+        figures["ros_path"]["client_outside_p50_ms"] = percentiles(outside[-n:])["p50_ms"]
         figures["ros_path"]["wire_p50_ms"] = wire_costs(obs, paths["provider"](), min(n, 50))
 
     anchor = figures["direct_chunk"]["p50_ms"]
@@ -533,13 +532,14 @@ def main() -> int:
         print(f"{name:22s} p50 {f['p50_ms']:8.2f} ms   p99 {f['p99_ms']:8.2f} ms{over}")
     ros, echo_f = figures["ros_path"], figures["ros_echo"]
     print(
-        f"ros_echo (bare rclpy round trip of the same messages, no policy) p50 "
+        f"ros_echo (bare rclpy round trip of the same messages, wait sets, no policy) p50 "
         f"{echo_f['p50_ms']:.2f} ms   p99 {echo_f['p99_ms']:.2f} ms"
     )
     print(
         f"ros_path: publish -> chunk p50 {ros['round_trip_p50_ms']:.2f} ms, of which server inference "
         f"p50 {ros['server_inference_p50_ms']:.2f} ms; round trip minus inference p50 "
-        f"{ros['transport_p50_ms']:.2f} ms (bare echo {echo_f['p50_ms']:.2f}); wire "
+        f"{ros['transport_p50_ms']:.2f} ms (bare echo {echo_f['p50_ms']:.2f}); client side outside the "
+        f"round trip p50 {ros['client_outside_p50_ms']:.2f} ms; wire "
         "conversions p50 (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in ros["wire_p50_ms"].items())
     )
     print(
