@@ -162,12 +162,13 @@ def provider_path(
 ROS_NS = "/bench_lerobot"
 
 
-def _start(argv: list[str], cwd: str | None = None, env: dict[str, str] | None = None) -> Any:
-    """A server child in its own process group that dies with this process."""
+def _start(argv: list[str], cwd: str | None = None) -> Any:
+    """A server child in its own process group that dies with this process (offline:
+    nothing may come from a hub)."""
     return subprocess.Popen(
         argv,
         cwd=cwd,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", **(env or {})},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"},
         start_new_session=True,
         preexec_fn=die_with_parent,
         stdout=subprocess.DEVNULL,
@@ -411,7 +412,7 @@ def lerobot_grpc_path(
         stub.SendObservations(send_bytes_in_chunks(pickle.dumps(timed), services_pb2.Observation))
         reply = stub.GetActions(services_pb2.Empty())
         if not reply.data:
-            raise RuntimeError("LeRobot's gRPC policy server answered no chunk (see its log)")
+            raise RuntimeError("LeRobot's gRPC policy server answered no chunk")
         return pickle.loads(reply.data)  # nosec
 
     if len(once()) != CHUNK_SIZE:
@@ -445,7 +446,7 @@ def main() -> int:
     if not 0 <= args.gap_ms <= 1000:
         parser.error(f"--gap-ms={args.gap_ms}: must be in [0, 1000]")
     warmup = 10
-    # A private domain: the servers and this process only see each other.
+    # A private domain (unless ROS_DOMAIN_ID is set): the children and this process only.
     os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(
         1 + (os.getpid() + 53) % 100
     )
