@@ -61,6 +61,9 @@ h=$(stage_hash requirements/*.txt robokernel_interfaces/CMakeLists.txt robokerne
     robokernel_ros/setup.cfg robokernel_ros/launch/* robokernel_ros/config/*)
 if ! up_to_date colcon "$h" || [ ! -f install/setup.bash ]; then
   echo "setup: colcon build"
+  # --symlink-install leaves links to files since deleted (a removed config or launch
+  # file); setuptools then refuses to copy them. Drop the dangling ones first.
+  find build install -xtype l -delete 2>/dev/null || true
   (
     export AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV" PATH="$VENV/bin:$PATH"
     "$VENV/bin/colcon" --log-base log build --symlink-install \
