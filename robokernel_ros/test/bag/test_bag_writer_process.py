@@ -123,10 +123,13 @@ def test_sigkill_of_the_episode_process_still_closes_its_bag(processes, tmp_path
         assert proc.poll() is None, processes.log(proc)
         assert time.monotonic() < deadline, processes.log(proc)
         time.sleep(0.05)
-    time.sleep(0.3)  # a few sends more
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    deadline = time.monotonic() + 30
+    while (run_dir / "events.jsonl").stat().st_size == 0:  # its first flush (every 0.5 s)
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)  # the episode's process only, not its group
     proc.wait(timeout=10)
-    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
     bag = run_dir / "bag"
     deadline = time.monotonic() + 30
     while not (bag / "metadata.yaml").exists():  # the orphaned child finishing
@@ -142,7 +145,7 @@ def test_sigkill_of_the_episode_process_still_closes_its_bag(processes, tmp_path
     # tail: the run directory its file buffer, the bag the last send_interval_s), in order
     run_events = load_trace(run_dir).events
     common = min(len(run_events), len(bag_trace.events))
-    assert common > 1000 and bag_trace.events[:common] == run_events[:common]
+    assert common > 0 and bag_trace.events[:common] == run_events[:common]
     assert [e.seq for e in bag_trace.events] == list(range(len(bag_trace.events)))
 
 
