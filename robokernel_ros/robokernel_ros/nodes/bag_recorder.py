@@ -48,7 +48,6 @@ outside its domain ends the node with status 2 and a line naming the parameter.
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from collections import deque
@@ -63,6 +62,7 @@ from rclpy.qos import QoSProfile
 from robokernel_ros.bag import types as bag_types
 from robokernel_ros.bag.mirror import STORAGES, EpisodeBagMirror, camera_topic
 from robokernel_ros.kernel.events import EPISODE_END, EPISODE_START, OBSERVATION, Event
+from robokernel_ros.policies.remote import is_compressed_topic
 
 from ._common import EVENTS_QOS, SENSOR_QOS, ParameterError, declare, exit_main, run_node
 
@@ -165,7 +165,7 @@ class BagRecorderNode(Node):
             event_callbacks=SubscriptionEventCallbacks(matched=self._on_events_matched),
         )
         for name, topic in zip(names, topics, strict=True):
-            msg_type = CompressedImage if topic.rstrip("/").endswith("/compressed") else Image
+            msg_type = CompressedImage if is_compressed_topic(topic) else Image
             try:
                 self.create_subscription(
                     msg_type,
@@ -314,23 +314,11 @@ def _received_ns(info: Any) -> int:
 
 def _decode(msg: Any) -> np.ndarray:
     """A camera message as the HxWx3 / HxW uint8 array the mirror writes (rgb8 / mono8)."""
-    if hasattr(msg, "encoding"):  # sensor_msgs/Image
-        from robokernel_ros.policies.remote import image_from_msg
+    from robokernel_ros.policies.remote import image_from_msg
 
-        array = image_from_msg(msg)  # bgr8 -> RGB, as the runner's ROS env reads it
-        if array.ndim == 3 and array.shape[2] == 4:
-            array = array[:, :, :3]
-    else:  # sensor_msgs/CompressedImage
-        from PIL import Image as PILImage
-
-        try:
-            with PILImage.open(io.BytesIO(bytes(msg.data))) as image:
-                image = image.convert("L" if image.mode in ("1", "L", "I;16", "I") else "RGB")
-                array = np.asarray(image)
-        except (OSError, SyntaxError) as exc:  # PIL's errors for bytes it cannot read
-            raise ValueError(
-                f"compressed frame (format {msg.format!r}) not decodable: {exc}"
-            ) from exc
+    array = image_from_msg(msg)  # bgr8 -> RGB and compressed decoded, as the runner reads them
+    if array.ndim == 3 and array.shape[2] == 4:
+        array = array[:, :, :3]
     if (
         array.dtype != np.uint8
         or array.ndim not in (2, 3)

@@ -27,11 +27,11 @@ from typing import Any
 
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from robokernel_ros.kernel import Capabilities, EnvSpec, StepResult
 from robokernel_ros.nodes._common import COMMAND_QOS, SENSOR_QOS
-from robokernel_ros.policies.remote import image_from_msg
+from robokernel_ros.policies.remote import image_from_msg, is_compressed_topic
 
 CONTROLLERS = ("forward_command", "joint_trajectory")
 
@@ -114,7 +114,7 @@ class RosRobotEnv:
         for name, topic in cameras.items():
             self._subs.append(
                 node.create_subscription(
-                    Image,
+                    CompressedImage if is_compressed_topic(topic) else Image,
                     topic,
                     lambda msg, n=name: self._on_image(n, msg),
                     SENSOR_QOS,
@@ -143,9 +143,9 @@ class RosRobotEnv:
                 self._state_at = time.monotonic()
                 self._state_event.set()
 
-    def _on_image(self, name: str, msg: Image) -> None:
+    def _on_image(self, name: str, msg: Image | CompressedImage) -> None:
         try:
-            image = image_from_msg(msg)
+            image = image_from_msg(msg)  # a compressed frame is decoded here
         except ValueError as exc:
             self.node.get_logger().warn(f"camera {name}: {exc}", throttle_duration_sec=5.0)
             return

@@ -141,7 +141,11 @@ class RunnerNode(Node):
         )
         self.camera_topics = list(
             declare(
-                self, "camera_topics", [], "ros: one Image topic per camera name", array_type=str
+                self,
+                "camera_topics",
+                [],
+                "ros: one Image topic per camera name (CompressedImage when it ends in /compressed)",
+                array_type=str,
             )
         )
         self.reset_positions = list(

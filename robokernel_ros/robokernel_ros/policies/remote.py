@@ -89,8 +89,32 @@ def _image_msg(name: str, image: Any) -> Any:
     return msg
 
 
+def is_compressed_topic(topic: str) -> bool:
+    """image_transport's naming: a topic whose last segment is `compressed` carries
+    sensor_msgs/CompressedImage."""
+    return topic.rstrip("/").endswith("/compressed")
+
+
+def image_from_compressed(msg: Any) -> np.ndarray:
+    """A sensor_msgs/CompressedImage (JPEG, PNG, ...) as an HxWx3 RGB (or HxW grey) uint8
+    array. Pillow decodes it (a dependency of matplotlib, so always installed)."""
+    import io
+
+    from PIL import Image as PILImage
+
+    try:
+        with PILImage.open(io.BytesIO(bytes(msg.data))) as image:
+            image = image.convert("L" if image.mode in ("1", "L", "I;16", "I") else "RGB")
+            return np.asarray(image)
+    except (OSError, SyntaxError) as exc:  # Pillow's errors for bytes it cannot read
+        raise ValueError(f"compressed frame (format {msg.format!r}) not decodable: {exc}") from exc
+
+
 def image_from_msg(msg: Any) -> np.ndarray:
-    """A sensor_msgs/Image as an HxWxC (or HxW for one channel) numpy array."""
+    """A sensor_msgs/Image as an HxWxC (or HxW for one channel) numpy array; a
+    CompressedImage is decoded (image_from_compressed)."""
+    if not hasattr(msg, "encoding"):
+        return image_from_compressed(msg)
     dtype, channels = _ENCODING_DTYPES.get(msg.encoding, (None, None))
     if dtype is None:
         raise ValueError(

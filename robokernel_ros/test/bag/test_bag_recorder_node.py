@@ -92,8 +92,9 @@ def test_recorder_node_writes_the_episode(processes, tmp_path):
 # -- a live ROS workcell with cameras --------------------------------------------------------
 
 CAMERAS = ("front", "wrist")
-RUNNER_CAMERA_TOPICS = ("/cam/front/image_raw", "/cam/wrist/image_raw")
-# The recorder takes the wrist camera from its compressed (PNG) transport.
+# The wrist camera comes over its compressed (PNG) transport: the runner's ROS env and
+# the recorder both decode it, the front camera is a raw Image for both.
+RUNNER_CAMERA_TOPICS = ("/cam/front/image_raw", "/cam/wrist/image_raw/compressed")
 RECORDER_CAMERA_TOPICS = ("/cam/front/image_raw", "/cam/wrist/image_raw/compressed")
 HELPERS = Path(__file__).parent
 
