@@ -1,5 +1,6 @@
-"""The scripted provider's smooth commands: an acceleration bound, and chunks that
-continue the queued actions so a realtime rollout's chunk swaps do not jump."""
+"""The demo and benchmark providers: the scripted one's acceleration bound and chunks
+that continue the queued actions (realtime chunk swaps do not jump), and the mock's
+plain-Python short chunks."""
 
 from __future__ import annotations
 
@@ -82,3 +83,26 @@ def test_realtime_chunked_rollout_has_no_jump_at_chunk_seams(tmp_path):
     steps = [abs(b - a) for a, b in zip(executed, executed[1:], strict=False)]
     assert max(steps) <= 0.03 + 1e-9, max(steps)
     cell.close()
+
+
+def test_mock_short_chunks_equal_the_numpy_path():
+    """The mock computes chunks up to 16 actions in plain Python (cheaper on an idle
+    server); the values are the numpy path's, bit for bit."""
+    import robokernel_ros.policies.mock as mock
+
+    def chunks(python_horizon: int) -> list:
+        saved, mock._PYTHON_HORIZON = mock._PYTHON_HORIZON, python_horizon
+        try:
+            out = []
+            for horizon in (2, 8, 16):
+                policy = mock.MockPolicy(seed=3, execution_horizon=horizon)
+                policy.set_robot_state_keys(["a", "b", "gripper"])
+                policy.set_action_limits({"a": (-1.0, 1.0), "b": (0.0, 2.0)})
+                policy.reset(seed=3)
+                out.extend(a for _ in range(20) for a in policy.get_actions({}))
+            return out
+        finally:
+            mock._PYTHON_HORIZON = saved
+
+    python, numpy = chunks(16), chunks(0)
+    assert len(python) == 520 and python == numpy
