@@ -191,6 +191,7 @@ class RosRobotEnv:
             period = 1.0 / self.control_hz
             while True:
                 self._publish(target)
+                self._last_step = time.monotonic()  # the first step keeps a period after it
                 with self._lock:
                     error = max(abs(self._positions[j] - target[j]) for j in self.joints)
                 if error <= self.reset_tolerance:
