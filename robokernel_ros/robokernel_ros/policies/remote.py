@@ -67,7 +67,8 @@ _ENCODING_DTYPES = {
 }
 
 
-def _image_msg(name: str, image: Any) -> Any:
+def _image_msg(name: str, image: Any, out: Any = None) -> Any:
+    """`image` as a sensor_msgs/Image; `out`: an Image to fill instead of a new one."""
     from sensor_msgs.msg import Image
 
     array = np.ascontiguousarray(np.asarray(image))
@@ -81,7 +82,7 @@ def _image_msg(name: str, image: Any) -> Any:
             f"image {name!r}: dtype {array.dtype} with {array.shape[2]} channels has no ROS encoding "
             f"(supported: {sorted(_IMAGE_ENCODINGS)})"
         )
-    msg = Image()
+    msg = Image() if out is None else out
     msg.height, msg.width = int(array.shape[0]), int(array.shape[1])
     msg.encoding = encoding
     msg.is_bigendian = 0
@@ -174,7 +175,12 @@ def observation_to_msg(
     )
     images = observation.get("images") or {}
     msg.image_names = [str(n) for n in images]
-    msg.images = [_image_msg(str(n), img) for n, img in images.items()]
+    # A refilled Observation refills its Image messages too (building one per camera and
+    # call is what an idle sender pays most for, after the pixels themselves).
+    reuse = list(msg.images) if len(msg.images) == len(images) else [None] * len(images)
+    msg.images = [
+        _image_msg(str(n), img, out) for (n, img), out in zip(images.items(), reuse, strict=True)
+    ]
     arrays = []
     for key, value in observation.items():
         if key in ("joint_positions", "joint_velocities", "images"):

@@ -226,6 +226,16 @@ def test_wire_messages_refilled_in_place_carry_nothing_over() -> None:
     assert wire.msg_to_observation(msg) == {"joint_positions": {"c": 3.0}}
     assert (msg.run_id, msg.step, msg.instruction, msg.delay_steps) == ("s", 5, "", 0)
     assert len(msg.queued_actions) == 0 and len(msg.images) == 0 and len(msg.arrays) == 0
+    # the Image messages are refilled too: a new size and encoding leave nothing behind
+    first = wire.observation_to_msg(full, run_id="r", step=6, msg=msg)
+    image_msg = first.images[0]
+    grey = np.arange(20, dtype=np.uint8).reshape(4, 5)
+    second = wire.observation_to_msg(
+        {"joint_positions": {"a": 1.0}, "images": {"wrist": grey}}, run_id="r", step=7, msg=msg
+    )
+    assert second.images[0] is image_msg  # refilled, not rebuilt
+    back = wire.msg_to_observation(second)["images"]
+    assert list(back) == ["wrist"] and np.array_equal(back["wrist"], grey)
     chunk = wire.chunk_to_msg(
         [{"a": 1.0, "b": 2.0}] * 3, run_id="r", obs_step=4, inference_time_s=0.1
     )
