@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ import time
 from pathlib import Path
 
 from rclpy.executors import ExternalShutdownException
-from robokernel_ros.process import die_with_parent
+from robokernel_ros.process import die_with_parent, stop_process_groups
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 HORIZON = 8
@@ -139,17 +138,6 @@ def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
-
-
 class _Bare:
     """Path A with `kind` on both ends: the echo process and this client."""
 
@@ -221,7 +209,7 @@ class _Bare:
             self.executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
-        _stop(self.echo)
+        stop_process_groups([self.echo], grace_s=10.0)
 
 
 class _Served:
@@ -257,7 +245,7 @@ class _Served:
     def close(self) -> None:
         if self.policy is not None:
             self.policy.close()
-        _stop(self.server)
+        stop_process_groups([self.server], grace_s=10.0)
 
 
 def _interleaved(n: int, hz: float, paths: list, first_step: int = 0) -> dict[str, list[float]]:

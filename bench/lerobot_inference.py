@@ -43,7 +43,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -59,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros"))
 
 from robokernel_ros.policies import create_policy  # noqa: E402
 from robokernel_ros.policies.lerobot_fixtures import SO101_JOINTS, build_tiny_checkpoint  # noqa: E402
-from robokernel_ros.process import die_with_parent  # noqa: E402
+from robokernel_ros.process import die_with_parent, stop_process_groups  # noqa: E402
 
 ROS_TARGET_P50_MS = 2.0
 CHUNK_SIZE = 20
@@ -174,17 +173,6 @@ def _start(argv: list[str], cwd: str | None = None) -> Any:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-
-
-def _stop(proc: Any) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
 
 
 def start_policy_server(path: Path, device: str) -> Any:
@@ -471,19 +459,19 @@ def main() -> int:
         obs = observation(96)
         # Both servers load while this process builds its own paths.
         ros_server = start_policy_server(path, args.device)
-        stack.callback(_stop, ros_server)
+        stack.callback(stop_process_groups, [ros_server], 10.0)
         grpc_server = start_lerobot_grpc(Path(tmp))
         if isinstance(grpc_server, str):
             figures["lerobot_grpc"] = grpc_server
         else:
-            stack.callback(_stop, grpc_server[0])
+            stack.callback(stop_process_groups, [grpc_server[0]], 10.0)
 
         paths = direct_paths(path, obs, args.device)
         paths["provider"], provider_info = provider_path(path, obs, args.device)
         paths["ros_path"], remote, outside = ros_path(obs)
         stack.callback(remote.close)
         echo = _start([sys.executable, str(Path(__file__).resolve()), "--echo"])
-        stack.callback(_stop, echo)
+        stack.callback(stop_process_groups, [echo], 10.0)
         paths["ros_echo"] = EchoClient(obs, echo)
         stack.callback(paths["ros_echo"].close)
         if not isinstance(grpc_server, str):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robokernel_ros.process import die_with_parent
+from robokernel_ros.process import die_with_parent, stop_process_groups
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # robokernel_ros/ (setup.py, config/, launch/)
 CONFIG_DIR = PACKAGE_DIR / "config"
@@ -116,29 +115,6 @@ def start_graph(
     return procs
 
 
-def stop_graph(procs: list[subprocess.Popen], grace_s: float = 8.0) -> list[int]:
-    """SIGINT every process group, SIGKILL what is left after `grace_s`; return the pids killed."""
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + grace_s
-    killed = []
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait(timeout=5)
-            killed.append(p.pid)
-    return killed
-
-
 def _chunk_latencies(trace_path: str | None) -> list[float]:
     """Round-trip seconds of every chunk of an episode (chunk.merge events of its trace)."""
     if not trace_path:
@@ -189,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         status = _evaluate(args, log_dir)
     finally:
-        killed = stop_graph(procs)
+        killed = stop_process_groups(procs)
         left = [p.pid for p in procs if p.poll() is None]
         print(f"demo: {len(procs)} processes stopped"
               + (f" ({len(killed)} needed SIGKILL)" if killed else " cleanly")

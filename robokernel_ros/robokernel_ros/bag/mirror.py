@@ -75,7 +75,7 @@ from ..kernel.events import (
     SAFETY_INTERVENTION,
     Event,
 )
-from ..kernel.trace import IMAGES_DIR, dumps_line, event_line, to_jsonable
+from ..kernel.trace import IMAGES_DIR, dumps_line, event_line, line_with_data, to_jsonable
 from . import cdr
 from . import types as T
 from .append import MessageAppender, add_connection, close_writer
@@ -314,20 +314,9 @@ class BagMirror:
                 **data,
                 "images": {str(c): self._image_path(c, v, event.step) for c, v in images.items()},
             }
-            line = dumps_line(
-                {
-                    "seq": event.seq,
-                    "kind": kind,
-                    "step": event.step,
-                    "t": event.t,
-                    "wall": event.wall,
-                    "data": data,
-                }
-            )
+            line = line_with_data(event, data)
         else:
-            line = event.line
-            if line is None:
-                line = event_line(event)  # the run directory's line: encoded once per event
+            line = event_line(event)  # the run directory's line: encoded once per event
         if event.run_id != self._run_id:  # the layouts hold the run_id
             self._run_id = event.run_id
             self._run_id_bytes = event.run_id.encode()

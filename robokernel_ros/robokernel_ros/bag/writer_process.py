@@ -7,8 +7,8 @@ cannot hide it: the GIL is held by mj_step and by the mirror alike. So the episo
 process only frames each event's events.jsonl line (encoded once already, for the run
 directory: `kernel.trace.event_line`) into a pipe, in batches; a child process rebuilds
 the events from those lines and runs the very EpisodeBagMirror the in-process path
-uses, on the machine's other core. The bag is byte for byte what the in-process mirror
-writes from a loaded run directory (`mirror_trace`).
+uses, on the machine's other core. The bag holds the same events and topics as the
+in-process mirror writes from the run directory (`mirror_trace`; tested).
 
     mirror = ProcessBagMirror(trace_dir)          # as EpisodeBagMirror(trace_dir)
     mirror.attach(bus)
@@ -222,10 +222,7 @@ class ProcessBagMirror:
         if kind == OBSERVATION and event.data.get("images"):
             frame = _frame(b"P", pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL))
         else:
-            line = event.line
-            if line is None:
-                line = event_line(event)
-            frame = _HEAD.pack(b"L", len(line)) + line
+            frame = _frame(b"L", event_line(event))  # the run directory's line, encoded once
         with self._lock:
             if kind == EPISODE_START and event.run_id:
                 # known here too, so a bag the child could not finish is still reported

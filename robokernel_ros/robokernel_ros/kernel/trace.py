@@ -215,6 +215,21 @@ def _encode_event(event: Event) -> bytes:
     return line
 
 
+def line_with_data(event: Event, data: dict[str, Any]) -> bytes:
+    """The events.jsonl line of `event` with `data` in place of its own (an observation
+    whose image arrays each writer replaces by its frame paths); not cached."""
+    return dumps_line(
+        {
+            "seq": event.seq,
+            "kind": event.kind,
+            "step": event.step,
+            "t": event.t,
+            "wall": event.wall,
+            "data": data,
+        }
+    )
+
+
 def event_line(event: Event) -> bytes:
     """The events.jsonl line of `event` (with its newline), encoded once per event.
 
@@ -293,20 +308,9 @@ class RunWriter:
         kind = event.kind
         if kind == OBSERVATION and "images" in data:
             data = {**data, "images": self._save_images(event.step, data["images"])}
-            line = dumps_line(
-                {
-                    "seq": event.seq,
-                    "kind": kind,
-                    "step": event.step,
-                    "t": event.t,
-                    "wall": event.wall,
-                    "data": data,
-                }
-            )
+            line = line_with_data(event, data)
         else:  # shared with the other subscribers (the bag mirror): encoded once
-            line = event.line
-            if line is None:
-                line = _encode_event(event)
+            line = event_line(event)
         try:
             with self._lock:
                 self._file.write(line)

@@ -194,7 +194,7 @@ def observation_to_msg(
             if vector.ndim == 1 and vector.dtype.kind in "fiu":
                 arrays.append(NamedArray(name=str(key), data=vector.astype(float).tolist()))
     msg.arrays = arrays
-    msg.queued_actions = _doubles(
+    msg.queued_actions = _floats(
         _queued_to_flat(queued_actions, queued_keys)
         if queued_actions is not None and len(queued_actions)
         else []
@@ -203,14 +203,9 @@ def observation_to_msg(
     return msg
 
 
-def _doubles(values: list[float]) -> array.array:
-    """A float64[] field's value as an array.array('d'), which rosidl's setter stores as
-    it is (a list it converts, and with ROS_PYTHON_CHECK_FIELDS=1 checks value by value)."""
-    return array.array("d", values)
-
-
 def _floats(values: list[Any]) -> array.array:
-    """_doubles of numbers of any kind; float() names a value that is not one."""
+    """A float64[] field's value as an array.array('d'), which rosidl's setter stores as
+    it is; a value that is not a number goes through float(), which names it."""
     try:
         return array.array("d", values)
     except TypeError:
