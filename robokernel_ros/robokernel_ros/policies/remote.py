@@ -420,6 +420,10 @@ class DirectReader:
     def closed(self) -> bool:
         return self._closed
 
+    def publisher_count(self) -> int:
+        """Publishers matched with this reader."""
+        return self._sub.get_publisher_count()
+
     def take(self, timeout_s: float) -> list[Any]:
         """Every message waiting now; if none, the ones that arrive within `timeout_s`
         (an empty list once that passes, or when closed)."""
@@ -667,6 +671,7 @@ class RemotePolicy(Policy):
             Observation, _join(self.namespace, OBSERVATION_TOPIC), qos
         )
         self._obs_msg = Observation()
+        self._matched = False  # both topic ends matched with the server (_await_match)
         # get_actions takes its chunk itself (no executor hop on the latency path).
         self._chunks = DirectReader(
             self._link.rx_node, ActionChunk, _join(self.namespace, CHUNK_TOPIC), qos
@@ -715,8 +720,10 @@ class RemotePolicy(Policy):
 
     def _exchange(self, msg: Any) -> Any:
         key = (msg.run_id, int(msg.step))
-        self._obs_pub.publish(msg)
         deadline = time.monotonic() + self.chunk_timeout_s
+        if not self._matched:
+            self._await_match(deadline)
+        self._obs_pub.publish(msg)
         while True:
             left = deadline - time.monotonic()
             if self._closed or self._chunks.closed:
@@ -728,6 +735,16 @@ class RemotePolicy(Policy):
                     return chunk
                 if chunk.run_id == self._run_id:
                     self.stale_chunks_dropped += 1  # the answer to an older request
+
+    def _await_match(self, deadline: float) -> None:
+        """Before the first observation: wait until the server's observation reader and our
+        chunk reader are matched. A volatile topic drops what is published before discovery
+        has matched the two ends, and the request would then wait out chunk_timeout_s."""
+        while time.monotonic() < deadline and not self._closed:
+            if self._obs_pub.get_subscription_count() and self._chunks.publisher_count():
+                self._matched = True
+                return
+            time.sleep(0.005)
 
     def _call_service(self, msg: Any) -> Any:
         from robokernel_interfaces.srv import GetActionChunk
