@@ -9,6 +9,10 @@ For the SO-101 and the Panda, in the same run and on the same compiled model:
             printed for reference only)
   env       MujocoEnv.step(action) per control step with the anchor's controls:
             mj_step + ctrl + observation
+  floor     the least a Python loop does to write the same trace, hand-fused
+            (floor_seconds_per_step): the mock's action clamped to the limits, mj_step,
+            the joints observed, the step's events as JSON lines; no kernel objects.
+            Where it stays under the target, no Python kernel reaches it here
   sync      eval_policy(mock, async_rtc=False) with tracing on: the run directory
             (events.jsonl + meta.json) streamed to disk, no rosbag mirror (bag=False)
   sync+bag  the same with the SimWorkcell default, which also mirrors every event into
@@ -132,6 +136,73 @@ def env_seconds_per_step(
     return clock.per(steps * episodes)
 
 
+def floor_seconds_per_step(
+    cell: SimWorkcell, env: Any, steps: int, episodes: int, path: Path, in_run: list
+) -> tuple[float, float]:
+    """The least a Python loop does per step to write the trace the kernel writes here,
+    hand-fused into one function: the mock policy's action, each value clamped to its
+    limits (the least of a shield), the targets set, mj_step, the joints observed, and
+    the step's events as JSON lines with their seq/t/wall (observation, chunk.request,
+    chunk.merge, action, and privileged state every 10th step as the rollout API samples
+    it). No kernel objects: no queue, no Event, no bus, no shield guards, no accounting.
+    `in_run` gets its own mj_step time over its wall time appended."""
+    import orjson
+
+    model, data, substeps = cell.scene.model, cell.scene.data, env.substeps
+    ctrl, qpos, qvel = data.ctrl, data.qpos, data.qvel
+    keys = list(env.action_keys)
+    limits = [(env._key_to_id[k], *env.env_spec.action_limits[k]) for k in keys]
+    joints = env.joint_keys
+    qadr, vadr = env._qadr, env._vadr
+    privileged = env.privileged_state
+    policy = MockPolicy(seed=0)
+    policy.set_robot_state_keys(env.action_keys)
+    policy.set_action_limits(env.env_spec.action_limits)
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    monotonic = time.monotonic
+    period = 1.0 / CONTROL_HZ
+    clock = Clock()
+    with MjStepTimer() as physics, open(path, "wb", buffering=1 << 20) as trace:
+        mj_step = mujoco.mj_step  # the timed one
+        write = trace.write
+
+        def line(seq: int, kind: str, step: int, t0: float, data: dict) -> None:
+            event = {"seq": seq, "kind": kind, "step": step, "t": step * period,
+                     "wall": monotonic() - t0, "data": data}  # fmt: skip
+            write(dumps(event, option=newline))
+
+        for episode in range(episodes):
+            cell.scene.reset(episode)
+            policy.reset(seed=episode)
+            obs: dict[str, Any] = {}
+            seq = 0
+            with clock:
+                t0 = monotonic()
+                for step in range(steps):
+                    line(seq, "observation", step, t0, {"obs": obs})
+                    if step % 10 == 0:
+                        line(seq + 1, "privileged", step, t0, {"state": privileged()})
+                        seq += 1
+                    line(seq + 1, "chunk.request", step, t0, {"step": step, "request_id": step})
+                    action = policy.get_actions(obs)[0]
+                    line(seq + 2, "chunk.merge", step, t0,
+                         {"obs_step": step, "arrival_step": step, "dropped": 0, "kept": 1,
+                          "request_id": step, "keys": keys, "actions": [list(action.values())]})  # fmt: skip
+                    for (idx, lo, hi), value in zip(limits, action.values(), strict=True):
+                        ctrl[idx] = lo if value < lo else hi if value > hi else value
+                    mj_step(model, data, substeps)
+                    obs = {
+                        "joint_positions": dict(zip(joints, qpos[qadr].tolist(), strict=True)),
+                        "joint_velocities": dict(zip(joints, qvel[vadr].tolist(), strict=True)),
+                    }
+                    line(seq + 3, "action", step, t0,
+                         {"step": step, "action": action, "hold": False, "reward": 0.0,
+                          "terminated": False, "truncated": False})  # fmt: skip
+                    seq += 4
+    in_run.append(physics.seconds / clock.wall)
+    return clock.per(steps * episodes)
+
+
 def writer_cpu_seconds() -> float:
     """CPU seconds used so far by the pooled bag writer processes (bag.writer_process)."""
     from robokernel_ros.bag import writer_process
@@ -233,10 +304,12 @@ def main() -> None:
             rtc_report: dict = {}
             writer_us: list[float] = []  # the writer process's CPU per step, each pass
             in_run: list[float] = []  # the traced eval's own mj_step time / its wall time
+            floor_in_run: list[float] = []  # the same for the hand-fused floor
             for _ in range(repeats):
                 record("bare", bare_seconds_per_step(cell, env, controls, steps, episodes))
                 record("idle", bare_seconds_per_step(cell, env, None, steps, episodes))
                 record("env", env_seconds_per_step(cell, env, controls, steps, episodes))
+                record("floor", floor_seconds_per_step(cell, env, steps, episodes, Path(runs) / "floor.jsonl", floor_in_run))  # fmt: skip
                 record("privileged", call_seconds(env.privileged_state, n))
                 record("policy", call_seconds(lambda: agent.act(obs, 0), n))  # noqa: B023
                 record("untraced", eval_seconds_per_step(cell, model, steps, episodes, trace_dir=None)[0])  # fmt: skip
@@ -260,6 +333,7 @@ def main() -> None:
             bag_wall_ratio = wall["sync_bag"] / wall["sync"]
             rtc_ratio = wall["async_rtc"] / wall["sync_chunked"]
             in_run_ratio = statistics.median(in_run)
+            floor_in_run_ratio = statistics.median(floor_in_run)
             # what each layer adds per step (CPU time, best passes; small negatives are noise)
             breakdown = {
                 "mj_step": us["bare"],
@@ -278,6 +352,7 @@ def main() -> None:
                 ("bare", "bare mj_step loop"),
                 ("idle", "bare, idle controls (ref)"),
                 ("env", "MujocoEnv.step loop"),
+                ("floor", "traced floor, hand-fused"),
                 ("untraced", "eval sync, no trace"),
                 ("sync", "eval sync, traced"),
                 ("sync_bag", "eval sync, traced + bag"),
@@ -288,6 +363,9 @@ def main() -> None:
                 if name == "sync_bag":
                     extra = (f"  ({cpu[name] / cpu['bare']:.2f}x bare; wall {bag_wall_ratio:.2f}x "
                              "the traced eval without the bag)")  # fmt: skip
+                if name == "floor":
+                    extra = (f"  ({cpu[name] / cpu['bare']:.2f}x bare; in-run {floor_in_run_ratio:.2f}x: "
+                             "the best a traced Python loop reaches)")  # fmt: skip
                 if name in ("idle", "env", "untraced"):
                     extra = f"  ({cpu[name] / cpu['bare']:.2f}x bare)"
                 if name == "sync":
@@ -314,6 +392,8 @@ def main() -> None:
                     f"{model}_sync_bag_vs_bare": round(bag_ratio, 3),
                     f"{model}_sync_bag_vs_sync_wall": round(bag_wall_ratio, 3),
                     f"{model}_untraced_vs_bare": round(cpu["untraced"] / cpu["bare"], 3),
+                    f"{model}_floor_vs_bare": round(cpu["floor"] / cpu["bare"], 3),
+                    f"{model}_floor_vs_its_own_mj_step": round(floor_in_run_ratio, 3),
                     f"{model}_async_vs_sync": round(rtc_ratio, 3),
                     f"{model}_async_prefetch_blocks": rtc_report["chunk_prefetch_blocks"],
                     f"{model}_breakdown_us": {k: round(v, 1) for k, v in breakdown.items()},
