@@ -68,6 +68,16 @@ class _EpisodeOver(Exception):  # noqa: N818 - control flow, never leaves this m
         self.status = status
         self.error = error
 
+    @classmethod
+    def failure(cls, category: str, exc: BaseException, where: str = "") -> _EpisodeOver:
+        """An `error` outcome for an exception of the policy or the env (`where`: the call)."""
+        call = f"{where}: " if where else ""
+        return cls(
+            EpisodeOutcome.ERROR,
+            f"error: {category}: {call}{type(exc).__name__}: {exc}",
+            _error_info(category, exc),
+        )
+
 
 def _error_info(
     category: str, exc: BaseException | None, message: str | None = None
@@ -125,6 +135,39 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def check_episode_parts(
+    agent: Any,
+    trace: Any,
+    bus: Any,
+    safety: Any,
+    image_every: Any,
+    operator: Any,
+) -> None:
+    """The constructor checks the EpisodeRunner and the ServedSession share (ValueError
+    naming the parameter and its domain)."""
+    for name in ("reset", "act"):
+        if not callable(getattr(agent, name, None)):
+            raise ValueError(f"agent={type(agent).__name__}: has no {name}() method")
+    if trace is not None and not isinstance(trace, TraceStore):
+        raise ValueError(f"trace={trace!r}: must be a TraceStore or None")
+    if bus is not None and not isinstance(bus, EventBus):
+        raise ValueError(f"bus={bus!r}: must be an EventBus or None")
+    if safety is not None and not isinstance(safety, Mapping):
+        raise ValueError(f"safety={safety!r}: must be a mapping or None")
+    if not (_is_int(image_every) and image_every >= 0):
+        raise ValueError(f"image_every={image_every!r}: must be an integer >= 0 (0: no images)")
+    if operator is not None and not isinstance(operator, OperatorChannel):
+        raise ValueError(f"operator={operator!r}: must be an OperatorChannel or None")
+
+
+def make_shield(spec: EnvSpec, safety: Mapping[str, Any] | None) -> SafetyShield:
+    """The SafetyShield of a build_guards() config (clip_tolerance: the limit guard's, 0.05)."""
+    safety = dict(safety or {})
+    return SafetyShield(
+        spec, build_guards(safety), clip_tolerance=float(safety.get("clip_tolerance", 0.05))
+    )
+
+
 class EpisodeRunner:
     """Runs an environment and an agent through the SafetyShield, one episode per run().
 
@@ -173,21 +216,13 @@ class EpisodeRunner:
         for name in ("reset", "step"):
             if not callable(getattr(env, name, None)):
                 raise ValueError(f"env={type(env).__name__}: has no {name}() method")
-        for name in ("reset", "act"):
-            if not callable(getattr(agent, name, None)):
-                raise ValueError(f"agent={type(agent).__name__}: has no {name}() method")
-        if trace is not None and not isinstance(trace, TraceStore):
-            raise ValueError(f"trace={trace!r}: must be a TraceStore or None")
-        if bus is not None and not isinstance(bus, EventBus):
-            raise ValueError(f"bus={bus!r}: must be an EventBus or None")
+        check_episode_parts(agent, trace, bus, safety, image_every, operator)
         if not isinstance(record_privileged, bool):
             raise ValueError(f"record_privileged={record_privileged!r}: must be a bool")
         if not (_is_int(privileged_every) and privileged_every >= 1):
             raise ValueError(
                 f"privileged_every={privileged_every!r}: must be an integer >= 1 (1: every step)"
             )
-        if not (_is_int(image_every) and image_every >= 0):
-            raise ValueError(f"image_every={image_every!r}: must be an integer >= 0 (0: no images)")
         for name, value in (("act_timeout_s", act_timeout_s), ("reset_timeout_s", reset_timeout_s)):
             if value is not None and not (
                 isinstance(value, int | float)
@@ -198,22 +233,13 @@ class EpisodeRunner:
                 raise ValueError(f"{name}={value!r}: must be a positive number or None")
         if timing is not None and not isinstance(timing, Timing):
             raise ValueError(f"timing={timing!r}: must be a Timing or None")
-        if operator is not None and not isinstance(operator, OperatorChannel):
-            raise ValueError(f"operator={operator!r}: must be an OperatorChannel or None")
-        if safety is not None and not isinstance(safety, Mapping):
-            raise ValueError(f"safety={safety!r}: must be a mapping or None")
-        safety = dict(safety or {})
 
         self.env = env
         self.agent = agent
         self.env_spec: EnvSpec = spec
         self.trace = trace
         self.bus = bus if bus is not None else EventBus()
-        self.shield = SafetyShield(
-            self.env_spec,
-            build_guards(safety),
-            clip_tolerance=float(safety.get("clip_tolerance", 0.05)),
-        )
+        self.shield = make_shield(spec, safety)
         self.act_timeout_s = act_timeout_s
         self.reset_timeout_s = reset_timeout_s
         self.record_privileged = (
@@ -381,11 +407,7 @@ class _Episode:
             try:
                 chunk = self.call_act(observation, step)
             except Exception as exc:
-                raise _EpisodeOver(
-                    EpisodeOutcome.ERROR,
-                    f"error: {POLICY_ERROR}: {type(exc).__name__}: {exc}",
-                    _error_info(POLICY_ERROR, exc),
-                ) from exc
+                raise _EpisodeOver.failure(POLICY_ERROR, exc) from exc
             return chunk, time.monotonic() - start
         future = self.worker().submit(self.call_act, observation, step)
         try:
@@ -394,11 +416,7 @@ class _Episode:
             self.abandon_worker()
             raise self.timeout_error(timeout) from None
         except Exception as exc:
-            raise _EpisodeOver(
-                EpisodeOutcome.ERROR,
-                f"error: {POLICY_ERROR}: {type(exc).__name__}: {exc}",
-                _error_info(POLICY_ERROR, exc),
-            ) from exc
+            raise _EpisodeOver.failure(POLICY_ERROR, exc) from exc
         return chunk, time.monotonic() - start
 
     def timeout_error(self, timeout: float) -> _EpisodeOver:
@@ -469,11 +487,7 @@ class _Episode:
         try:
             pending.chunk, pending.inference_s = pending.future.result()
         except Exception as exc:
-            raise _EpisodeOver(
-                EpisodeOutcome.ERROR,
-                f"error: {POLICY_ERROR}: {type(exc).__name__}: {exc}",
-                _error_info(POLICY_ERROR, exc),
-            ) from exc
+            raise _EpisodeOver.failure(POLICY_ERROR, exc) from exc
         if self.r.act_timeout_s is not None and pending.inference_s > self.r.act_timeout_s:
             raise self.timeout_error(self.r.act_timeout_s)
         self.last_delay = step - pending.obs_step
@@ -549,11 +563,7 @@ class _Episode:
         try:
             observation = r.env.reset(seed=self.seed)
         except Exception as exc:
-            raise _EpisodeOver(
-                EpisodeOutcome.ERROR,
-                f"error: {ENV_ERROR}: {type(exc).__name__}: {exc}",
-                _error_info(ENV_ERROR, exc),
-            ) from exc
+            raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
         r._last_observation = observation
         if needs_confirmation:
             confirmed = op.wait_reset_done(r.reset_timeout_s)
@@ -576,11 +586,7 @@ class _Episode:
         try:
             r.agent.reset(instruction=self.instruction, seed=self.seed)
         except Exception as exc:
-            raise _EpisodeOver(
-                EpisodeOutcome.ERROR,
-                f"error: {POLICY_ERROR}: agent.reset: {type(exc).__name__}: {exc}",
-                _error_info(POLICY_ERROR, exc),
-            ) from exc
+            raise _EpisodeOver.failure(POLICY_ERROR, exc, "agent.reset") from exc
         return observation
 
     def record_observation(self, step: int, observation: Any, *, final: bool = False) -> None:
@@ -598,11 +604,7 @@ class _Episode:
             try:
                 state = r.env.privileged_state()
             except Exception as exc:
-                raise _EpisodeOver(
-                    EpisodeOutcome.ERROR,
-                    f"error: {ENV_ERROR}: privileged_state: {type(exc).__name__}: {exc}",
-                    _error_info(ENV_ERROR, exc),
-                ) from exc
+                raise _EpisodeOver.failure(ENV_ERROR, exc, "privileged_state") from exc
             rec.emit(ev.PRIVILEGED, step, {"state": snapshot(state)})
 
     def hold(self, plain_absolute_hold: bool) -> Any:
@@ -614,11 +616,7 @@ class _Episode:
         try:
             return self.r.hold_action(last)
         except Exception as exc:
-            raise _EpisodeOver(
-                EpisodeOutcome.ERROR,
-                f"error: {ENV_ERROR}: hold_action: {type(exc).__name__}: {exc}",
-                _error_info(ENV_ERROR, exc),
-            ) from exc
+            raise _EpisodeOver.failure(ENV_ERROR, exc, "hold_action") from exc
 
     def loop(self, observation: Any) -> tuple[EpisodeOutcome, str]:
         r = self.r
@@ -707,11 +705,7 @@ class _Episode:
                 if type(info) is not dict and not isinstance(info, Mapping):
                     info = {}
             except Exception as exc:
-                raise _EpisodeOver(
-                    EpisodeOutcome.ERROR,
-                    f"error: {ENV_ERROR}: {type(exc).__name__}: {exc}",
-                    _error_info(ENV_ERROR, exc),
-                ) from exc
+                raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
             self.last_sent = action
             self.total_reward += reward
             if bus.subscriber_count:
@@ -736,11 +730,7 @@ class _Episode:
                 try:
                     on_step(step, observation, action, reward)
                 except Exception as exc:
-                    raise _EpisodeOver(
-                        EpisodeOutcome.ERROR,
-                        f"error: {POLICY_ERROR}: on_step: {type(exc).__name__}: {exc}",
-                        _error_info(POLICY_ERROR, exc),
-                    ) from exc
+                    raise _EpisodeOver.failure(POLICY_ERROR, exc, "on_step") from exc
             step += 1
             self.steps = step
             observation = next_observation

@@ -34,8 +34,15 @@ from .recorder import (
     EpisodeRecorder,
     env_description,
 )
-from .runner import POLICY_ERROR, _as_chunk, _error_info, _row, _summary
-from .shield import SafetyShield, build_guards
+from .runner import (
+    POLICY_ERROR,
+    _as_chunk,
+    _error_info,
+    _row,
+    _summary,
+    check_episode_parts,
+    make_shield,
+)
 from .spec import EnvSpec
 from .timing import Timing
 from .trace import TraceStore
@@ -67,32 +74,17 @@ class ServedSession:
     ) -> None:
         if not isinstance(env_spec, EnvSpec):
             raise ValueError(f"env_spec={env_spec!r}: must be an EnvSpec")
-        for name in ("reset", "act"):
-            if not callable(getattr(agent, name, None)):
-                raise ValueError(f"agent={type(agent).__name__}: has no {name}() method")
-        if trace is not None and not isinstance(trace, TraceStore):
-            raise ValueError(f"trace={trace!r}: must be a TraceStore or None")
-        if bus is not None and not isinstance(bus, EventBus):
-            raise ValueError(f"bus={bus!r}: must be an EventBus or None")
-        if safety is not None and not isinstance(safety, Mapping):
-            raise ValueError(f"safety={safety!r}: must be a mapping or None")
-        if not (
-            isinstance(image_every, int) and not isinstance(image_every, bool) and image_every >= 0
-        ):
-            raise ValueError(f"image_every={image_every!r}: must be an integer >= 0 (0: no images)")
+        check_episode_parts(agent, trace, bus, safety, image_every, operator)
         timing = timing if timing is not None else Timing()
         if not isinstance(timing, Timing) or timing.mode != "sync":
             raise ValueError(f"timing={timing!r}: served mode supports Timing(mode='sync') only")
         if hold_action is not None and not callable(hold_action):
             raise ValueError(f"hold_action={hold_action!r}: must be callable or None")
-        safety = dict(safety or {})
         self.env_spec = env_spec
         self.agent = agent
         self.trace = trace
         self.bus = bus if bus is not None else EventBus()
-        self.shield = SafetyShield(
-            env_spec, build_guards(safety), clip_tolerance=float(safety.get("clip_tolerance", 0.05))
-        )
+        self.shield = make_shield(env_spec, safety)
         self.image_every = image_every
         self.timing = timing
         self.operator = operator if operator is not None else OperatorChannel()
