@@ -204,19 +204,28 @@ class MockPolicy(Policy):
         if horizon <= _PYTHON_HORIZON and not self.noise:
             # Short chunks in plain Python: the same values as the numpy path below, at a
             # fraction of its cost when the process has been idle between calls (a policy
-            # server at 50 Hz: ~0.12 vs ~0.24 ms for 8 actions here).
+            # server at 50 Hz: ~0.12 vs ~0.24 ms for 8 actions here). Keys without limits
+            # skip the clipping (min/max with infinite bounds: the value itself).
             sin = math.sin
-            rows = plan.rows
             chunk = []
-            for t in range(t0, t0 + horizon):
-                x = omega * t
-                action = {
-                    k: min(hi, max(lo, c + a * sin(x + p)))
-                    for k, (c, a, p, lo, hi, _) in zip(keys, rows, strict=True)
-                }
-                if plan.extra:
+            if plan.clipped is None:
+                terms = plan.terms
+                for t in range(t0, t0 + horizon):
+                    x = omega * t
+                    chunk.append({k: c + a * sin(x + p) for k, c, a, p in terms})
+            else:
+                clipped = plan.clipped
+                for t in range(t0, t0 + horizon):
+                    x = omega * t
+                    chunk.append(
+                        {
+                            k: min(hi, max(lo, c + a * sin(x + p))) if clip else c + a * sin(x + p)
+                            for k, c, a, p, lo, hi, clip in clipped
+                        }
+                    )
+            if plan.extra:
+                for action in chunk:
                     action.update(dict.fromkeys(plan.extra, 0.0))
-                chunk.append(action)
             return chunk
         angles = np.multiply.outer(omega * np.arange(t0, t0 + horizon, dtype=float), plan.ones)
         angles += plan.phase
@@ -238,7 +247,7 @@ class _Plan:
     """The mock's per-key coefficients: value = center + scale * sin(omega t + phase), clipped."""
 
     __slots__ = ("keys", "limits", "config", "rows", "extra", "center", "scale", "phase", "lo",
-                 "hi", "noise", "ones")  # fmt: skip
+                 "hi", "noise", "ones", "terms", "clipped")  # fmt: skip
 
     def __init__(
         self, keys: tuple[str, ...], limits: Any, config: tuple[Any, ...], rows: list[tuple]
@@ -251,6 +260,18 @@ class _Plan:
         columns = np.array(rows, dtype=float).reshape(len(rows), 6).T
         self.center, self.scale, self.phase, self.lo, self.hi, self.noise = columns
         self.ones = np.ones(len(rows))
+        # The plain-Python path's per-key terms: (key, center, scale, phase), and with the
+        # bounds and whether they clip when any key has finite ones (else None).
+        self.terms = [(k, row[0], row[1], row[2]) for k, row in zip(keys, rows, strict=True)]
+        clip = [not (row[3] == -math.inf and row[4] == math.inf) for row in rows]
+        self.clipped = (
+            [
+                (*term, row[3], row[4], c)
+                for term, row, c in zip(self.terms, rows, clip, strict=True)
+            ]
+            if any(clip)
+            else None
+        )
 
 
 register_provider("mock", MockPolicy, replace=True)

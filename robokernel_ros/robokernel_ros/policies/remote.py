@@ -26,12 +26,13 @@ from __future__ import annotations
 import array
 import logging
 import math
+import operator
 import secrets
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,9 +156,9 @@ def observation_to_msg(
     (every field but the header is set) instead of a new one: a sender that publishes
     at once reuses one, since building the message costs more than filling it.
     """
-    from robokernel_interfaces.msg import NamedArray, Observation
-
     if msg is None:
+        from robokernel_interfaces.msg import Observation
+
         msg = Observation()
     msg.run_id = run_id
     msg.step = int(step)
@@ -165,47 +166,64 @@ def observation_to_msg(
     positions = observation.get("joint_positions") or {}
     velocities = observation.get("joint_velocities") or {}
     names = list(positions)
-    if velocities.keys() != positions.keys():
+    joint_state = msg.joint_state
+    joint_state.name = names
+    # The common case, without a lookup per joint: the velocities name the positions'
+    # joints in the same order (or there are none).
+    if not velocities or list(velocities) == names:
+        joint_state.position = _floats(positions.values())
+        joint_state.velocity = _floats(velocities.values())
+    else:
         names += [n for n in velocities if n not in positions]
-    nan = math.nan
-    msg.joint_state.name = names
-    msg.joint_state.position = _floats([positions.get(n, nan) for n in names])
-    msg.joint_state.velocity = _floats(
-        [velocities.get(n, nan) for n in names] if velocities else []
-    )
-    images = observation.get("images") or {}
-    msg.image_names = [str(n) for n in images]
-    # A refilled Observation refills its Image messages too (building one per camera and
-    # call is what an idle sender pays most for, after the pixels themselves).
-    reuse = list(msg.images) if len(msg.images) == len(images) else [None] * len(images)
-    msg.images = [
-        _image_msg(str(n), img, out) for (n, img), out in zip(images.items(), reuse, strict=True)
-    ]
+        nan = math.nan
+        joint_state.position = _floats([positions.get(n, nan) for n in names])
+        joint_state.velocity = _floats([velocities.get(n, nan) for n in names])
+    images = observation.get("images")
+    if images or len(msg.images):
+        images = images or {}
+        msg.image_names = [str(n) for n in images]
+        # A refilled Observation refills its Image messages too (building one per camera
+        # and call is what an idle sender pays most for, after the pixels themselves).
+        reuse = list(msg.images) if len(msg.images) == len(images) else [None] * len(images)
+        msg.images = [
+            _image_msg(str(n), img, out)
+            for (n, img), out in zip(images.items(), reuse, strict=True)
+        ]
     arrays = []
     for key, value in observation.items():
-        if key in ("joint_positions", "joint_velocities", "images"):
+        if key in _JOINT_AND_IMAGE_KEYS:
             continue
         if isinstance(value, Mapping):
             for sub, item in value.items():
                 if isinstance(item, int | float | np.number) and not isinstance(item, bool):
-                    arrays.append(NamedArray(name=f"{key}/{sub}", data=[float(item)]))
+                    arrays.append(_named_array(f"{key}/{sub}", [float(item)]))
         elif isinstance(value, list | tuple | np.ndarray):
             vector = np.asarray(value)
             if vector.ndim == 1 and vector.dtype.kind in "fiu":
-                arrays.append(NamedArray(name=str(key), data=vector.astype(float).tolist()))
-    msg.arrays = arrays
-    msg.queued_actions = _floats(
-        _queued_to_flat(queued_actions, queued_keys)
-        if queued_actions is not None and len(queued_actions)
-        else []
-    )
-    msg.delay_steps = max(0, int(delay_steps or 0))
+                arrays.append(_named_array(str(key), vector.astype(float).tolist()))
+    if arrays or len(msg.arrays):
+        msg.arrays = arrays
+    if queued_actions is not None and len(queued_actions):
+        msg.queued_actions = _floats(_queued_to_flat(queued_actions, queued_keys))
+    elif len(msg.queued_actions):
+        msg.queued_actions = _floats(())
+    msg.delay_steps = max(0, int(delay_steps)) if delay_steps else 0
     return msg
 
 
-def _floats(values: list[Any]) -> array.array:
+_JOINT_AND_IMAGE_KEYS = frozenset(("joint_positions", "joint_velocities", "images"))
+
+
+def _named_array(name: str, data: list[float]) -> Any:
+    from robokernel_interfaces.msg import NamedArray
+
+    return NamedArray(name=name, data=data)
+
+
+def _floats(values: Iterable[Any]) -> array.array:
     """A float64[] field's value as an array.array('d'), which rosidl's setter stores as
-    it is; a value that is not a number goes through float(), which names it."""
+    it is; a value that is not a number goes through float(), which names it. `values`:
+    a list or a view (iterated again on that error path)."""
     try:
         return array.array("d", values)
     except TypeError:
@@ -224,16 +242,11 @@ def _queued_to_flat(
 
 def msg_to_observation(msg: Any) -> dict[str, Any]:
     """The observation dict an `Observation` message carries (the inverse of observation_to_msg)."""
-    names = list(msg.joint_state.name)
-    observation: dict[str, Any] = {
-        "joint_positions": {
-            n: float(v) for n, v in zip(names, msg.joint_state.position, strict=False)
-        },
-    }
-    if len(msg.joint_state.velocity):
-        observation["joint_velocities"] = {
-            n: float(v) for n, v in zip(names, msg.joint_state.velocity, strict=False)
-        }
+    joint_state = msg.joint_state
+    names = joint_state.name
+    observation: dict[str, Any] = {"joint_positions": _named_floats(names, joint_state.position)}
+    if len(joint_state.velocity):
+        observation["joint_velocities"] = _named_floats(names, joint_state.velocity)
     if len(msg.images):
         observation["images"] = {
             name: image_from_msg(img)
@@ -248,6 +261,13 @@ def msg_to_observation(msg: Any) -> dict[str, Any]:
         else:
             observation[named.name] = np.asarray(named.data, dtype=float)
     return observation
+
+
+def _named_floats(names: Sequence[str], values: Sequence[Any]) -> dict[str, float]:
+    """{name: value} of a float64[] field (extra names or values are dropped)."""
+    if type(values) is array.array:  # what a received message holds: Python floats already
+        return dict(zip(names, values, strict=False))
+    return {n: float(v) for n, v in zip(names, values, strict=False)}
 
 
 def queued_actions_from_msg(msg: Any, keys: Sequence[str]) -> list[Action]:
@@ -275,21 +295,34 @@ def chunk_to_msg(
     """A chunk of action dicts as an `ActionChunk` (columns: `keys`, else the first action's keys;
     a key a row lacks is sent as NaN and dropped again on the way back). `msg`: an
     ActionChunk to fill (every field but the header) instead of a new one."""
-    from robokernel_interfaces.msg import ActionChunk
-
     rows = actions if isinstance(actions, list) else list(actions)
     columns = list(keys) if keys else (list(rows[0]) if rows else [])
     if msg is None:
+        from robokernel_interfaces.msg import ActionChunk
+
         msg = ActionChunk()
     msg.run_id = run_id
     msg.obs_step = int(obs_step)
     msg.keys = columns
     msg.horizon = len(rows)
-    nan = math.nan
-    flat = [row.get(k, nan) for row in rows for k in columns]
-    msg.actions = _floats(flat)
+    values = array.array("d")
+    if columns:
+        # One C call per row when every row has every column (a KeyError otherwise).
+        row_values = operator.itemgetter(*columns) if len(columns) > 1 else _one(columns[0])
+        try:
+            for row in rows:
+                values.extend(row_values(row))
+        except (KeyError, TypeError):
+            nan = math.nan
+            values = _floats([row.get(k, nan) for row in rows for k in columns])
+    msg.actions = values
     msg.inference_time_s = float(inference_time_s)
     return msg
+
+
+def _one(key: str) -> Any:
+    """itemgetter's one-column form, as a 1-tuple like the others."""
+    return lambda row: (row[key],)
 
 
 def msg_to_chunk(msg: Any) -> list[Action]:
@@ -302,13 +335,14 @@ def msg_to_chunk(msg: Any) -> list[Action]:
         return []
     if len(flat) != width * horizon:
         raise ValueError(f"ActionChunk has {len(flat)} values for horizon {horizon} x {width} keys")
+    if flat == flat:  # no NaN anywhere (NaN != NaN): the common case, one zip per row
+        return [
+            dict(zip(keys, flat[i : i + width], strict=True))
+            for i in range(0, width * horizon, width)
+        ]
     chunk = []
     for i in range(0, width * horizon, width):
-        row = flat[i : i + width]
-        if row == row:  # no NaN in the row (NaN != NaN): the common case, one zip
-            chunk.append(dict(zip(keys, row, strict=True)))
-        else:
-            chunk.append({k: v for k, v in zip(keys, row, strict=True) if v == v})
+        chunk.append({k: v for k, v in zip(keys, flat[i : i + width], strict=True) if v == v})
     return chunk
 
 
@@ -425,24 +459,30 @@ class DirectReader:
         return self._sub.get_publisher_count()
 
     def take(self, timeout_s: float) -> list[Any]:
-        """Every message waiting now; if none, the ones that arrive within `timeout_s`
-        (an empty list once that passes, or when closed)."""
+        """Every message waiting now; if none, the first that arrives within `timeout_s`
+        (an empty list once that passes, or when closed). After a wait one message is
+        taken and returned at once: the caller answers it without another take first,
+        and what came with it is taken by the next call, without waiting."""
         sub, handle = self._sub, self._sub.handle
+        msg_type, raw = sub.msg_type, sub.raw
         messages = []
+        waited = False
         with handle, self._wake.handle:
             while not self._closed:
-                taken = handle.take_message(sub.msg_type, sub.raw)
+                taken = handle.take_message(msg_type, raw)
                 if taken is not None:
                     messages.append(taken[0])
+                    if waited:
+                        break
                     continue
-                if messages or timeout_s <= 0:
+                if messages or waited or timeout_s <= 0:
                     break
                 ws = self._wait_set
                 ws.clear_entities()
                 ws.add_subscription(handle)
                 ws.add_guard_condition(self._wake.handle)
                 ws.wait(int(timeout_s * 1e9))
-                timeout_s = 0.0  # after one wait: take what came, then return
+                waited = True
         return messages
 
     def close(self) -> None:
@@ -612,6 +652,7 @@ class RemotePolicy(Policy):
         # The most recent chunks' (obs_step, inference_time_s, round_trip_s), bounded so a
         # long rollout does not grow it.
         self.chunk_log: deque[tuple[int, float, float]] = deque(maxlen=256)
+        self._bound_keys: tuple[Any, Any, bool] = ((), None, False)  # _bind's last decision
 
         self._link = _PrivateLink.acquire()
         self.node = self._link.node
@@ -716,7 +757,9 @@ class RemotePolicy(Policy):
         round_trip = time.monotonic() - started
         self.last_inference_time_s = float(chunk_msg.inference_time_s)
         self.chunk_log.append((int(chunk_msg.obs_step), self.last_inference_time_s, round_trip))
-        return self._bind(msg_to_chunk(chunk_msg))
+        c = msg_to_chunk(chunk_msg)
+        c = self._bind(c)
+        return c
 
     def _exchange(self, msg: Any) -> Any:
         key = (msg.run_id, int(msg.step))
@@ -776,8 +819,16 @@ class RemotePolicy(Policy):
         same width is bound by position (and reported as positional_fallback_used)."""
         if not chunk or not self.action_keys:
             return chunk
-        keys = list(chunk[0])
-        if set(keys) & set(self.action_keys) or len(keys) != len(self.action_keys):
+        keys = tuple(chunk[0])
+        seen = self._bound_keys  # the last decision: (chunk keys, action keys, by position)
+        if seen[0] == keys and seen[1] is self.action_keys:
+            by_position = seen[2]
+        else:
+            by_position = not (set(keys) & set(self.action_keys)) and len(keys) == len(
+                self.action_keys
+            )
+            self._bound_keys = (keys, self.action_keys, by_position)
+        if not by_position:
             return chunk
         self.positional_fallback_used = True
         return [dict(zip(self.action_keys, row.values(), strict=False)) for row in chunk]

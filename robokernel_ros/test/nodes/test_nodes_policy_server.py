@@ -273,3 +273,81 @@ def test_closing_the_link_wakes_a_policy_waiting_for_its_chunk(processes) -> Non
         assert isinstance(result, RuntimeError) and "closed" in str(result), result
     finally:
         policy.close()
+
+
+def _until(predicate, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_chunk_stamps_follow_the_servers_clock() -> None:
+    """The server stamps chunks from the system clock while ROS time is off (what the
+    node's clock reads then) and from the node's clock once use_sim_time turns it on."""
+    import rclpy
+    from rclpy.parameter import Parameter
+    from robokernel_ros.nodes.policy_server import PolicyServer
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    server = PolicyServer(context=context)
+    try:
+        server._loader.join(timeout=30)  # the policy is loaded and announced
+        assert server.ready, server.detail
+        obs = wire.observation_to_msg({"joint_positions": {"a": 0.0}}, run_id="r", step=3)
+        before = time.time_ns()
+        chunk = server.infer(obs)
+        stamp = chunk.header.stamp.sec * 1_000_000_000 + chunk.header.stamp.nanosec
+        assert before <= stamp <= time.time_ns()
+        assert (chunk.obs_step, list(chunk.keys)) == (3, ["a"])
+        server.set_parameters([Parameter("use_sim_time", Parameter.Type.BOOL, True)])
+        chunk = server.infer(obs)  # no /clock published: ROS time reads 0
+        assert (chunk.header.stamp.sec, chunk.header.stamp.nanosec) == (0, 0)
+        server.set_parameters([Parameter("use_sim_time", Parameter.Type.BOOL, False)])
+        chunk = server.infer(obs)
+        assert chunk.header.stamp.sec * 1_000_000_000 + chunk.header.stamp.nanosec >= before
+    finally:
+        server.destroy_node()
+        rclpy.try_shutdown(context=context)
+
+
+def test_direct_reader_drains_what_waits_and_answers_the_first_after_a_wait() -> None:
+    """DirectReader.take: every message already waiting at once; after a wait, the first
+    one that came (returned without another take), and what came with it next call."""
+    import threading
+
+    import rclpy
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("direct_reader_test", context=context)
+    qos = QoSProfile(
+        history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
+    )
+    reader = wire.DirectReader(node, String, "/direct_reader_test", qos)
+    pub = node.create_publisher(String, "/direct_reader_test", qos)
+    try:
+        assert _until(lambda: reader.publisher_count() > 0, 10)
+        for text in ("a", "b", "c"):
+            pub.publish(String(data=text))
+        time.sleep(0.3)  # they arrive
+        assert [m.data for m in reader.take(1.0)] == ["a", "b", "c"]
+        assert reader.take(0.0) == []
+
+        def later() -> None:
+            time.sleep(0.2)
+            pub.publish(String(data="d"))
+            pub.publish(String(data="e"))
+
+        threading.Thread(target=later).start()
+        assert [m.data for m in reader.take(5.0)] == ["d"]
+        assert [m.data for m in reader.take(5.0)] == ["e"]
+    finally:
+        reader.close()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
