@@ -502,7 +502,7 @@ class _Episode:
         kept = chunk[dropped:]
         self.queue = collections.deque(kept)
         self.chunks += 1
-        if self.rec.listening:
+        if self.rec.bus.subscriber_count:
             keys = self.spec.action_keys
             self.rec.emit(
                 ev.CHUNK_MERGE,
@@ -882,6 +882,8 @@ def _late_verdict(runner: Any, record: EpisodeRecord, verdict: dict[str, Any]) -
 
 def _as_chunk(chunk: Any) -> list[Any]:
     """An agent's return value as a list of proposed actions (garbage stays garbage, for the shield)."""
+    if type(chunk) is list:  # the common case, checked first: this runs for every chunk
+        return chunk
     if isinstance(chunk, Mapping):
         return [chunk]  # a single-step policy that did not wrap its action
     if chunk is None or isinstance(chunk, str | bytes) or not hasattr(chunk, "__iter__"):

@@ -156,9 +156,11 @@ class PolicyAgent:
     def act(self, observation: Mapping[str, Any], step: int, **rtc: Any) -> list[Action]:
         if self.wants_step:
             rtc = {**self.policy_kwargs, **rtc, "step": step}
-        else:
+        elif self.policy_kwargs:
             rtc = {**self.policy_kwargs, **rtc}
         chunk = self.policy.get_actions(observation, self.instruction, **rtc)
-        if self.action_horizon is not None:
-            chunk = list(chunk)[: self.action_horizon]
-        return list(chunk)
+        chunk = list(chunk)  # a copy: the kernel's queue is its own
+        horizon = self.action_horizon
+        if horizon is not None and len(chunk) > horizon:
+            del chunk[horizon:]
+        return chunk

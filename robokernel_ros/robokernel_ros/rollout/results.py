@@ -96,7 +96,7 @@ class ActionHealth:
 
     def count(self, action: Any) -> None:
         """One executed policy action (a non-mapping counts as an action naming no key)."""
-        shape = tuple(action) if isinstance(action, Mapping) else ()
+        shape = tuple(action) if type(action) is dict or isinstance(action, Mapping) else ()
         shapes = self._shapes
         n = shapes.get(shape)
         if n is not None:
