@@ -333,7 +333,8 @@ class PolicyServer(Node):
         time); `out`: the message to fill instead of a new one."""
         with self._infer_lock:
             policy = self.policy
-            observation = wire.msg_to_observation(msg)
+            # Converted as the policy reads it (the mock reads nothing of it).
+            observation = wire.ObservationView(msg)
             if not self._bound:
                 keys = sorted(observation.get("actuator_targets", {})) or list(
                     observation["joint_positions"]

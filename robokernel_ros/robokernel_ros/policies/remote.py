@@ -32,8 +32,9 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -211,6 +212,7 @@ def observation_to_msg(
     return msg
 
 
+_chain = chain.from_iterable
 _JOINT_AND_IMAGE_KEYS = frozenset(("joint_positions", "joint_velocities", "images"))
 
 
@@ -248,11 +250,105 @@ def msg_to_observation(msg: Any) -> dict[str, Any]:
     if len(joint_state.velocity):
         observation["joint_velocities"] = _named_floats(names, joint_state.velocity)
     if len(msg.images):
-        observation["images"] = {
-            name: image_from_msg(img)
-            for name, img in zip(msg.image_names, msg.images, strict=False)
-        }
-    for named in msg.arrays:
+        observation["images"] = _images_from_msg(msg)
+    _arrays_into(observation, msg.arrays)
+    return observation
+
+
+_MISSING = object()
+
+
+class ObservationView(MutableMapping):
+    """msg_to_observation's dict of an `Observation` message, each entry converted when
+    it is first read: a policy that reads only the joints does not pay for the images,
+    and one that reads nothing (the mock) for nothing. Iterating, `len`, `==` and
+    writing convert everything first; after that it is that dict."""
+
+    __slots__ = ("_msg", "_entries", "_arrays", "_whole")
+
+    def __init__(self, msg: Any) -> None:
+        self._msg = msg
+        self._entries: dict[str, Any] = {}  # the entries read so far
+        self._arrays: dict[str, Any] | None = None  # msg.arrays as entries, once needed
+        self._whole: dict[str, Any] | None = None  # every entry, once needed
+
+    def _convert(self, key: str) -> Any:
+        msg = self._msg
+        if len(msg.arrays) and any(
+            a.name.split("/", 1)[0] in _JOINT_AND_IMAGE_KEYS for a in msg.arrays
+        ):
+            return self._dict().get(key, _MISSING)  # arrays merge into the joints' entries
+        if key == "joint_positions":
+            return _named_floats(msg.joint_state.name, msg.joint_state.position)
+        if key == "joint_velocities":
+            velocity = msg.joint_state.velocity
+            return _named_floats(msg.joint_state.name, velocity) if len(velocity) else _MISSING
+        if key == "images":
+            return _images_from_msg(msg) if len(msg.images) else _MISSING
+        if self._arrays is None:
+            self._arrays = {}
+            _arrays_into(self._arrays, msg.arrays)
+        return self._arrays.get(key, _MISSING)
+
+    def _dict(self) -> dict[str, Any]:
+        whole = self._whole
+        if whole is None:
+            whole = msg_to_observation(self._msg)
+            # An entry read already stays the object the reader holds.
+            whole.update((k, v) for k, v in self._entries.items() if k in whole)
+            self._whole = whole
+        return whole
+
+    def __getitem__(self, key: str) -> Any:
+        if self._whole is not None:
+            return self._whole[key]
+        value = self._entries.get(key, _MISSING)
+        if value is _MISSING:
+            value = self._convert(key)
+            if value is _MISSING:
+                raise KeyError(key)
+            self._entries[key] = value
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self[key]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._dict()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._dict()[key]
+
+    def __repr__(self) -> str:
+        return f"ObservationView({self._dict()!r})"
+
+
+def _images_from_msg(msg: Any) -> dict[str, np.ndarray]:
+    return {
+        name: image_from_msg(img) for name, img in zip(msg.image_names, msg.images, strict=False)
+    }
+
+
+def _arrays_into(observation: dict[str, Any], arrays: Sequence[Any]) -> None:
+    """Observation.arrays as entries of `observation`: `<entry>/<name>` into {name: float}
+    mappings, any other a float vector."""
+    for named in arrays:
         if "/" in named.name:
             entry, sub = named.name.split("/", 1)
             observation.setdefault(entry, {})[sub] = (
@@ -260,7 +356,6 @@ def msg_to_observation(msg: Any) -> dict[str, Any]:
             )
         else:
             observation[named.name] = np.asarray(named.data, dtype=float)
-    return observation
 
 
 def _named_floats(names: Sequence[str], values: Sequence[Any]) -> dict[str, float]:
@@ -305,24 +400,20 @@ def chunk_to_msg(
     msg.obs_step = int(obs_step)
     msg.keys = columns
     msg.horizon = len(rows)
-    values = array.array("d")
-    if columns:
-        # One C call per row when every row has every column (a KeyError otherwise).
-        row_values = operator.itemgetter(*columns) if len(columns) > 1 else _one(columns[0])
+    if len(columns) > 1:
+        # In C when every row has every column (a KeyError otherwise).
         try:
-            for row in rows:
-                values.extend(row_values(row))
+            values = array.array("d", _chain(map(operator.itemgetter(*columns), rows)))
         except (KeyError, TypeError):
-            nan = math.nan
-            values = _floats([row.get(k, nan) for row in rows for k in columns])
+            values = None
+    else:
+        values = None
+    if values is None:
+        nan = math.nan
+        values = _floats([row.get(k, nan) for row in rows for k in columns])
     msg.actions = values
     msg.inference_time_s = float(inference_time_s)
     return msg
-
-
-def _one(key: str) -> Any:
-    """itemgetter's one-column form, as a 1-tuple like the others."""
-    return lambda row: (row[key],)
 
 
 def msg_to_chunk(msg: Any) -> list[Action]:
@@ -335,11 +426,10 @@ def msg_to_chunk(msg: Any) -> list[Action]:
         return []
     if len(flat) != width * horizon:
         raise ValueError(f"ActionChunk has {len(flat)} values for horizon {horizon} x {width} keys")
-    if flat == flat:  # no NaN anywhere (NaN != NaN): the common case, one zip per row
-        return [
-            dict(zip(keys, flat[i : i + width], strict=True))
-            for i in range(0, width * horizon, width)
-        ]
+    if flat == flat:  # no NaN anywhere (NaN != NaN): the common case
+        # zip stops at the end of `keys` before it takes from `values`: one row each
+        values = iter(flat)
+        return [dict(zip(keys, values)) for _ in range(horizon)]  # noqa: B905
     chunk = []
     for i in range(0, width * horizon, width):
         chunk.append({k: v for k, v in zip(keys, flat[i : i + width], strict=True) if v == v})
@@ -735,20 +825,22 @@ class RemotePolicy(Policy):
     def get_actions(
         self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any
     ) -> list[Action]:
-        step = kwargs.get(
-            "step", observation.get("step") if isinstance(observation, Mapping) else None
-        )
+        step = kwargs.get("step")
         if step is None:
-            step = self._counter
-        self._counter = int(step) + 1
+            step = observation.get("step") if isinstance(observation, Mapping) else None
+            if step is None:
+                step = self._counter
+        step = int(step)
+        self._counter = step + 1
+        queued = kwargs.get("queued_actions")
         msg = observation_to_msg(
             observation,
             run_id=self._run_id,
-            step=int(step),
+            step=step,
             instruction=instruction,
-            queued_actions=kwargs.get("queued_actions"),
-            queued_keys=self.server_action_keys or self.action_keys,
-            delay_steps=int(kwargs.get("delay_steps") or 0),
+            queued_actions=queued,
+            queued_keys=(self.server_action_keys or self.action_keys) if queued is not None else (),
+            delay_steps=kwargs.get("delay_steps") or 0,
             # Topic mode publishes at once: one message, refilled (a new one costs ~0.1 ms).
             msg=self._obs_msg if self.mode == "topic" else None,
         )

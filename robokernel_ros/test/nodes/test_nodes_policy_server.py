@@ -351,3 +351,49 @@ def test_direct_reader_drains_what_waits_and_answers_the_first_after_a_wait() ->
         reader.close()
         node.destroy_node()
         rclpy.try_shutdown(context=context)
+
+
+def test_observation_view_is_the_observation_dict_converted_as_read(monkeypatch) -> None:
+    """What the server hands its policy: msg_to_observation's dict, each entry converted
+    when first read (a policy reading only the joints never converts the images)."""
+    image = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    obs = {
+        "joint_positions": {"j1": 0.5, "j2": -1.0},
+        "joint_velocities": {"j1": 0.1, "j2": 0.0},
+        "actuator_targets": {"m1": 0.25},
+        "images": {"front": image},
+        "ee_pos": np.array([1.0, 2.0, 3.0]),
+    }
+    msg = wire.observation_to_msg(obs, run_id="r", step=1)
+    converted = []
+    real = wire.image_from_msg
+    monkeypatch.setattr(wire, "image_from_msg", lambda m: converted.append(1) or real(m))
+    view = wire.ObservationView(msg)
+    assert view["joint_positions"] == obs["joint_positions"]
+    assert view.get("actuator_targets") == {"m1": 0.25} and "missing" not in view
+    assert view.get("missing", 7) == 7 and "joint_velocities" in view
+    assert converted == []  # the images were not read
+    np.testing.assert_array_equal(view["images"]["front"], image)
+    assert converted == [1]
+    positions = view["joint_positions"]
+    whole = wire.msg_to_observation(msg)
+    assert sorted(view) == sorted(whole) and len(view) == len(whole)
+    assert view["joint_positions"] is positions  # an entry read stays the same object
+    np.testing.assert_array_equal(view["ee_pos"], obs["ee_pos"])
+    view["extra"] = 1.0
+    assert view["extra"] == 1.0 and dict(view).keys() == {*whole, "extra"}
+    del view["extra"]
+    assert "extra" not in view
+    # Without velocities or images those entries are absent, as in the dict.
+    bare = wire.ObservationView(
+        wire.observation_to_msg({"joint_positions": {"a": 1.0}}, run_id="r", step=0)
+    )
+    assert (
+        "joint_velocities" not in bare
+        and "images" not in bare
+        and dict(bare) == {"joint_positions": {"a": 1.0}}
+    )
+    # An array entry merging into the joints' entry reads as msg_to_observation's.
+    odd = wire.observation_to_msg({"joint_positions": {"a": 1.0}}, run_id="r", step=0)
+    odd.arrays = [wire._named_array("joint_positions/b", [2.0])]
+    assert wire.ObservationView(odd)["joint_positions"] == {"a": 1.0, "b": 2.0}
