@@ -341,19 +341,24 @@ class PolicyServer(Node):
                 )
                 policy.set_robot_state_keys(keys)
                 self._bound = True
-            if msg.run_id != self._episode:
-                policy.reset(instruction=msg.instruction)
-                self._episode = msg.run_id
-            kwargs: dict[str, Any] = {}
+            run_id, instruction = msg.run_id, msg.instruction
+            if run_id != self._episode:
+                policy.reset(instruction=instruction)
+                self._episode = run_id
             if getattr(policy, "supports_rtc", False):
-                kwargs["queued_actions"] = wire.queued_actions_from_msg(msg, policy.action_keys)
-                kwargs["delay_steps"] = int(msg.delay_steps)
-            started = time.perf_counter()
-            actions = policy.get_actions(observation, msg.instruction, **kwargs)
+                rtc = {
+                    "queued_actions": wire.queued_actions_from_msg(msg, policy.action_keys),
+                    "delay_steps": int(msg.delay_steps),
+                }
+                started = time.perf_counter()
+                actions = policy.get_actions(observation, instruction, **rtc)
+            else:
+                started = time.perf_counter()
+                actions = policy.get_actions(observation, instruction)
             elapsed = time.perf_counter() - started
             chunk = wire.chunk_to_msg(
                 actions,
-                run_id=msg.run_id,
+                run_id=run_id,
                 obs_step=msg.step,
                 inference_time_s=elapsed,
                 keys=policy.action_keys or None,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import array
 import logging
 import math
-import operator
 import secrets
 import threading
 import time
@@ -34,7 +33,6 @@ import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -212,7 +210,6 @@ def observation_to_msg(
     return msg
 
 
-_chain = chain.from_iterable
 _JOINT_AND_IMAGE_KEYS = frozenset(("joint_positions", "joint_velocities", "images"))
 
 
@@ -400,18 +397,13 @@ def chunk_to_msg(
     msg.obs_step = int(obs_step)
     msg.keys = columns
     msg.horizon = len(rows)
-    if len(columns) > 1:
-        # In C when every row has every column (a KeyError otherwise).
-        try:
-            values = array.array("d", _chain(map(operator.itemgetter(*columns), rows)))
-        except (KeyError, TypeError):
-            values = None
-    else:
-        values = None
-    if values is None:
+    # (plain comprehensions: itemgetter/map/chain in C measured slower, cold and hot)
+    try:
+        flat = [row[k] for row in rows for k in columns]
+    except KeyError:
         nan = math.nan
-        values = _floats([row.get(k, nan) for row in rows for k in columns])
-    msg.actions = values
+        flat = [row.get(k, nan) for row in rows for k in columns]
+    msg.actions = _floats(flat)
     msg.inference_time_s = float(inference_time_s)
     return msg
 

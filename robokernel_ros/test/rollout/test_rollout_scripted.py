@@ -90,19 +90,21 @@ def test_mock_short_chunks_equal_the_numpy_path():
     server); the values are the numpy path's, bit for bit."""
     import robokernel_ros.policies.mock as mock
 
-    def chunks(python_horizon: int) -> list:
+    def chunks(python_horizon: int, limits: dict) -> list:
         saved, mock._PYTHON_HORIZON = mock._PYTHON_HORIZON, python_horizon
         try:
             out = []
             for horizon in (2, 8, 16):
                 policy = mock.MockPolicy(seed=3, execution_horizon=horizon)
                 policy.set_robot_state_keys(["a", "b", "gripper"])
-                policy.set_action_limits({"a": (-1.0, 1.0), "b": (0.0, 2.0)})
+                policy.set_action_limits(limits)
                 policy.reset(seed=3)
                 out.extend(a for _ in range(20) for a in policy.get_actions({}))
             return out
         finally:
             mock._PYTHON_HORIZON = saved
 
-    python, numpy = chunks(16), chunks(0)
-    assert len(python) == 520 and python == numpy
+    for limits in ({"a": (-1.0, 1.0), "b": (0.0, 2.0)}, {}):  # some keys clipped; none
+        python, numpy = chunks(16, limits), chunks(0, limits)
+        assert len(python) == 520 and python == numpy
+        assert all(list(action) == ["a", "b", "gripper"] for action in python)
