@@ -841,9 +841,7 @@ class RemotePolicy(Policy):
         round_trip = time.monotonic() - started
         self.last_inference_time_s = float(chunk_msg.inference_time_s)
         self.chunk_log.append((int(chunk_msg.obs_step), self.last_inference_time_s, round_trip))
-        c = msg_to_chunk(chunk_msg)
-        c = self._bind(c)
-        return c
+        return self._bind(msg_to_chunk(chunk_msg))
 
     def _exchange(self, msg: Any) -> Any:
         key = (msg.run_id, int(msg.step))
