@@ -345,24 +345,22 @@ class PolicyServer(Node):
             if run_id != self._episode:
                 policy.reset(instruction=instruction)
                 self._episode = run_id
+            # The chunk as the wire takes it (ActionRows): no action dict per step when the
+            # policy computes an array anyway (the mock, LeRobot).
+            keys = policy.action_keys or None
             if getattr(policy, "supports_rtc", False):
                 rtc = {
                     "queued_actions": wire.queued_actions_from_msg(msg, policy.action_keys),
                     "delay_steps": int(msg.delay_steps),
                 }
                 started = time.perf_counter()
-                actions = policy.get_actions(observation, instruction, **rtc)
+                rows = policy.get_action_rows(observation, instruction, keys=keys, **rtc)
             else:
                 started = time.perf_counter()
-                actions = policy.get_actions(observation, instruction)
+                rows = policy.get_action_rows(observation, instruction, keys=keys)
             elapsed = time.perf_counter() - started
             chunk = wire.chunk_to_msg(
-                actions,
-                run_id=run_id,
-                obs_step=msg.step,
-                inference_time_s=elapsed,
-                keys=policy.action_keys or None,
-                msg=out,
+                rows, run_id=run_id, obs_step=msg.step, inference_time_s=elapsed, msg=out
             )
             _stamp(chunk.header.stamp, self._now_ns())
             return chunk

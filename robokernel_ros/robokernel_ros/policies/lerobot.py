@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robokernel_ros.policies.base import Action, Policy, register_provider
+from robokernel_ros.policies.base import Action, ActionRows, Policy, register_provider
 from robokernel_ros.policies.lerobot_binding import (
     ACTION_KEY,
     IMAGE_PREFIX,
@@ -586,6 +586,27 @@ class LerobotPolicy(Policy):
     def get_actions(
         self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any
     ) -> list[Action]:
+        keys, array = self._predict(observation, instruction, kwargs)
+        return [dict(zip(keys, row, strict=True)) for row in array.tolist()]
+
+    def get_action_rows(
+        self,
+        observation: Mapping[str, Any],
+        instruction: str = "",
+        *,
+        keys: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> ActionRows:
+        own, array = self._predict(observation, instruction, kwargs)
+        if keys is not None and tuple(keys) != tuple(own):  # other columns: NaN-filled
+            actions = [dict(zip(own, row, strict=True)) for row in array.tolist()]
+            return ActionRows.from_actions(actions, keys)
+        return ActionRows(list(own), array.ravel().tolist(), len(array))
+
+    def _predict(
+        self, observation: Mapping[str, Any], instruction: str, kwargs: Mapping[str, Any]
+    ) -> tuple[Sequence[str], Any]:
+        """One inference: the action keys and the chunk as a (steps, keys) float32 array."""
         unknown = sorted(set(kwargs) - {"queued_actions", "delay_steps"})
         if unknown:
             raise ValueError(f"lerobot policy get_actions: unknown keyword arguments {unknown}")
@@ -620,8 +641,7 @@ class LerobotPolicy(Policy):
             array = array[0]
         elif array.ndim == 1:
             array = array[None]
-        keys = self._action_binding.keys
-        return [{key: float(value) for key, value in zip(keys, row, strict=True)} for row in array]
+        return self._action_binding.keys, array
 
     # -- internals ---------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from robokernel_ros.policies.base import Action, Policy, register_provider
+from robokernel_ros.policies.base import Action, ActionRows, Policy, register_provider
 
 _CONFIG_KEYS = frozenset(
     {
@@ -187,6 +187,41 @@ class MockPolicy(Policy):
     def get_actions(
         self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any
     ) -> list[Action]:
+        plan, values, horizon = self._next_chunk()
+        return self._actions(plan, values, horizon) if horizon else []
+
+    def get_action_rows(
+        self,
+        observation: Mapping[str, Any],
+        instruction: str = "",
+        *,
+        keys: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> ActionRows:
+        plan, values, horizon = self._next_chunk()
+        if not horizon:
+            return ActionRows.from_actions([], keys)
+        if plan.extra or (keys is not None and keys is not plan.keys and tuple(keys) != plan.keys):
+            # columns other than the values' own: through the dicts, which fill them
+            return ActionRows.from_actions(self._actions(plan, values, horizon), keys)
+        return ActionRows(list(plan.keys), values, horizon)
+
+    @staticmethod
+    def _actions(plan: _Plan, values: list[float], horizon: int) -> list[Action]:
+        keys = plan.keys
+        if keys:
+            flat = iter(values)  # zip stops at the end of `keys` first: one row each
+            chunk = [dict(zip(keys, flat)) for _ in range(horizon)]  # noqa: B905
+        else:
+            chunk = [{} for _ in range(horizon)]
+        if plan.extra:
+            for action in chunk:
+                action.update(dict.fromkeys(plan.extra, 0.0))
+        return chunk
+
+    def _next_chunk(self) -> tuple[Any, list[float], int]:
+        """This call's chunk: its plan, its values (row-major) and its horizon (0, and no
+        plan, for a configured empty chunk); the call counts, sleeps and fails as configured."""
         call = self.calls
         self.calls += 1
         if self.latency_s:
@@ -194,7 +229,7 @@ class MockPolicy(Policy):
         if self.fail_on_call is not None and call == self.fail_on_call:
             raise RuntimeError(f"mock policy failing on call {call} as configured (fail_on_call)")
         if call in self.empty_chunks:
-            return []
+            return None, [], 0
         plan = self._plan
         if not (  # the cached plan, checked by identity first (cheap on an idle server)
             plan is not None
@@ -210,47 +245,29 @@ class MockPolicy(Policy):
         t0 = self._t
         self._t = t0 + horizon
         omega = 2 * math.pi / self.period_steps
-        keys = plan.keys
         if horizon <= _PYTHON_HORIZON and not self.noise:
             # Short chunks in plain Python: the same values as the numpy path below, at a
             # fraction of its cost when the process has been idle between calls (a policy
             # server at 50 Hz: ~0.12 vs ~0.24 ms for 8 actions here). Keys without limits
             # skip the clipping (min/max with infinite bounds: the value itself).
             sin = math.sin
-            chunk = []
+            steps = [omega * t for t in range(t0, t0 + horizon)]
             if plan.clipped is None:
-                terms = plan.terms
-                for t in range(t0, t0 + horizon):
-                    x = omega * t
-                    chunk.append({k: c + a * sin(x + p) for k, c, a, p in terms})
+                values = [c + a * sin(x + p) for x in steps for _, c, a, p in plan.terms]
             else:
-                clipped = plan.clipped
-                for t in range(t0, t0 + horizon):
-                    x = omega * t
-                    chunk.append(
-                        {
-                            k: min(hi, max(lo, c + a * sin(x + p))) if clip else c + a * sin(x + p)
-                            for k, c, a, p, lo, hi, clip in clipped
-                        }
-                    )
-            if plan.extra:
-                for action in chunk:
-                    action.update(dict.fromkeys(plan.extra, 0.0))
-            return chunk
+                values = [
+                    min(hi, max(lo, c + a * sin(x + p))) if clip else c + a * sin(x + p)
+                    for x in steps
+                    for _, c, a, p, lo, hi, clip in plan.clipped
+                ]
+            return plan, values, horizon
         angles = np.multiply.outer(omega * np.arange(t0, t0 + horizon, dtype=float), plan.ones)
         angles += plan.phase
         values = plan.center + plan.scale * np.sin(angles)
         if self.noise:  # drawn in the order of the actions, then of the keys
             values += self._rng.normal(0.0, 1.0, values.shape) * plan.noise
         np.clip(values, plan.lo, plan.hi, out=values)
-        extra = dict.fromkeys(plan.extra, 0.0) if plan.extra else None
-        chunk: list[Action] = []
-        for row in values.tolist():
-            action = dict(zip(keys, row, strict=True))
-            if extra:
-                action.update(extra)
-            chunk.append(action)
-        return chunk
+        return plan, values.ravel().tolist(), horizon
 
 
 class _Plan:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from robokernel_ros.policies.base import Action, Policy, register_provider
+from robokernel_ros.policies.base import Action, ActionRows, Policy, register_provider
 
 _log = logging.getLogger(__name__)
 
@@ -376,7 +376,7 @@ def queued_actions_from_msg(msg: Any, keys: Sequence[str]) -> list[Action]:
 
 
 def chunk_to_msg(
-    actions: Sequence[Mapping[str, float]],
+    actions: Sequence[Mapping[str, float]] | ActionRows,
     *,
     run_id: str,
     obs_step: int,
@@ -384,26 +384,20 @@ def chunk_to_msg(
     keys: Sequence[str] | None = None,
     msg: Any = None,
 ) -> Any:
-    """A chunk of action dicts as an `ActionChunk` (columns: `keys`, else the first action's keys;
-    a key a row lacks is sent as NaN and dropped again on the way back). `msg`: an
+    """A chunk as an `ActionChunk`: ActionRows as they are, or action dicts as
+    ActionRows.from_actions makes them (columns: `keys`, else the first action's keys; a
+    key a row lacks is sent as NaN and dropped again on the way back). `msg`: an
     ActionChunk to fill (every field but the header) instead of a new one."""
-    rows = actions if isinstance(actions, list) else list(actions)
-    columns = list(keys) if keys else (list(rows[0]) if rows else [])
+    rows = actions if type(actions) is ActionRows else ActionRows.from_actions(actions, keys)
     if msg is None:
         from robokernel_interfaces.msg import ActionChunk
 
         msg = ActionChunk()
     msg.run_id = run_id
     msg.obs_step = int(obs_step)
-    msg.keys = columns
-    msg.horizon = len(rows)
-    # (plain comprehensions: itemgetter/map/chain in C measured slower, cold and hot)
-    try:
-        flat = [row[k] for row in rows for k in columns]
-    except KeyError:
-        nan = math.nan
-        flat = [row.get(k, nan) for row in rows for k in columns]
-    msg.actions = _floats(flat)
+    msg.keys = rows.keys
+    msg.horizon = rows.horizon
+    msg.actions = _floats(rows.values)
     msg.inference_time_s = float(inference_time_s)
     return msg
 

@@ -42,6 +42,14 @@ def test_act_chunks_have_the_policy_shape(ckpt_act: Path) -> None:
     chunk = policy.get_actions(so101_observation(), "pick")
     assert len(chunk) == policy.execution_horizon == 5
     assert all(list(a) == list(SO101) and all(math.isfinite(v) for v in a.values()) for a in chunk)
+    # what the policy server sends: the same chunk as rows, without the dicts (ACT in
+    # eval mode is deterministic); columns the model does not output are NaN
+    rows = policy.get_action_rows(so101_observation(), "pick", keys=SO101)
+    assert rows.keys == list(SO101) and rows.horizon == 5
+    assert list(rows.values) == [a[k] for a in chunk for k in SO101]
+    other = policy.get_action_rows(so101_observation(), "pick", keys=["gripper", "extra"])
+    assert other.values[0::2] == [a["gripper"] for a in chunk]
+    assert all(math.isnan(v) for v in other.values[1::2])
     assert policy.is_chunk_emitting() and not policy.supports_rtc
     assert policy.binding_report() == {
         "positional_fallback_used": False,

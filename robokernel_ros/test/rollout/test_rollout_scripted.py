@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from robokernel_ros.kernel.trace import load_trace
+from robokernel_ros.policies.base import ActionRows
 from robokernel_ros.policies.scripted import ScriptedPolicy
 from robokernel_ros.rollout import SimWorkcell, envelope_json
 
@@ -108,3 +109,47 @@ def test_mock_short_chunks_equal_the_numpy_path():
         python, numpy = chunks(16, limits), chunks(0, limits)
         assert len(python) == 520 and python == numpy
         assert all(list(action) == ["a", "b", "gripper"] for action in python)
+
+
+def test_mock_action_rows_are_its_actions_row_major():
+    """get_action_rows (what the policy server sends) holds get_actions' values, row
+    after row, for each of the mock's paths; columns the values lack are NaN."""
+    import math
+
+    import robokernel_ros.policies.mock as mock
+
+    def pair(**config):
+        policies = []
+        for _ in range(2):
+            policy = mock.MockPolicy(seed=5, **config)
+            policy.set_robot_state_keys(["a", "b", "gripper"])
+            policy.set_action_limits({"a": (-1.0, 1.0), "b": (0.0, 2.0)})
+            policy.reset(seed=5)
+            policies.append(policy)
+        return policies
+
+    for config in (
+        {"execution_horizon": 8},  # plain Python
+        {"execution_horizon": 40},  # numpy
+        {"execution_horizon": 4, "noise": 0.1},  # numpy with noise
+        {"execution_horizon": 3, "empty_chunks": [1]},
+    ):
+        by_dicts, by_rows = pair(**config)
+        for _ in range(4):
+            actions = by_dicts.get_actions({})
+            rows = by_rows.get_action_rows({}, keys=("a", "b", "gripper"))
+            assert rows.horizon == len(actions)
+            assert rows.keys == ["a", "b", "gripper"]
+            assert list(rows.values) == [a[k] for a in actions for k in rows.keys]
+            assert rows.values == ActionRows.from_actions(actions, rows.keys).values
+
+    # extra keys the columns do not name are left out; a column the actions lack is NaN
+    by_dicts, by_rows = pair(execution_horizon=2, extra_keys=["junk"])
+    actions = by_dicts.get_actions({})
+    rows = by_rows.get_action_rows({}, keys=("a", "missing"))
+    assert rows.keys == ["a", "missing"] and rows.horizon == 2
+    assert rows.values[0::2] == [a["a"] for a in actions]
+    assert all(math.isnan(v) for v in rows.values[1::2])
+    # without columns: the first action's keys
+    assert ActionRows.from_actions(actions).keys == ["a", "b", "gripper", "junk"]
+    assert ActionRows.from_actions([]) == ActionRows([], [], 0)
