@@ -586,8 +586,7 @@ class LerobotPolicy(Policy):
     def get_actions(
         self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any
     ) -> list[Action]:
-        keys, array = self._predict(observation, instruction, kwargs)
-        return [dict(zip(keys, row, strict=True)) for row in array.tolist()]
+        return _as_actions(*self._predict(observation, instruction, kwargs))
 
     def get_action_rows(
         self,
@@ -599,8 +598,7 @@ class LerobotPolicy(Policy):
     ) -> ActionRows:
         own, array = self._predict(observation, instruction, kwargs)
         if keys is not None and tuple(keys) != tuple(own):  # other columns: NaN-filled
-            actions = [dict(zip(own, row, strict=True)) for row in array.tolist()]
-            return ActionRows.from_actions(actions, keys)
+            return ActionRows.from_actions(_as_actions(own, array), keys)
         return ActionRows(list(own), array.ravel().tolist(), len(array))
 
     def _predict(
@@ -730,6 +728,11 @@ class LerobotPolicy(Policy):
             "prev_chunk_left_over_shape": None if prev is None else tuple(prev.shape),
         }
         return {"inference_delay": delay_steps, "prev_chunk_left_over": prev}
+
+
+def _as_actions(keys: Sequence[str], array: Any) -> list[Action]:
+    """A (steps, keys) chunk array as one action dict per step."""
+    return [dict(zip(keys, row, strict=True)) for row in array.tolist()]
 
 
 register_provider("lerobot", LerobotPolicy, replace=True)

@@ -157,13 +157,24 @@ class MockPolicy(Policy):
         self._t = 0
         self.calls = 0
 
-    def _plan_for(self, keys: tuple[str, ...]) -> _Plan:
-        """The per-key coefficients (cached until the keys or the limits change)."""
+    def _current_plan(self) -> _Plan:
+        """The per-key coefficients (cached until the keys, the limits or the config change)."""
         plan = self._plan
+        if (  # the cached plan, checked by identity first (cheap on an idle server)
+            plan is not None
+            and plan.keys is self.action_keys
+            and plan.limits is self.action_limits
+            and plan.config[0] is self.amplitude
+            and plan.config[1] is self.noise
+            and plan.config[2] is self.extra_keys
+            and self.key_mode == "bound"
+        ):
+            return plan
+        keys = self._keys()
         limits = self.action_limits
         if (
             plan is not None
-            and (plan.keys is keys or plan.keys == keys)
+            and plan.keys == keys
             and plan.limits is limits
             and plan.config == (self.amplitude, self.noise, self.extra_keys)
         ):
@@ -230,17 +241,7 @@ class MockPolicy(Policy):
             raise RuntimeError(f"mock policy failing on call {call} as configured (fail_on_call)")
         if call in self.empty_chunks:
             return None, [], 0
-        plan = self._plan
-        if not (  # the cached plan, checked by identity first (cheap on an idle server)
-            plan is not None
-            and plan.keys is self.action_keys
-            and plan.limits is self.action_limits
-            and plan.config[0] is self.amplitude
-            and plan.config[1] is self.noise
-            and plan.config[2] is self.extra_keys
-            and self.key_mode == "bound"
-        ):
-            plan = self._plan_for(self._keys())
+        plan = self._current_plan()
         horizon = self.execution_horizon
         t0 = self._t
         self._t = t0 + horizon
@@ -253,12 +254,12 @@ class MockPolicy(Policy):
             sin = math.sin
             steps = [omega * t for t in range(t0, t0 + horizon)]
             if plan.clipped is None:
-                values = [c + a * sin(x + p) for x in steps for _, c, a, p in plan.terms]
+                values = [c + a * sin(x + p) for x in steps for c, a, p in plan.terms]
             else:
                 values = [
                     min(hi, max(lo, c + a * sin(x + p))) if clip else c + a * sin(x + p)
                     for x in steps
-                    for _, c, a, p, lo, hi, clip in plan.clipped
+                    for c, a, p, lo, hi, clip in plan.clipped
                 ]
             return plan, values, horizon
         angles = np.multiply.outer(omega * np.arange(t0, t0 + horizon, dtype=float), plan.ones)
@@ -273,7 +274,7 @@ class MockPolicy(Policy):
 class _Plan:
     """The mock's per-key coefficients: value = center + scale * sin(omega t + phase), clipped."""
 
-    __slots__ = ("keys", "limits", "config", "rows", "extra", "center", "scale", "phase", "lo",
+    __slots__ = ("keys", "limits", "config", "extra", "center", "scale", "phase", "lo",
                  "hi", "noise", "ones", "terms", "clipped")  # fmt: skip
 
     def __init__(
@@ -282,14 +283,13 @@ class _Plan:
         self.keys = keys
         self.limits = limits
         self.config = config  # (amplitude, noise, extra_keys) the rows were computed with
-        self.rows = rows
         self.extra = tuple(config[2])
         columns = np.array(rows, dtype=float).reshape(len(rows), 6).T
         self.center, self.scale, self.phase, self.lo, self.hi, self.noise = columns
         self.ones = np.ones(len(rows))
-        # The plain-Python path's per-key terms: (key, center, scale, phase), and with the
+        # The plain-Python path's per-key terms: (center, scale, phase), and with the
         # bounds and whether they clip when any key has finite ones (else None).
-        self.terms = [(k, row[0], row[1], row[2]) for k, row in zip(keys, rows, strict=True)]
+        self.terms = [(row[0], row[1], row[2]) for row in rows]
         clip = [not (row[3] == -math.inf and row[4] == math.inf) for row in rows]
         self.clipped = (
             [

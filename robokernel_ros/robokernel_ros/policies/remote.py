@@ -307,19 +307,6 @@ class ObservationView(MutableMapping):
             self._entries[key] = value
         return value
 
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            self[key]  # type: ignore[index]
-        except KeyError:
-            return False
-        return True
-
     def __iter__(self) -> Iterator[str]:
         return iter(self._dict())
 
