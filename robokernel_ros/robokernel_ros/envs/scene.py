@@ -23,6 +23,7 @@ Changes to the source models, applied to the copy the scene attaches:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -407,6 +408,31 @@ def _quat_from_xyaxes(xyaxes: Sequence[float]) -> tuple[float, ...]:
     return tuple(quat.tolist())
 
 
+# ---------------------------------------------------------------- the description log
+
+
+def _described(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Record a successful public mutation in the scene's description (see
+    MujocoScene.description): the calls that rebuild this scene in another process.
+    Only the outermost call is recorded (a mutation may call another one)."""
+
+    @functools.wraps(method)
+    def wrapper(self: MujocoScene, *args: Any, **kwargs: Any) -> Any:
+        self._describing += 1
+        try:
+            result = method(self, *args, **kwargs)
+        finally:
+            self._describing -= 1
+        if self._describing == 0:
+            if method.__name__ in ("clear", "load_scene"):
+                self._description.clear()  # everything before is replaced
+            if method.__name__ != "clear":
+                self._description.append((method.__name__, args, kwargs))
+        return result
+
+    return wrapper
+
+
 # ---------------------------------------------------------------- scene entries
 
 
@@ -512,8 +538,33 @@ class MujocoScene:
         self.data: mujoco.MjData
         self._index: _Index
         self._mutation_guard: Callable[[str], None] | None = None
+        self._init_args = {
+            "timestep": timestep,
+            "gravity": gravity,
+            "render_quality": render_quality,
+        }
+        self._description: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self._describing = 0
         with self.lock:
             self._rebuild(new_robots=())
+
+    # ------------------------------------------------------------ description
+
+    def description(self) -> dict[str, Any]:
+        """What rebuilds this scene in another process (a Ray worker): the constructor's
+        arguments and every public mutation made so far (add_robot, add_object,
+        add_camera, actuate_robot, load_scene, ...), in order. Plain data (picklable).
+        The state (qpos, time) is not part of it: a rollout resets the scene anyway."""
+        with self.lock:
+            return {"init": dict(self._init_args), "calls": list(self._description)}
+
+    @classmethod
+    def from_description(cls, description: dict[str, Any]) -> MujocoScene:
+        """A new scene built by replaying `description()` of another one."""
+        scene = cls(**description["init"])
+        for name, args, kwargs in description["calls"]:
+            getattr(scene, name)(*args, **kwargs)
+        return scene
 
     # ------------------------------------------------------------ hooks
 
@@ -532,6 +583,7 @@ class MujocoScene:
 
     # ------------------------------------------------------------ robots
 
+    @_described
     def add_robot(
         self,
         name: str,
@@ -562,6 +614,7 @@ class MujocoScene:
                 raise
             log.info("added robot %r (%s) at %s", name, path, position)
 
+    @_described
     def remove_robot(self, name: str) -> None:
         with self.lock:
             self._check("remove_robot")
@@ -574,6 +627,7 @@ class MujocoScene:
                 self._robots[name] = entry
                 raise
 
+    @_described
     def actuate_robot(
         self,
         name: str,
@@ -642,6 +696,7 @@ class MujocoScene:
 
     # ------------------------------------------------------------ objects
 
+    @_described
     def add_object(
         self,
         name: str,
@@ -688,6 +743,7 @@ class MujocoScene:
                 del self._objects[name]
                 raise
 
+    @_described
     def remove_object(self, name: str) -> None:
         with self.lock:
             self._check("remove_object")
@@ -696,6 +752,7 @@ class MujocoScene:
             del self._objects[name]
             self._rebuild(new_robots=())
 
+    @_described
     def move_object(
         self, name: str, pos: Sequence[float], quat: Sequence[float] | None = None
     ) -> None:
@@ -736,6 +793,7 @@ class MujocoScene:
 
     # ------------------------------------------------------------ cameras
 
+    @_described
     def add_camera(
         self,
         name: str,
@@ -773,6 +831,7 @@ class MujocoScene:
                 del self._cameras[name]
                 raise
 
+    @_described
     def remove_camera(self, name: str) -> None:
         with self.lock:
             self._check("remove_camera")
@@ -807,6 +866,7 @@ class MujocoScene:
 
     # ------------------------------------------------------------ whole scene
 
+    @_described
     def load_scene(self, path: str | PathLike[str], *, robot: str | None = None) -> None:
         """Replace everything (robots, objects, cameras, the default floor and light) with
         an MJCF file. Its content becomes the scene's unnamed base; with `robot="name"` its
@@ -854,6 +914,7 @@ class MujocoScene:
                 ) = saved
                 raise
 
+    @_described
     def clear(self) -> None:
         """Back to the empty default scene (floor and light)."""
         with self.lock:
@@ -862,6 +923,7 @@ class MujocoScene:
             self._robots, self._objects, self._cameras = {}, {}, {}
             self._rebuild(new_robots=(), fresh=True)
 
+    @_described
     def set_gravity(self, gravity: Sequence[float]) -> None:
         g = _vector("gravity", gravity, 3)
         with self.lock:
@@ -873,6 +935,7 @@ class MujocoScene:
     def gravity(self) -> tuple[float, float, float]:
         return tuple(float(v) for v in self.model.opt.gravity)  # type: ignore[return-value]
 
+    @_described
     def set_timestep(self, timestep: float) -> None:
         """Change the physics timestep; environments recompute their substeps (their
         control rate stays as requested where the new timestep allows)."""

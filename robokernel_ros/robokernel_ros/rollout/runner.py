@@ -201,6 +201,11 @@ class RolloutPlan:
     image_size: tuple[int, int] | None = None  # image_size= as asked
     env_cameras: tuple[str, ...] = ()  # resolved by resolve_cameras: what the env renders
     env_image_size: tuple[int, int] | None = None
+    workers: int = 1  # > 1: episodes sharded over Ray workers (rollout.parallel)
+    ray_address: str | None = None  # None: a local Ray instance
+    batch_inference: bool = False  # one policy actor batches every worker's inference
+    max_batch: int = 8
+    max_wait_ms: float = 5.0
 
     @property
     def robot(self) -> str:
@@ -329,6 +334,11 @@ def plan_eval(
     image_size: Any = None,
     safety: Any = None,
     progress: Any = None,
+    workers: Any = 1,
+    ray_address: Any = None,
+    batch_inference: Any = False,
+    max_batch: Any = 8,
+    max_wait_ms: Any = 5.0,
     call: str = "eval_policy",
 ) -> RolloutPlan:
     """Check an eval_policy / evaluate_benchmark request (raises ValueError naming the parameter)."""
@@ -337,6 +347,9 @@ def plan_eval(
     v.check_flag("reset_between", reset_between)
     episodes = v.positive_int("n_episodes", n_episodes)
     kwargs: dict[str, Any] = {}
+    kwargs.update(v.parallel_options(workers=workers, ray_address=ray_address, batch_inference=batch_inference,
+                                     max_batch=max_batch, max_wait_ms=max_wait_ms, policy_object=policy_object,
+                                     observer=observer, on_frame=on_frame, reset_between=reset_between))  # fmt: skip
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
     benchmark = None
@@ -1385,40 +1398,27 @@ class PolicyRunner:
                     _log.exception("closing the %s policy failed", r)
 
     def execute_eval(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
-        """Run a validated eval plan: n episodes, one policy object, aggregate report."""
+        """Run a validated eval plan: n episodes, one policy object, aggregate report.
+        With plan.workers > 1 the episodes are sharded over Ray workers (rollout.parallel)."""
         control.state = "running"
         control.n_episodes = plan.n_episodes
         control.provider = plan.policies[plan.robot][0]
         if control.stop_requested:
             return self._never_started(plan, control)
         scene = plan.scene_override or self.scene
-        env, policies, agents, reports, joints = self._prepare(plan, scene)
-        policy = policies[plan.robot]
-        timing, _ = self._timing(plan, policy.is_chunk_emitting())
-        progress = Progress(n_episodes=plan.n_episodes, robot_name=plan.robot, bus=self.bus, bar=plan.progress,
-                            label=plan.benchmark["name"] if plan.benchmark else f"eval {plan.robot}")  # fmt: skip
+        if plan.workers > 1:
+            from .parallel import execute_parallel_eval
+
+            return execute_parallel_eval(self, plan, control, scene)
+        session = EvalSession(self, plan, scene)
+        progress = eval_progress(plan, self.bus)
         episodes: list[dict[str, Any]] = []
         t0 = time.monotonic()
-        report = dict(reports[plan.robot])
         try:
             for i in range(plan.n_episodes):
                 if control.stop_requested:
                     break
-                seed = (plan.seed or 0) + i
-                video_path = v.episode_video_path(plan.video["path"], i) if plan.video else None
-                carry = (not plan.reset_between) and i > 0
-                result = self._episode(plan=plan, control=control, env=env, scene=scene, agents=agents,
-                                       agent=agents[plan.robot], policies=policies, timing=timing, episode=i,
-                                       seed=seed, video_path=video_path, split=None, joint_names=joints,
-                                       carry_state=carry)  # fmt: skip
-                if i == 0:
-                    result.update(reports[plan.robot])
-                else:  # the same policy object, reused: nothing was loaded for this episode
-                    result.update(
-                        policy_load_time_s=0.0,
-                        policy_load_cache_hit=True,
-                        policy_resident_rss_mb=_rss_mb(),
-                    )
+                result = session.episode(i, control)
                 episodes.append(result)
                 progress.episode_done(i, success=result["success"], steps=result["steps_advanced"],
                                       outcome=result["outcome"])  # fmt: skip
@@ -1426,30 +1426,10 @@ class PolicyRunner:
                     break
         finally:
             progress.close()
-            self._close_policies(plan, policies)
-        if plan.policies[plan.robot][2] is None and len(episodes) > 1:
-            report["policy_load_cache_hit"] = False  # built once, reused across episodes
-        for k, val in policy.binding_report().items():
-            report[k] = bool(val)
-        base = {
-            "robot_name": plan.robot,
-            "policy": plan.policies[plan.robot][0],
-            "instruction": plan.instructions[plan.robot],
-            "n_episodes_requested": plan.n_episodes,
-            "max_steps": plan.n_steps,
-            "control_frequency": plan.control_hz,
-            "action_horizon": plan.action_horizons[plan.robot],
-            "seed": plan.seed,
-            "async_rtc": bool(plan.async_rtc),
-            "chunk_prefetch_enabled": timing.mode == "realtime",
-            "policy_rtc_enabled": bool(getattr(policy, "supports_rtc", False)),
-            "benchmark": plan.benchmark["name"] if plan.benchmark else None,
-            "stopped": control.stop_requested,
-            "elapsed_s": time.monotonic() - t0,
-        }
-        out = aggregate(episodes, base=base, policy_report=report)
-        out["n_episodes"] = len(episodes)
-        return out
+            session.close()
+        return eval_report(plan, control, episodes, session.policy_report(len(episodes)),
+                           chunk_prefetch=session.chunk_prefetch, policy_rtc=session.policy_rtc,
+                           elapsed_s=time.monotonic() - t0)  # fmt: skip
 
     def execute_multi(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
         control.state = "running"
@@ -1473,6 +1453,86 @@ class PolicyRunner:
             self._close_policies(plan, policies)
         result["policies"] = {r: reports[r] for r in plan.robots}
         return public(result)
+
+
+class EvalSession:
+    """One eval's env and policy, built once and shared by its episodes: the serial loop
+    of PolicyRunner.execute_eval, and each Ray worker of a parallel eval (rollout.parallel).
+
+    episode(i, control) runs episode i of the plan (seed = plan.seed + i, as on the serial
+    path) and returns its result; the first episode of a session carries the policy's load
+    report, later ones report the cache hit. close() frees the policy built here."""
+
+    def __init__(self, runner: PolicyRunner, plan: RolloutPlan, scene: Any) -> None:
+        self.runner, self.plan, self.scene = runner, plan, scene
+        self.env, self.policies, self.agents, self.reports, self.joints = runner._prepare(
+            plan, scene
+        )
+        self.policy = self.policies[plan.robot]
+        self.timing, _ = runner._timing(plan, self.policy.is_chunk_emitting())
+        self.chunk_prefetch = self.timing.mode == "realtime"
+        self.policy_rtc = bool(getattr(self.policy, "supports_rtc", False))
+        self.episodes_run = 0
+
+    def episode(self, i: int, control: RolloutControl) -> dict[str, Any]:
+        plan = self.plan
+        video_path = v.episode_video_path(plan.video["path"], i) if plan.video else None
+        result = self.runner._episode(plan=plan, control=control, env=self.env, scene=self.scene,
+                                      agents=self.agents, agent=self.agents[plan.robot], policies=self.policies,
+                                      timing=self.timing, episode=i, seed=(plan.seed or 0) + i,
+                                      video_path=video_path, split=None, joint_names=self.joints,
+                                      carry_state=(not plan.reset_between) and i > 0)  # fmt: skip
+        if self.episodes_run == 0:
+            result.update(self.reports[plan.robot])
+        else:  # the same policy object, reused: nothing was loaded for this episode
+            result.update(
+                policy_load_time_s=0.0, policy_load_cache_hit=True, policy_resident_rss_mb=_rss_mb()
+            )
+        self.episodes_run += 1
+        return result
+
+    def policy_report(self, n_episodes: int) -> dict[str, Any]:
+        """The aggregate's policy fields: the load report and the binding flags."""
+        report = dict(self.reports[self.plan.robot])
+        if self.plan.policies[self.plan.robot][2] is None and n_episodes > 1:
+            report["policy_load_cache_hit"] = False  # built once, reused across episodes
+        for k, val in self.policy.binding_report().items():
+            report[k] = bool(val)
+        return report
+
+    def close(self) -> None:
+        self.runner._close_policies(self.plan, self.policies)
+
+
+def eval_progress(plan: RolloutPlan, bus: EventBus) -> Progress:
+    """The eval's progress (a bar on a terminal, `progress` events on the bus)."""
+    return Progress(n_episodes=plan.n_episodes, robot_name=plan.robot, bus=bus, bar=plan.progress,
+                    label=plan.benchmark["name"] if plan.benchmark else f"eval {plan.robot}")  # fmt: skip
+
+
+def eval_report(plan: RolloutPlan, control: RolloutControl, episodes: Sequence[Mapping[str, Any]],
+                policy_report: Mapping[str, Any], *, chunk_prefetch: bool, policy_rtc: bool,
+                elapsed_s: float) -> dict[str, Any]:  # fmt: skip
+    """The aggregate report of an eval's finished episodes (in episode order)."""
+    base = {
+        "robot_name": plan.robot,
+        "policy": plan.policies[plan.robot][0],
+        "instruction": plan.instructions[plan.robot],
+        "n_episodes_requested": plan.n_episodes,
+        "max_steps": plan.n_steps,
+        "control_frequency": plan.control_hz,
+        "action_horizon": plan.action_horizons[plan.robot],
+        "seed": plan.seed,
+        "async_rtc": bool(plan.async_rtc),
+        "chunk_prefetch_enabled": chunk_prefetch,
+        "policy_rtc_enabled": policy_rtc,
+        "benchmark": plan.benchmark["name"] if plan.benchmark else None,
+        "stopped": control.stop_requested,
+        "elapsed_s": elapsed_s,
+    }
+    out = aggregate(episodes, base=base, policy_report=policy_report)
+    out["n_episodes"] = len(episodes)
+    return out
 
 
 def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) -> tuple[str, str]:

@@ -363,3 +363,48 @@ def image_size_option(name: str, value: Any) -> tuple[int, int] | None:
         raise ValueError(
             f"{name}={value!r}: must be (height, width), two positive whole numbers"
         ) from None
+
+
+def parallel_options(
+    *, workers: Any, ray_address: Any, batch_inference: Any, max_batch: Any, max_wait_ms: Any,
+    policy_object: Any, observer: Any, on_frame: Any, reset_between: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """The RolloutPlan fields of a parallel eval (workers > 1 runs episodes on Ray), checked
+    before anything starts: what cannot cross a process boundary is refused by name."""
+    n = positive_int("workers", workers)
+    if ray_address is not None and (not isinstance(ray_address, str) or not ray_address.strip()):
+        raise ValueError(
+            f"ray_address={ray_address!r}: must be a Ray cluster address such as 'auto' or "
+            "'ray://head:10001', or None for a local Ray instance"
+        )
+    check_flag("batch_inference", batch_inference)
+    batch = positive_int("max_batch", max_batch)
+    if not _is_number(max_wait_ms) or not math.isfinite(float(max_wait_ms)) or max_wait_ms < 0:
+        raise ValueError(
+            f"max_wait_ms={max_wait_ms!r}: must be a finite number of milliseconds >= 0"
+        )
+    if n > 1:
+        reason = "the episodes run in Ray worker processes"
+        if policy_object is not None:
+            raise ValueError(
+                f"policy_object={policy_object!r}: a live object of this process cannot be shared with "
+                f"workers={n} ({reason}); give policy_provider and policy_config instead"
+            )
+        if observer is not None or on_frame is not None:
+            name = "observer" if observer is not None else "on_frame"
+            raise ValueError(
+                f"{name}: callbacks run in this process and workers={n} runs {reason}; read the run "
+                "directories (trace_dir) or use workers=1"
+            )
+        if reset_between is False:
+            raise ValueError(
+                f"reset_between=False: each episode continues the previous one's state, so the episodes "
+                f"cannot run in parallel (workers={n}); use workers=1"
+            )
+    return {
+        "workers": n,
+        "ray_address": ray_address.strip() if isinstance(ray_address, str) else None,
+        "batch_inference": batch_inference,
+        "max_batch": batch,
+        "max_wait_ms": float(max_wait_ms),
+    }

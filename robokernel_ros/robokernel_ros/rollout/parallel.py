@@ -1,0 +1,302 @@
+"""Parallel evaluation on Ray: an eval's episodes sharded over worker processes.
+
+    workcell.eval_policy("arm", n_episodes=200, seed=0, workers=8)            # local Ray
+    workcell.eval_policy("arm", n_episodes=2000, workers=64, ray_address="auto")  # a cluster
+
+`eval_policy` / `evaluate_benchmark` come here when `workers` > 1 (workers=1 never
+imports Ray). The contract:
+
+- **Workers.** N Ray actors (`EpisodeWorker`, one CPU each), each with its own scene
+  rebuilt from the workcell's description (`MujocoScene.description()`: robots, objects
+  and cameras as added through the API) and its own policy, built once per worker by an
+  `EvalSession`: `policy_load_cache_hit` is true from a worker's second episode on. Ray
+  starts a local instance when no address is given (kept for the life of the process:
+  the second eval does not pay the start again).
+- **Same seeds, same episodes.** Episode i runs with seed + i, exactly as on the serial
+  path, so in sync mode each episode's result (outcome, steps, reward, actions) equals
+  the serial run's and the aggregate is built from them in episode order by the same
+  `eval_report`. Episodes are handed out one at a time (a slow episode never holds a
+  shard back).
+- **Traces and bags.** Every episode writes its run directory and bag under trace_dir.
+  A worker writes there directly when it sees the driver's marker file in it (the same
+  machine, or shared storage); otherwise it writes to a local folder and its run
+  directory comes back with the result (a tar in the object store) and is unpacked into
+  trace_dir. Either way a scorer cannot tell a parallel eval from a serial one.
+- **Progress, stop, failures.** One progress bar / `progress` event per finished
+  episode, whichever worker ran it. `stop_policy` or Ctrl-C (KeyboardInterrupt in the
+  driver) stops every worker's episode (each ends "stopped" with its trace closed) and
+  the report covers the episodes that finished. A worker that dies has its episode
+  retried once on a fresh worker; a second death reports that episode as an error.
+  `report["parallel"]` says how many episodes of how many completed, and which were
+  retried or lost.
+
+What does not cross the process boundary is refused up front (validation.parallel_options):
+a live policy_object, observer / on_frame callbacks, reset_between=False. Per-episode
+bus events (the trace's) stay in the workers; only progress reaches the driver's bus.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .runner import PolicyRunner, RolloutControl, RolloutPlan
+
+_log = logging.getLogger(__name__)
+
+_STOP_GRACE_S = 10.0  # after a stop: how long in-flight episodes get to close their traces
+_POLL_S = 0.05
+
+
+def ray_init(address: str | None, workers: int) -> None:
+    """Connect to `address`, or start a local Ray instance sized for `workers` (once per process)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                              "log_to_driver": False}  # fmt: skip
+    if address is None:
+        kwargs["num_cpus"] = max(workers, os.cpu_count() or 1)
+    else:
+        kwargs["address"] = address
+    ray.init(**kwargs)
+
+
+class EpisodeWorker:
+    """One Ray worker of a parallel eval (used as a Ray actor; see the module docstring)."""
+
+    def __init__(self, scene_description: Mapping[str, Any], runner_settings: Mapping[str, Any],
+                 plan: RolloutPlan, trace_marker: str | None) -> None:  # fmt: skip
+        from robokernel_ros.envs import MujocoScene
+
+        from .runner import EvalSession, PolicyRunner, RolloutControl
+
+        self.scene = MujocoScene.from_description(dict(scene_description))
+        self.local_trace: Path | None = None
+        if plan.trace_dir is not None and not (trace_marker and Path(trace_marker).exists()):
+            # Not shared storage: write here, send the run directories back with the results.
+            self.local_trace = Path(tempfile.mkdtemp(prefix="robokernel-worker-"))
+            plan = dataclasses.replace(plan, trace_dir=self.local_trace)
+        self.plan = plan
+        self.control = RolloutControl(plan.robots, plan.call)
+        self.control.state = "running"
+        runner = PolicyRunner(self.scene, **runner_settings)
+        self.session = EvalSession(runner, plan, self.scene)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def stop(self, reason: str = "stopped") -> None:
+        self.control.stop(reason)
+
+    def estop(self) -> None:
+        self.control.estop()
+
+    def run_episode(self, episode: int) -> dict[str, Any]:
+        """Episode `episode` of the plan; with a local trace folder, its run directory as a tar."""
+        result = self.session.episode(episode, self.control)
+        if self.local_trace is not None and result.get("run_id"):
+            run_dir = self.local_trace / str(result["run_id"])
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w") as tar:
+                tar.add(run_dir, arcname=run_dir.name)
+            result["_run_dir_tar"] = buffer.getvalue()
+        return result
+
+    def close(self) -> None:
+        self.session.close()
+        if self.local_trace is not None:
+            shutil.rmtree(self.local_trace, ignore_errors=True)
+
+
+def _worker_died(episode: int, seed: int | None, error: str) -> dict[str, Any]:
+    """The record of an episode lost with its worker twice: reported, not silently dropped."""
+    return {"episode": episode, "seed": seed, "outcome": "error", "success": False,
+            "stopped_early": True, "stopped_reason": f"error: worker died: {error}",
+            "steps_advanced": 0, "actions_applied": 0, "total_reward": 0.0, "hold_steps": 0,
+            "error": f"worker died: {error}", "error_category": "worker", "trace_path": None,
+            "run_id": None, "bag_path": None}  # fmt: skip
+
+
+def _unpack_run_dir(result: dict[str, Any], trace_dir: Path, local_root: str | None) -> None:
+    """Unpack a worker's run directory into trace_dir and point the result's paths at it."""
+    blob = result.pop("_run_dir_tar", None)
+    if blob is None:
+        return
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
+        tar.extractall(trace_dir, filter="data")
+    for key in ("trace_path", "bag_path"):
+        value = result.get(key)
+        if value and local_root and str(value).startswith(local_root):
+            result[key] = str(trace_dir / Path(value).relative_to(local_root))
+
+
+def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: RolloutControl,
+                          scene: Any) -> dict[str, Any]:  # fmt: skip
+    """Run a validated eval plan with plan.workers > 1 Ray workers; the aggregate as on the serial path."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    from .results import BINDING_FLAGS
+    from .runner import eval_progress, eval_report
+
+    t_start = time.monotonic()
+    ray_init(plan.ray_address, plan.workers)
+    shipped = dataclasses.replace(plan, scene_override=None, observers=[], on_frame=None,
+                                  progress=False, workers=1)  # fmt: skip
+    settings = {"record_privileged": runner.record_privileged, "image_every": runner.image_every,
+                "privileged_every": runner.privileged_every}  # fmt: skip
+    description = scene.description()
+    marker = None
+    if plan.trace_dir is not None:
+        plan.trace_dir.mkdir(parents=True, exist_ok=True)
+        marker_path = plan.trace_dir / f".ray-driver-{uuid.uuid4().hex}"
+        marker_path.touch()
+        marker = str(marker_path)
+    actor_class = ray.remote(num_cpus=1, max_concurrency=2)(EpisodeWorker)
+
+    def spawn() -> Any:
+        return actor_class.remote(description, settings, shipped, marker)
+
+    workers = [spawn() for _ in range(plan.workers)]
+    progress = eval_progress(plan, runner.bus)
+    results: dict[int, dict[str, Any]] = {}
+    policy_report: dict[str, Any] | None = None
+    retried: list[int] = []
+    lost: list[int] = []
+    attempts: dict[int, int] = {}
+    pending = deque(range(plan.n_episodes))
+    in_flight: dict[Any, tuple[Any, int]] = {}  # ref -> (worker, episode)
+    idle: deque[Any] = deque()
+    t0 = None
+    stopping = False
+    try:
+        # Up: every worker has built its scene and policy (a failure here is the eval's error).
+        ray.get([w.pid.remote() for w in workers])
+        idle.extend(workers)
+        t0 = time.monotonic()
+        while pending or in_flight:
+            if control.stop_requested and not stopping:
+                stopping = True
+                pending.clear()
+                for worker, _ in in_flight.values():
+                    if control.estopped:
+                        worker.estop.remote()
+                    else:
+                        worker.stop.remote(control.stop_reason or "stopped")
+            while pending and idle and not stopping:
+                worker = idle.popleft()
+                episode = pending.popleft()
+                in_flight[worker.run_episode.remote(episode)] = (worker, episode)
+            if not in_flight:
+                break
+            try:
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=_POLL_S)
+            except KeyboardInterrupt:
+                control.stop("interrupted")
+                continue
+            for ref in ready:
+                worker, episode = in_flight.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except RayActorError as exc:
+                    attempts[episode] = attempts.get(episode, 0) + 1
+                    _log.warning("worker of episode %d died (%s)", episode, type(exc).__name__)
+                    replacement = spawn()
+                    workers.append(replacement)
+                    if attempts[episode] == 1 and not stopping:
+                        retried.append(episode)
+                        pending.appendleft(episode)
+                    else:
+                        lost.append(episode)
+                        results[episode] = _worker_died(
+                            episode, (plan.seed or 0) + episode, type(exc).__name__
+                        )
+                    idle.append(replacement)
+                    continue
+                if plan.trace_dir is not None:
+                    _unpack_run_dir(result, plan.trace_dir, _local_root(result))
+                if policy_report is None:
+                    policy_report = {k: result[k] for k in ("policy_load_time_s", "policy_load_cache_hit",
+                                                            "policy_resident_rss_mb") if k in result}  # fmt: skip
+                results[episode] = result
+                control.episode = len(results)
+                progress.episode_done(episode, success=bool(result.get("success")),
+                                      steps=int(result.get("steps_advanced") or 0),
+                                      outcome=str(result.get("outcome")))  # fmt: skip
+                if result.get("outcome") == "estopped" and not control.stop_requested:
+                    control.stop("estopped")
+                idle.append(worker)
+    finally:
+        progress.close()
+        _shutdown_workers(workers, in_flight)
+        if marker is not None:
+            Path(marker).unlink(missing_ok=True)
+    episodes = [results[i] for i in sorted(results)]
+    first = episodes[0] if episodes else {}
+    report = dict(policy_report or {})
+    for flag in BINDING_FLAGS:
+        report[flag] = any(bool(e.get(flag)) for e in episodes)
+    out = eval_report(plan, control, episodes, report,
+                      chunk_prefetch=bool(first.get("chunk_prefetch_enabled")),
+                      policy_rtc=bool(first.get("policy_rtc_enabled")),
+                      elapsed_s=time.monotonic() - (t0 or t_start))  # fmt: skip
+    out["parallel"] = {
+        "workers": plan.workers,
+        "ray_address": plan.ray_address,
+        "startup_s": (t0 - t_start) if t0 is not None else None,
+        "episodes_requested": plan.n_episodes,
+        "episodes_completed": sum(1 for e in episodes if e.get("error_category") != "worker"),
+        "episodes_retried": sorted(retried),
+        "episodes_lost": sorted(lost),
+    }
+    return out
+
+
+def _local_root(result: Mapping[str, Any]) -> str | None:
+    """The worker-local trace folder a result's paths start with (its run directory's parent)."""
+    trace = result.get("trace_path")
+    run_id = result.get("run_id")
+    if not trace or not run_id:
+        return None
+    path = Path(trace)
+    for parent in (path, *path.parents):
+        if parent.name == run_id:
+            return str(parent.parent)
+    return None
+
+
+def _shutdown_workers(workers: list[Any], in_flight: Mapping[Any, Any]) -> None:
+    """Stop what still runs, give its episodes a moment to close their traces, end the actors."""
+    import ray
+
+    for worker, _ in in_flight.values():
+        try:
+            worker.stop.remote("stopped")
+        except Exception:  # noqa: BLE001 - the actor may already be gone
+            pass
+    if in_flight:
+        ray.wait(list(in_flight), num_returns=len(in_flight), timeout=_STOP_GRACE_S)
+    closes = []
+    for worker in workers:
+        try:
+            closes.append(worker.close.remote())
+        except Exception:  # noqa: BLE001
+            pass
+    if closes:
+        ray.wait(closes, num_returns=len(closes), timeout=5.0)
+    for worker in workers:
+        ray.kill(worker)
