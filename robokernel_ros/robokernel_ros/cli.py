@@ -122,6 +122,24 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: on a terminal)")  # fmt: skip
+    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                   help="run the episodes on N Ray workers (default 1: in this process, no Ray)")  # fmt: skip
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="a Ray cluster to run the workers on ('auto', 'ray://head:10001'; default: a local Ray)")  # fmt: skip
+    p.add_argument("--batch-inference", action="store_true",
+                   help="with --workers: one policy actor batches every worker's inference")  # fmt: skip
+    p.add_argument("--max-batch", type=_positive_int, default=8, metavar="B",
+                   help="with --batch-inference: observations per forward pass at most (default 8)")  # fmt: skip
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive whole number")
+    return value
 
 
 def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
@@ -132,6 +150,10 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
         "seed": args.seed,
         "trace_dir": None if args.no_trace else args.trace_dir,
         "progress": args.progress,
+        "workers": args.workers,
+        "ray_address": args.ray_address,
+        "batch_inference": bool(args.batch_inference),
+        "max_batch": args.max_batch,
     }
     if args.video:
         kwargs["video"] = {

@@ -380,6 +380,15 @@ class RunnerNode(Node):
             except (ValueError, RuntimeError) as exc:
                 raise Refused(f"policy_provider='remote': {exc}") from exc
 
+    def _guard_workers(self, kwargs: Mapping[str, Any]) -> None:
+        """Parallel episodes (extra_json workers > 1) need simulated robots: a ROS robot is one."""
+        workers = kwargs.get("workers", 1)
+        if self.env_kind == "ros" and workers != 1 and "spec" not in kwargs:
+            raise Refused(
+                f"workers={workers!r}: this runner drives a ROS robot (env=ros), one body that episodes "
+                "cannot share; parallel episodes need a simulated robot (env=sim) or evaluate_benchmark"
+            )
+
     def _on_run_policy(self, request: RunPolicy.Request, response: RunPolicy.Response) -> Any:
         def call() -> Mapping[str, Any]:
             kwargs = self._rollout_kwargs(request)
@@ -412,6 +421,7 @@ class RunnerNode(Node):
             )
             kwargs = self._merge_extra(kwargs, extra)
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
+            self._guard_workers(kwargs)
             return self.cell.eval_policy(**kwargs)
 
         return self._answer(response, call, "eval_policy")
@@ -434,6 +444,7 @@ class RunnerNode(Node):
             )
             kwargs = self._merge_extra(kwargs, extra)
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
+            self._guard_workers(kwargs)
             return self.cell.evaluate_benchmark(**kwargs)
 
         return self._answer(response, call, "evaluate_benchmark")

@@ -1,0 +1,209 @@
+"""eval_policy(workers=N) on Ray: parallel equals serial, failures and stops, files that score alike."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from robokernel_ros.kernel.trace import load_trace
+from robokernel_ros.rollout import SimWorkcell, envelope_json
+from robokernel_ros.rollout.parallel import EpisodeWorker, _local_root, _unpack_run_dir
+
+ray = pytest.importorskip("ray")
+
+# Fields that measure the machine, not the episode (and the paths of the files written).
+UNEQUAL = {"elapsed_s", "policy_load_time_s", "policy_load_cache_hit", "policy_resident_rss_mb",
+           "avg_inference_ms", "max_inference_ms", "rtc_avg_inference_ms", "rtc_max_inference_ms",
+           "trace_path", "run_id", "bag_path"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cell(tmp_path_factory):
+    c = SimWorkcell(trace_dir=tmp_path_factory.mktemp("runs"))
+    c.add_robot("arm", "so101")
+    c.add_object("cube", pos=(0.2, 0.05, 0.03))
+    yield c
+    c.close()
+    ray.shutdown()  # the local Ray instance and its workers end with the module
+
+
+def actions_of(result):
+    return [e.data["action"] for e in load_trace(result["trace_path"]).of_kind("action")]
+
+
+def ray_worker_pids() -> list[int]:
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"ray::EpisodeWorker" in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            pass
+    return pids
+
+
+def test_parallel_episodes_equal_serial_field_by_field(cell):
+    kwargs = dict(n_episodes=4, max_steps=40, seed=7, policy_config={"noise": 0.05})
+    serial = envelope_json(cell.eval_policy("arm", **kwargs))
+    parallel = envelope_json(cell.eval_policy("arm", workers=2, **kwargs))
+    assert parallel["parallel"]["workers"] == 2
+    assert parallel["parallel"]["episodes_completed"] == 4
+    assert [e["episode"] for e in parallel["episodes"]] == [0, 1, 2, 3]
+    for a, b in zip(serial["episodes"], parallel["episodes"], strict=True):
+        assert {k: v for k, v in a.items() if k not in UNEQUAL} == {
+            k: v for k, v in b.items() if k not in UNEQUAL
+        }
+        assert actions_of(a) == actions_of(b)  # the same commands, step by step
+        assert Path(b["bag_path"]).is_dir()  # each worker's episode has its bag too
+    # each worker built its policy once: the later episodes of a worker hit its cache
+    assert sorted(e["policy_load_cache_hit"] for e in parallel["episodes"]) == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    skip = UNEQUAL | {"episodes", "parallel", "bag_paths", "trace_paths", "run_ids"}
+    assert {k: v for k, v in serial.items() if k not in skip} == {
+        k: v for k, v in parallel.items() if k not in skip
+    }
+
+
+def test_a_killed_worker_has_its_episode_retried(cell):
+    progress = []
+    cell.bus.subscribe(lambda e: progress.append(e.data["episode"]), "progress")
+    out: dict = {}
+    thread = threading.Thread(
+        target=lambda: out.update(
+            envelope_json(cell.eval_policy("arm", n_episodes=6, max_steps=400, seed=1, workers=2))
+        )
+    )
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not progress and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert progress, "no episode finished"
+    victims = ray_worker_pids()
+    assert len(victims) >= 2
+    os.kill(victims[0], signal.SIGKILL)
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    assert [e["episode"] for e in out["episodes"]] == list(range(6))
+    assert len(out["parallel"]["episodes_retried"]) == 1
+    assert out["parallel"]["episodes_lost"] == []
+    assert out["parallel"]["episodes_completed"] == 6
+    assert all(e["outcome"] == "truncated" for e in out["episodes"])
+
+
+def test_stop_policy_stops_every_worker_and_reports_what_finished(cell):
+    progress = []
+    cell.bus.subscribe(lambda e: progress.append(e.data["episode"]), "progress")
+    out: dict = {}
+    thread = threading.Thread(
+        target=lambda: out.update(
+            envelope_json(cell.eval_policy("arm", n_episodes=40, max_steps=2000, workers=2))
+        )
+    )
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not progress and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert progress
+    t_stop = time.monotonic()
+    cell.stop_policy("arm")
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert time.monotonic() - t_stop < 5.0
+    assert out["stopped"] is True
+    assert 1 <= out["n_episodes"] < 40
+    stopped = [e for e in out["episodes"] if e["outcome"] == "stopped"]
+    assert stopped, "the episodes in flight end stopped"
+    for e in stopped:  # closed with an outcome: the trace ends with episode.end
+        assert load_trace(e["trace_path"]).events[-1].kind == "episode.end"
+    assert envelope_json(cell.list_policies_running())["running"] == []
+
+
+def test_a_worker_without_shared_storage_sends_its_run_directory_back(cell, tmp_path):
+    from robokernel_ros.rollout.runner import plan_eval
+
+    plan = plan_eval("arm", robots=cell.scene.robots(), n_episodes=2, max_steps=20, seed=3,
+                     trace_dir=tmp_path / "driver")  # fmt: skip
+    settings = {"record_privileged": True, "privileged_every": 10}
+    worker = EpisodeWorker(cell.scene.description(), settings, plan, trace_marker=None)
+    try:
+        result = worker.run_episode(1)
+    finally:
+        worker.close()
+    assert not str(result["trace_path"]).startswith(str(tmp_path))  # written in the worker's folder
+    _unpack_run_dir(result, tmp_path / "driver", _local_root(result))
+    assert "_run_dir_tar" not in result
+    assert str(result["trace_path"]).startswith(str(tmp_path / "driver"))
+    trace = load_trace(result["trace_path"])
+    assert trace.of_kind("episode.end") and len(trace.of_kind("action")) == 20
+
+
+REFUSALS = """
+import json, sys
+from robokernel_ros.rollout import SimWorkcell
+from robokernel_ros.policies.mock import MockPolicy
+cell = SimWorkcell(trace_dir=None)
+cell.add_robot("arm", "so101")
+out = []
+for kwargs in ({"workers": 0}, {"workers": "2"}, {"workers": 2, "batch_inference": "yes"},
+               {"workers": 2, "policy_object": MockPolicy()}, {"workers": 2, "reset_between": False},
+               {"workers": 2, "ray_address": ""}, {"workers": 2, "observer": print}):
+    r = cell.eval_policy("arm", n_episodes=2, max_steps=5, **kwargs)
+    out.append([r["status"], r["content"][0]["text"]])
+print(json.dumps({"answers": out, "ray_imported": "ray" in sys.modules}))
+"""
+
+
+def test_refused_parallel_parameters_start_no_ray():
+    proc = subprocess.run(
+        [sys.executable, "-c", REFUSALS], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["ray_imported"] is False
+    names = ["workers=0", "workers='2'", "batch_inference='yes'", "policy_object=", "reset_between=False",
+             "ray_address=''", "observer"]  # fmt: skip
+    for (status, text), name in zip(report["answers"], names, strict=True):
+        assert status == "error" and text.startswith(name), text
+
+
+CTRL_C = """
+import json
+from robokernel_ros.rollout import SimWorkcell, envelope_json
+cell = SimWorkcell(trace_dir=%r)
+cell.add_robot("arm", "so101")
+cell.bus.subscribe(lambda e: print("progress", flush=True), "progress")
+out = envelope_json(cell.eval_policy("arm", n_episodes=40, max_steps=2000, workers=2))
+print(json.dumps({"stopped": out["stopped"], "outcomes": [e["outcome"] for e in out["episodes"]]}), flush=True)
+"""
+
+
+def test_ctrl_c_stops_the_workers_and_returns_the_report(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C % str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)  # fmt: skip
+    try:
+        for line in proc.stdout:
+            if line.startswith("progress"):
+                break
+        t_interrupt = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the whole group
+        rest = proc.stdout.read()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    report = json.loads(rest.strip().splitlines()[-1])
+    assert report["stopped"] is True and "stopped" in report["outcomes"]
+    assert len(report["outcomes"]) < 40
+    assert time.monotonic() - t_interrupt < 15.0  # the stop itself, plus Ray's shutdown at exit
