@@ -103,6 +103,18 @@ class Policy:
         array already (the mock, LeRobot) overrides it to skip the per-step dicts."""
         return ActionRows.from_actions(self.get_actions(observation, instruction, **kwargs), keys)
 
+    @classmethod
+    def batch_refusal(cls, config: Mapping[str, Any]) -> str | None:
+        """Why this config's policy cannot batch (get_actions_batch), or None when it can."""
+        return f"the {cls.provider or cls.__name__} provider does not batch observations"
+
+    def get_actions_batch(
+        self, observations: Sequence[Mapping[str, Any]], instructions: Sequence[str]
+    ) -> list[list[Action]]:
+        """One chunk per observation from one forward pass (policies whose
+        batch_refusal is None implement it; see policies.batching)."""
+        raise NotImplementedError(self.batch_refusal(getattr(self, "config", {})) or "")
+
     def is_chunk_emitting(self) -> bool:
         return self.execution_horizon > 1
 
@@ -149,6 +161,13 @@ def preflight(name: str, config: Mapping[str, Any]) -> None:
     hook = getattr(factory, "preflight", None)
     if hook is not None:
         hook(config)
+
+
+def batch_refusal(name: str, config: Mapping[str, Any]) -> str | None:
+    """Why provider `name` with `config` cannot serve batch_inference=True (None: it can)."""
+    factory = provider_class(name)
+    hook = getattr(factory, "batch_refusal", None)
+    return hook(config) if hook is not None else f"the {name} provider does not batch observations"
 
 
 def create_policy(name: str, **config: Any) -> Policy:

@@ -488,6 +488,54 @@ class LerobotPolicy(Policy):
         if isinstance(device, str) and device not in ("auto", "cpu"):
             resolve_device(device)
 
+    @classmethod
+    def batch_refusal(cls, config: Mapping[str, Any]) -> str | None:
+        """Chunk policies without per-episode state batch: ACT-style predict_action_chunk.
+        Diffusion keeps an observation history per episode, RTC blends each episode's
+        own queue, and a temporal ensemble accumulates per episode: those cannot."""
+        _, cfg_json, features = _check_config(config)
+        if features.policy_type == "diffusion":
+            return "a diffusion checkpoint keeps a per-episode observation history (n_obs_steps)"
+        if config.get("rtc") or cfg_json.get("rtc_config"):
+            return "RTC guidance blends each episode's own queued actions"
+        if cfg_json.get("temporal_ensemble_coeff") is not None:
+            return "a temporal ensemble accumulates per episode"
+        if int(cfg_json.get("n_action_steps") or 1) <= 1:
+            return "a single-step (select_action) checkpoint queues actions per episode"
+        return None
+
+    def get_actions_batch(
+        self, observations: Sequence[Mapping[str, Any]], instructions: Sequence[str]
+    ) -> list[list[Action]]:
+        """One predict_action_chunk over all observations (each bound as get_actions binds
+        it); returns each observation's chunk. See batch_refusal for who may call it."""
+        if not observations:
+            return []
+        if self._state_binding is None and self._camera_binding is None:
+            self.bind_observation(observations[0])
+        assert self._action_binding is not None
+        import torch
+
+        loaded = self._loaded
+        parts = [
+            self._batch(o, t or self._instruction)
+            for o, t in zip(observations, instructions, strict=True)
+        ]
+        batch: dict[str, Any] = {
+            k: torch.cat([p[k] for p in parts]) for k in parts[0] if k not in ("task", "robot_type")
+        }
+        batch["task"] = [p["task"] for p in parts]
+        batch["robot_type"] = self.robot_type
+        start = time.monotonic()
+        with loaded.lock, torch.inference_mode():
+            actions = loaded.model.predict_action_chunk(loaded.preprocessor(batch))
+            if not self.full_chunk:
+                actions = actions[:, : self.execution_horizon]
+            actions = loaded.postprocessor(actions)
+        self.last_inference_s = time.monotonic() - start
+        array = actions.detach().to("cpu", torch.float32).numpy()
+        return [_as_actions(self._action_binding.keys, chunk) for chunk in array]
+
     def set_robot_state_keys(self, action_keys: Sequence[str]) -> None:
         """Bind the action vector to the robot's action keys; refuses a mismatch now."""
         super().set_robot_state_keys(action_keys)

@@ -58,6 +58,7 @@ _log = logging.getLogger(__name__)
 
 _STOP_GRACE_S = 10.0  # after a stop: how long in-flight episodes get to close their traces
 _POLL_S = 0.05
+_READY_TIMEOUT_S = 120.0
 
 
 def ray_init(address: str | None, workers: int) -> None:
@@ -79,7 +80,7 @@ class EpisodeWorker:
     """One Ray worker of a parallel eval (used as a Ray actor; see the module docstring)."""
 
     def __init__(self, scene_description: Mapping[str, Any], runner_settings: Mapping[str, Any],
-                 plan: RolloutPlan, trace_marker: str | None) -> None:  # fmt: skip
+                 plan: RolloutPlan, trace_marker: str | None, batch_server: Any = None) -> None:  # fmt: skip
         from robokernel_ros.envs import MujocoScene
 
         from .runner import EvalSession, PolicyRunner, RolloutControl
@@ -90,6 +91,13 @@ class EpisodeWorker:
             # Not shared storage: write here, send the run directories back with the results.
             self.local_trace = Path(tempfile.mkdtemp(prefix="robokernel-worker-"))
             plan = dataclasses.replace(plan, trace_dir=self.local_trace)
+        self.proxy = None
+        if batch_server is not None:  # every episode's inference goes to the shared server
+            from robokernel_ros.policies.batching import BatchedPolicy
+
+            name, config, _ = plan.policies[plan.robot]
+            self.proxy = BatchedPolicy(batch_server)
+            plan = dataclasses.replace(plan, policies={plan.robot: (name, config, self.proxy)})
         self.plan = plan
         self.control = RolloutControl(plan.robots, plan.call)
         self.control.state = "running"
@@ -108,6 +116,8 @@ class EpisodeWorker:
     def run_episode(self, episode: int) -> dict[str, Any]:
         """Episode `episode` of the plan; with a local trace folder, its run directory as a tar."""
         result = self.session.episode(episode, self.control)
+        if self.proxy is not None:
+            result["_queue_wait_s"], self.proxy.queue_wait_s = self.proxy.queue_wait_s, []
         if self.local_trace is not None and result.get("run_id"):
             run_dir = self.local_trace / str(result["run_id"])
             buffer = io.BytesIO()
@@ -167,9 +177,19 @@ def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: Roll
         marker_path.touch()
         marker = str(marker_path)
     actor_class = ray.remote(num_cpus=1, max_concurrency=2)(EpisodeWorker)
+    server = None
+    if plan.batch_inference:
+        from robokernel_ros.policies.batching import BatchServer
+
+        name, config, _ = plan.policies[plan.robot]
+        # No CPU reserved: it only runs while the workers wait for it (and workers=N fits N CPUs).
+        server_class = ray.remote(num_cpus=0, max_concurrency=4 * plan.workers + 4)(BatchServer)
+        server = server_class.remote(
+            name, config, max_batch=plan.max_batch, max_wait_ms=plan.max_wait_ms
+        )
 
     def spawn() -> Any:
-        return actor_class.remote(description, settings, shipped, marker)
+        return actor_class.remote(description, settings, shipped, marker, server)
 
     workers = [spawn() for _ in range(plan.workers)]
     progress = eval_progress(plan, runner.bus)
@@ -183,9 +203,11 @@ def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: Roll
     idle: deque[Any] = deque()
     t0 = None
     stopping = False
+    queue_waits: list[float] = []
+    batching: dict[str, Any] | None = None
     try:
         # Up: every worker has built its scene and policy (a failure here is the eval's error).
-        ray.get([w.pid.remote() for w in workers])
+        _wait_until_up(ray, workers, plan.workers)
         idle.extend(workers)
         t0 = time.monotonic()
         while pending or in_flight:
@@ -227,6 +249,7 @@ def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: Roll
                         )
                     idle.append(replacement)
                     continue
+                queue_waits.extend(result.pop("_queue_wait_s", ()))
                 if plan.trace_dir is not None:
                     _unpack_run_dir(result, plan.trace_dir, _local_root(result))
                 if policy_report is None:
@@ -240,9 +263,15 @@ def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: Roll
                 if result.get("outcome") == "estopped" and not control.stop_requested:
                     control.stop("estopped")
                 idle.append(worker)
+        if server is not None:
+            batching = {**ray.get(server.stats.remote()), "max_batch": plan.max_batch,
+                        "max_wait_ms": plan.max_wait_ms,
+                        "queue_wait_p50_ms": 1000 * _median(queue_waits) if queue_waits else None}  # fmt: skip
     finally:
         progress.close()
         _shutdown_workers(workers, in_flight)
+        if server is not None:
+            ray.kill(server)
         if marker is not None:
             Path(marker).unlink(missing_ok=True)
     episodes = [results[i] for i in sorted(results)]
@@ -262,8 +291,27 @@ def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: Roll
         "episodes_completed": sum(1 for e in episodes if e.get("error_category") != "worker"),
         "episodes_retried": sorted(retried),
         "episodes_lost": sorted(lost),
+        "batching": batching,
     }
     return out
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _wait_until_up(ray: Any, workers: list[Any], n: int) -> None:
+    """Every worker has built its scene and policy; a cluster too small to place them is an error."""
+    refs = [w.pid.remote() for w in workers]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=_READY_TIMEOUT_S)
+    if len(ready) < len(refs):
+        raise RuntimeError(
+            f"workers={n}: only {len(ready)} Ray workers started within {_READY_TIMEOUT_S:.0f} s; the Ray "
+            f"cluster has {ray.cluster_resources().get('CPU', 0):.0f} CPUs (one per worker is needed)"
+        )
+    ray.get(refs)  # a worker whose scene or policy failed to build raises here
 
 
 def _local_root(result: Mapping[str, Any]) -> str | None:

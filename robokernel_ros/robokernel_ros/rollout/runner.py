@@ -33,7 +33,7 @@ import numpy as np
 
 from robokernel_ros.kernel import events as ev
 from robokernel_ros.kernel.events import Event, EventBus
-from robokernel_ros.policies.base import Policy, PolicyAgent, create_policy
+from robokernel_ros.policies.base import Policy, PolicyAgent, batch_refusal, create_policy
 from robokernel_ros.policies.base import preflight as provider_preflight
 from robokernel_ros.policies.scripted import observed_joint_positions
 
@@ -380,10 +380,13 @@ def plan_eval(
         hz = v.positive_number("control_frequency", control_frequency)
         text = v.text("instruction", instruction)
         success, failure, rewards = [], [], []
+    policy = _provider_and_config(policy_provider, policy_config, policy_object)
+    if kwargs["batch_inference"]:
+        _check_batching(policy, kwargs["workers"])
     return RolloutPlan(
         call=call,
         robots=(robot,),
-        policies={robot: _provider_and_config(policy_provider, policy_config, policy_object)},
+        policies={robot: policy},
         policy_kwargs=v.config_dict("policy_kwargs", policy_kwargs),
         instructions={robot: text},
         n_steps=steps,
@@ -496,6 +499,20 @@ def plan_multi(
         fast_mode=fast_mode,
         **kwargs,
     )
+
+
+def _check_batching(policy: tuple[str, dict[str, Any], Policy | None], workers: int) -> None:
+    """batch_inference=True needs several workers and a provider that batches."""
+    if workers < 2:
+        raise ValueError(
+            f"batch_inference=True: one policy actor serves several Ray workers; workers={workers} "
+            "has one (set workers >= 2, or batch_inference=False)"
+        )
+    reason = batch_refusal(policy[0], policy[1])
+    if reason is not None:
+        raise ValueError(
+            f"batch_inference=True: policy_provider={policy[0]!r} cannot batch: {reason}"
+        )
 
 
 def _success_fn(fn: Any) -> Criterion | None:
