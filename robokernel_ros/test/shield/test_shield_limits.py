@@ -11,9 +11,10 @@ import rclpy
 from rclpy.context import Context
 from rclpy.parameter import Parameter
 from robokernel_ros.nodes._common import ParameterError
-from robokernel_ros.nodes.safety_shield import (
+from robokernel_ros.nodes.safety_shield import SafetyShieldNode
+from robokernel_ros.safety.limits import (
     JointLimit,
-    SafetyShieldNode,
+    MissingLimitsError,
     build_shield,
     limits_from_urdf,
     load_limits_file,
@@ -86,7 +87,7 @@ def test_shield_limits_urdf_and_merge():
     merged = merge_limits(["a", "b"], [("urdf", urdf), ("file", tighter)])
     assert merged["a"] == JointLimit(-1.0, 0.5, 2.0, 10.0)  # the most restrictive of each
     assert merged["b"] == JointLimit(None, None, 3.0, None)
-    with pytest.raises(ParameterError, match=r"\['zz'\] have no limits"):
+    with pytest.raises(MissingLimitsError, match=r"\['zz'\] have no limits"):
         merge_limits(["a", "zz"], [("urdf", urdf)])
     with pytest.raises(ValueError, match="do not overlap"):
         merge_limits(["a"], [("urdf", urdf), ("file", {"a": JointLimit(2.0, 3.0)})])
