@@ -63,8 +63,9 @@ from typing import Any
 
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.wait_for_message import wait_for_message
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, Float64MultiArray
+from std_msgs.msg import Bool, Float64MultiArray, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -77,11 +78,11 @@ from robokernel_ros.safety.limits import (
     JointLimit,
     MissingLimitsError,
     build_shield,
-    format_limit,
-    limits_from_urdf,
+    describe_limit,
     load_limits_file,
-    merge_limits,
+    merge_limit_sources,
     parse_joint_limits,
+    urdf_limit_sources,
 )
 
 from ._common import (
@@ -89,6 +90,7 @@ from ._common import (
     ESTOP_QOS,
     EVENT_QOS,
     EXECUTORS,
+    LATCHED_QOS,
     SENSOR_QOS,
     STATUS_QOS,
     ParameterError,
@@ -208,6 +210,21 @@ class SafetyShieldNode(LifecycleNode):
         declare(self, "robot_description", "", "URDF whose <limit> tags are also used")
         declare(
             self,
+            "robot_description_topic",
+            "",
+            "topic with the URDF (std_msgs/String, transient_local, as robot_state_publisher "
+            "publishes /robot_description); configure waits for it ('' = not read)",
+        )
+        declare(
+            self,
+            "robot_description_wait_s",
+            10.0,
+            "longest configure waits for the URDF on robot_description_topic",
+            min_value=0.0,
+            min_exclusive=True,
+        )
+        declare(
+            self,
             "command_interface",
             "position",
             "what the controller's commands are",
@@ -278,6 +295,8 @@ class SafetyShieldNode(LifecycleNode):
                 "command_timeout_s",
                 "limits_file",
                 "robot_description",
+                "robot_description_topic",
+                "robot_description_wait_s",
                 "command_interface",
                 "clip_tolerance",
                 "max_step_dt_s",
@@ -296,9 +315,13 @@ class SafetyShieldNode(LifecycleNode):
         sources: list[tuple[str, Mapping[str, JointLimit]]] = []
         if p["robot_description"]:
             try:
-                sources.append(("robot_description", limits_from_urdf(p["robot_description"])))
+                sources.extend(urdf_limit_sources(p["robot_description"]))
             except ValueError as exc:
                 raise ParameterError("robot_description", "<urdf>", str(exc)) from exc
+        if p["robot_description_topic"]:
+            sources.extend(
+                self._urdf_from_topic(p["robot_description_topic"], p["robot_description_wait_s"])
+            )
         if p["limits_file"]:
             try:
                 sources.append(("limits_file", load_limits_file(p["limits_file"])))
@@ -318,13 +341,32 @@ class SafetyShieldNode(LifecycleNode):
             except ValueError as exc:
                 raise ParameterError("joint_limits", direct, str(exc)) from exc
         try:
-            p["limits"] = merge_limits(joints, sources)
+            p["limit_sources"] = merge_limit_sources(joints, sources)
         except MissingLimitsError as exc:
             raise ParameterError("joints", joints, str(exc)) from exc
         except ValueError as exc:
             raise ParameterError("joint_limits", "<merged>", str(exc)) from exc
+        p["limits"] = {j: s.limit for j, s in p["limit_sources"].items()}
         p["joints"] = joints
         return p
+
+    def _urdf_from_topic(self, topic: str, wait_s: float) -> list[tuple[str, Any]]:
+        """The limit sources of the URDF on `topic` (its latched sample); ParameterError
+        when none arrives within wait_s: configure fails, nothing is forwarded."""
+        received, msg = wait_for_message(
+            String, self, topic, qos_profile=LATCHED_QOS, time_to_wait=wait_s
+        )
+        if not received:
+            raise ParameterError(
+                "robot_description_topic",
+                topic,
+                f"no URDF received within robot_description_wait_s={wait_s} s (a publisher "
+                "such as robot_state_publisher must publish it reliable + transient_local)",
+            )
+        try:
+            return urdf_limit_sources(msg.data, f"{topic} topic")
+        except ValueError as exc:
+            raise ParameterError("robot_description_topic", topic, str(exc)) from exc
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -410,9 +452,10 @@ class SafetyShieldNode(LifecycleNode):
         )
         self._logger.info(
             f"configured: {self._n} joints, {self._controller} "
-            f"({self._interface}) {p['input_topic']} -> {p['output_topic']}, limits "
-            + ", ".join(f"{j}={format_limit(lim)}" for j, lim in self._limits.items())
+            f"({self._interface}) {p['input_topic']} -> {p['output_topic']}"
             + (f"; not enforced: {ignored}" if ignored else "")
+            + "; limits (source):\n  "
+            + "\n  ".join(describe_limit(j, s) for j, s in p["limit_sources"].items())
         )
         self._publish_state()
         return TransitionCallbackReturn.SUCCESS

@@ -78,15 +78,15 @@ def test_shield_limits_missing_file():
 
 def test_shield_limits_urdf_and_merge():
     urdf = limits_from_urdf(URDF)
-    assert urdf == {
-        "a": JointLimit(-1.0, 1.0, 2.0, None),
-        "b": JointLimit(None, None, 3.0, None),
-        "c": JointLimit(0.0, 0.1, None, None),
+    assert urdf == {  # effort is read (reported, not enforced)
+        "a": JointLimit(-1.0, 1.0, 2.0, None, 5.0),
+        "b": JointLimit(None, None, 3.0, None, 1.0),
+        "c": JointLimit(0.0, 0.1, None, None, 1.0),
     }
     tighter = {"a": JointLimit(-2.0, 0.5, 5.0, 10.0)}
     merged = merge_limits(["a", "b"], [("urdf", urdf), ("file", tighter)])
-    assert merged["a"] == JointLimit(-1.0, 0.5, 2.0, 10.0)  # the most restrictive of each
-    assert merged["b"] == JointLimit(None, None, 3.0, None)
+    assert merged["a"] == JointLimit(-1.0, 0.5, 2.0, 10.0, 5.0)  # the most restrictive of each
+    assert merged["b"] == JointLimit(None, None, 3.0, None, 1.0)
     with pytest.raises(MissingLimitsError, match=r"\['zz'\] have no limits"):
         merge_limits(["a", "zz"], [("urdf", urdf)])
     with pytest.raises(ValueError, match="do not overlap"):
@@ -132,8 +132,8 @@ def test_shield_limits_from_parameters_and_urdf():
     context, node = _node(overrides)
     try:
         config = node._read_configuration()
-        assert config["limits"]["a"] == JointLimit(-0.5, 1.0, 2.0, None)
-        assert config["limits"]["b"] == JointLimit(None, None, 3.0, None)
+        assert config["limits"]["a"] == JointLimit(-0.5, 1.0, 2.0, None, 5.0)
+        assert config["limits"]["b"] == JointLimit(None, None, 3.0, None, 1.0)
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
