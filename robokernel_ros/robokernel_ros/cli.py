@@ -48,7 +48,11 @@ def register_subcommand(
 
 
 # Modules that register subcommands when imported (a missing one is skipped).
-SUBCOMMAND_MODULES: list[str] = ["robokernel_ros.scoring.cli", "robokernel_ros.bag.cli"]
+SUBCOMMAND_MODULES: list[str] = [
+    "robokernel_ros.scoring.cli",
+    "robokernel_ros.bag.cli",
+    "robokernel_ros.safety.cli",
+]
 
 
 def _load_subcommand_modules() -> None:

@@ -420,6 +420,29 @@ def limits_from_urdf(urdf: str, name: str = "robot_description") -> dict[str, Jo
     }
 
 
+def load_limit_sources(
+    path: str | Path, name: str | None = None
+) -> list[tuple[str, dict[str, JointLimit]]]:
+    """The limit sources of one file: a URDF (`.urdf` / `.xml`, or text that starts with
+    `<`; one source per kind of tag, `<name> <limit>` ...) or a joint_limits YAML file
+    (one source, `<name>`); `name` defaults to the path. ValueError naming the file
+    when refused."""
+    path = Path(path)
+    name = str(path) if name is None else name
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(f"{str(path)!r}: cannot be read ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{str(path)!r}: not a text file ({exc})") from exc
+    if path.suffix in (".urdf", ".xml") or text.lstrip().startswith("<"):
+        try:
+            return urdf_limit_sources(text, name)
+        except ValueError as exc:
+            raise ValueError(str(exc) if str(path) in str(exc) else f"{path}: {exc}") from exc
+    return [(name, load_limits_file(path))]
+
+
 # --- merge and the kernel shield --------------------------------------------------------------
 
 
