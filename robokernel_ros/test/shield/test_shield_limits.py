@@ -179,3 +179,22 @@ def test_rate_guards_judge_an_early_command_over_the_streams_period():
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def test_shield_limits_robot_description_topic_fails_closed():
+    """No URDF on robot_description_topic within robot_description_wait_s: configure is
+    refused naming the parameter (nothing is forwarded without the limits)."""
+    overrides = [
+        Parameter("joints", value=["a"]),
+        Parameter("robot_description_topic", value="/limits_probe_nobody/robot_description"),
+        Parameter("robot_description_wait_s", value=0.2),
+    ]
+    context, node = _node(overrides)
+    try:
+        with pytest.raises(ParameterError, match="robot_description_topic=.*no URDF received"):
+            node._read_configuration()
+        node.trigger_configure()
+        assert not node._configured and node._shield is None
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
