@@ -72,8 +72,8 @@ A step that arrives before its episode_start waits up to `start_timeout_s` for i
 Each episode leaves a run directory <trace_dir>/<run_id>/ (events.jsonl, meta.json) and
 its rosbag2 <trace_dir>/<run_id>/bag (MCAP); both load with `kernel.load_trace`.
 Parameters of served mode: `action_keys` (required: the env's action keys),
-`limits_file` (required: ros2_control joint_limits YAML, loaded with the safety_shield
-node's loader), `command_interface` (position | velocity), `control_hz`, `trace_dir`
+`limits_file` (required: ros2_control joint_limits YAML, loaded by `safety.limits` as
+the safety_shield node loads it), `command_interface` (position | velocity), `control_hz`, `trace_dir`
 ('' = no trace and no bag), `bag`, `clip_tolerance`, `execution_steps` (0 = the whole
 chunk), `image_every`, `start_timeout_s`.
 """

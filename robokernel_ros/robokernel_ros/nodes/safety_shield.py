@@ -38,15 +38,18 @@ pressed. With `latch_file` set, the latch is also kept in that file, so a shield
 is restarted after the e-stop input was released still comes up latched.
 
 Lifecycle (rclpy.lifecycle): configure validates the parameters and loads the limits
-(a `limits_file` in ros2_control's joint_limits YAML layout, `joint_limits.<joint>.*`
-parameters, and the URDF `<limit>` tags of `robot_description`; where several give a
-limit for one joint the most restrictive wins); activate starts forwarding (nothing is
-forwarded until the node also has a joint state for every joint); deactivate sends a
-hold and stops. The e-stop topic, the services, `~/state` (ShieldState, on change and
-every `state_period_s`, transient_local) and `~/interventions` (ShieldIntervention,
-every one) exist in every lifecycle state. With `autostart:=true` the node configures
-and activates itself (for launch files and demos without a lifecycle manager); a
-configuration it refuses then ends the process with status 2.
+(`safety.limits`: a `limits_file` in the joint_limits layout of ros2_control, MoveIt or
+UR, `joint_limits.<joint>.*` parameters, and the URDF of `robot_description` and/or of
+`robot_description_topic` (its latched sample, waited for up to
+`robot_description_wait_s`, else configure fails); where several give a limit for one
+joint the most restrictive wins, and the log lists each limit's source); activate starts
+forwarding (nothing is forwarded until the node also has a joint state for every joint);
+deactivate sends a hold and stops. The e-stop topic, the services, `~/state`
+(ShieldState, on change and every `state_period_s`, transient_local) and
+`~/interventions` (ShieldIntervention, every one) exist in every lifecycle state. With
+`autostart:=true` the node configures and activates itself (for launch files and demos
+without a lifecycle manager); a configuration it refuses then ends the process with
+status 2.
 
 Run: python -m robokernel_ros.nodes.safety_shield --ros-args -p joints:="[a,b]" \
         -p limits_file:=config/joint_limits_so101.yaml -p autostart:=true
