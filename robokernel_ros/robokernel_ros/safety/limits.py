@@ -334,16 +334,17 @@ def urdf_limit_sources(
     `<name> <limit>`, `<name> <safety_controller>`, `<name> <ros2_control>`.
 
     <limit>: position limits of revolute and prismatic joints, velocity and effort of
-    every joint that has them (0 means none). <safety_controller>: soft_lower_limit /
-    soft_upper_limit bound the position of revolute and prismatic joints.
-    <ros2_control> joint command interfaces: position min/max bound the position;
+    every joint that has them (0 means none). <safety_controller>: soft_lower_limit and
+    soft_upper_limit (both or neither) bound the position of revolute and prismatic
+    joints. <ros2_control> joint command interfaces: position min and max bound the
+    position;
     velocity, acceleration and effort min/max the magnitude (the smaller of -min, max).
     """
     try:
         root = ET.fromstring(urdf)
     except ET.ParseError as exc:
         raise ValueError(f"{name}: not valid XML ({exc})") from exc
-    tags: dict[str, dict[str, JointLimit]] = {}
+    tags: dict[str, JointLimit] = {}
     soft: dict[str, JointLimit] = {}
     for joint in root.findall("joint"):  # not the <joint>s of transmissions or ros2_control
         jname, kind = joint.get("name"), joint.get("type")
@@ -371,9 +372,13 @@ def urdf_limit_sources(
             where = f"{name}: joint {jname!r} <safety_controller>"
             lo = _float(safety.get("soft_lower_limit"), f"{where} soft_lower_limit")
             hi = _float(safety.get("soft_upper_limit"), f"{where} soft_upper_limit")
-            if lo is not None and hi is not None and lo > hi:
-                raise ValueError(f"{where}: soft_lower_limit={lo} must be <= soft_upper_limit={hi}")
-            if lo is not None or hi is not None:
+            if (lo is None) != (hi is None):  # urdfdom would read the missing one as 0
+                raise ValueError(f"{where}: soft_lower_limit and soft_upper_limit go together")
+            if lo is not None and hi is not None:
+                if lo > hi:
+                    raise ValueError(
+                        f"{where}: soft_lower_limit={lo} must be <= soft_upper_limit={hi}"
+                    )
                 soft[jname] = JointLimit(min_position=lo, max_position=hi)
     control: dict[str, JointLimit] = {}
     for block in root.iter("ros2_control"):
@@ -394,6 +399,8 @@ def urdf_limit_sources(
                 if lo is not None and hi is not None and lo > hi:
                     raise ValueError(f"{where}: min={lo} must be <= max={hi}")
                 if kind == "position" and bounds:
+                    if lo is None or hi is None:  # a one-sided range is no range to enforce
+                        raise ValueError(f"{where}: min and max go together")
                     limit = limit.tightest(JointLimit(lo, hi), jname)
                 elif kind in _INTERFACE_FIELDS and bounds:
                     magnitude = min(b for b in (None if lo is None else -lo, hi) if b is not None)

@@ -217,6 +217,10 @@ def test_several_files_the_most_restrictive_wins_with_its_source(tmp_path):
          ["command_interface 'velocity'", "min < 0 < max"]),
         (("soft_lower_limit=\"-2.8\"", "soft_lower_limit=\"2.85\""),
          ["<safety_controller>", "soft_lower_limit=2.85 must be <= soft_upper_limit=2.8"]),
+        ((" soft_upper_limit=\"2.8\"", ""),
+         ["joint 'joint1' <safety_controller>", "go together"]),
+        (("<param name=\"min\">-1.5</param>", ""),
+         ["joint 'joint2' command_interface 'position'", "min and max go together"]),
     ],
 )  # fmt: skip
 def test_urdf_refusals_name_the_joint(edit, words):
