@@ -209,8 +209,15 @@ class SafetyShieldNode(LifecycleNode):
             min_value=0.0,
             min_exclusive=True,
         )
-        declare(self, "limits_file", "", "YAML file in ros2_control's joint_limits layout")
-        declare(self, "robot_description", "", "URDF whose <limit> tags are also used")
+        declare(
+            self, "limits_file", "", "joint_limits YAML file (ros2_control, MoveIt or UR layout)"
+        )
+        declare(
+            self,
+            "robot_description",
+            "",
+            "URDF whose <limit>, <safety_controller> and <ros2_control> limits are also used",
+        )
         declare(
             self,
             "robot_description_topic",
