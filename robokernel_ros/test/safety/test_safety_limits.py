@@ -9,7 +9,10 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from robokernel_ros.safety.limits import (
+    LIMIT_FIELDS,
     JointLimit,
     describe_limit,
     limits_from_urdf,
@@ -229,3 +232,33 @@ def test_urdf_refusals_name_the_joint(edit, words):
         urdf_limit_sources(text)
     for word in words:
         assert word in str(info.value)
+
+
+_bound = st.one_of(st.none(), st.floats(min_value=0.01, max_value=10.0))
+_limits = st.builds(
+    lambda lo, width, v, a, e: JointLimit(lo, None if lo is None else lo + width, v, a, e),
+    st.one_of(st.none(), st.floats(min_value=-1.0, max_value=0.0)),
+    st.floats(min_value=1.0, max_value=3.0),  # every range holds [0, 1]: they overlap
+    _bound,
+    _bound,
+    _bound,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_limits, min_size=1, max_size=5), st.randoms(use_true_random=False))
+def test_merge_is_the_tightest_of_every_source_in_any_order(limits, rng):
+    sources = [(f"s{i}", {"j": limit}) for i, limit in enumerate(limits)]
+    merged = merge_limit_sources(["j"], sources)["j"]
+    shuffled = sources[:]
+    rng.shuffle(shuffled)
+    assert merge_limit_sources(["j"], shuffled)["j"].limit == merged.limit
+    by_name = dict(sources)
+    for key in LIMIT_FIELDS:
+        given_values = [getattr(lim, key) for lim in limits if getattr(lim, key) is not None]
+        value = getattr(merged.limit, key)
+        if not given_values:
+            assert value is None and key not in merged.sources
+            continue
+        assert value == (max if key == "min_position" else min)(given_values)
+        assert getattr(by_name[merged.sources[key]]["j"], key) == value  # its source set it
