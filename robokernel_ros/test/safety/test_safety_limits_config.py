@@ -36,7 +36,7 @@ URDF = """<robot name="r">
 </robot>"""
 
 
-def test_shield_limits_yaml_layouts():
+def test_config_limits_yaml_layouts():
     so101 = load_limits_file(SO101_LIMITS)
     assert list(so101) == SO101_JOINTS
     assert so101["shoulder_pan"] == JointLimit(-1.91986, 1.91986, 3.0, 30.0)
@@ -68,7 +68,7 @@ def test_shield_limits_yaml_layouts():
         ("joint_limits: [1, 2\n", ["not valid YAML"]),
     ],
 )
-def test_shield_limits_yaml_refusals(tmp_path, text, words):
+def test_config_limits_yaml_refusals(tmp_path, text, words):
     path = tmp_path / "limits.yaml"
     path.write_text(text)
     with pytest.raises(ValueError) as info:
@@ -77,12 +77,12 @@ def test_shield_limits_yaml_refusals(tmp_path, text, words):
         assert word in str(info.value)
 
 
-def test_shield_limits_missing_file():
+def test_config_limits_missing_file():
     with pytest.raises(ValueError, match="limits_file=.*cannot be read"):
         load_limits_file("/nonexistent/limits.yaml")
 
 
-def test_shield_limits_urdf_and_merge():
+def test_config_limits_urdf_and_merge():
     urdf = limits_from_urdf(URDF)
     assert urdf == {  # effort is read (reported, not enforced)
         "a": JointLimit(-1.0, 1.0, 2.0, None, 5.0),
@@ -101,7 +101,7 @@ def test_shield_limits_urdf_and_merge():
         limits_from_urdf("<robot>")
 
 
-def test_shield_limits_guards_from_limits():
+def test_config_limits_guards_from_limits():
     shield = build_shield(
         ["a", "b"], {"a": JointLimit(-1.0, 1.0, 2.0, None), "b": JointLimit(None, None, None, None)}
     )
