@@ -653,11 +653,15 @@ class MujocoScene:
         entry = self.robot(name)
         motors = torque_motors(self, entry)
         if not motors:
-            kinds = sorted(set(entry.info.actuator_kinds.values())) or ["none"]
+            kinds = sorted(set(entry.info.actuator_kinds.values()))
+            have = (
+                f"its actuators are {', '.join(kinds)}{' servos' if kinds == ['position'] else ''}"
+                if kinds
+                else "it has no actuator"
+            )
             raise ValueError(
-                f"robot {name!r} has no torque motor to shim (its actuators are {', '.join(kinds)}"
-                f"{' servos' if kinds == ['position'] else ''}): the torque shim turns joint targets into "
-                "motor torques; a position servo already tracks its target"
+                f"robot {name!r} has no torque motor to shim ({have}): the torque shim turns joint "
+                "targets into motor torques; a position servo already tracks its target"
             )
         packaged = packaged_model_at(entry.info.path)
         defaults = dict(packaged.torque_gains) if packaged is not None else {}
