@@ -229,3 +229,13 @@ def test_the_benchmark_zero_policy_stands_on_the_shim(cell, tmp_path, capsys):
     assert report[FLAG] is True
     assert cli.main([*args, "--wbc-gains", '{"FL_hip_joint": {"kp": 30, "kd": 1}}']) == 1
     assert "the gains are the torque shim's" in capsys.readouterr().err
+
+
+def test_the_shield_reviews_the_joint_targets_not_the_torques(cell):
+    bent = {**STAND, "FL_calf": -0.5}  # past the calf's range end (-0.838 rad); as a torque, tiny
+    runs = {}
+    for flag in (True, False):
+        out = cell.run_policy("dog", policy_object=ReplayPolicy([dict(bent)] * 5), n_steps=5,
+                              action_horizon=1, **{FLAG: flag})  # fmt: skip
+        runs[flag] = envelope_json(out)["safety_interventions"]
+    assert runs[True] >= 5 and runs[False] == 0
