@@ -138,3 +138,32 @@ def test_the_range_mode_maps_the_packaged_models_joint_range_to_plus_minus_100()
     assert conv.to_robot("elbow_flex", np.array([150.0]))[0] == pytest.approx(
         float(model.jnt_range[model.joint("elbow_flex").id][1]), abs=1e-6
     )
+
+
+def test_the_lerobot_export_refuses_what_it_cannot_write_by_name(tmp_path: Path) -> None:
+    from robokernel_ros.bag.export import export_lerobot
+    from robokernel_ros.policies.conventions import convention_for_joints
+
+    with pytest.raises(ValueError, match=r"match no LeRobot robot family .*so_follower"):
+        convention_for_joints(["j0", "j1", "j2"])
+    for kwargs, message in (
+        ({"convention": "lerobot-degrees"}, r"convention='lerobot-degrees': must be one of"),
+        ({"fps": 0}, r"fps=0: must be a whole number"),
+        ({"fps": True}, r"fps=True"),
+        ({"env_state": "shoulder_pan.vel"}, r"env_state='shoulder_pan.vel': must be a list"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            export_lerobot([tmp_path], repo_id="a/b", root=tmp_path / "ds", **kwargs)
+    assert not (tmp_path / "ds").exists()
+
+
+def test_the_provider_refuses_an_unknown_convention_or_malformed_feature_names(
+    ckpt_degrees: Path,
+) -> None:
+    from robokernel_ros.policies.lerobot import LerobotPolicy
+
+    base = {"path": str(ckpt_degrees), "device": "cpu"}
+    with pytest.raises(ValueError, match=r"convention='degrees': must be one of \['none', 'so_"):
+        LerobotPolicy.preflight({**base, "convention": "degrees"})
+    with pytest.raises(ValueError, match=r"feature_names=.*must map feature keys"):
+        LerobotPolicy.preflight({**base, "feature_names": {"action": "shoulder_pan.pos"}})
