@@ -294,7 +294,7 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
     state_units = [conv.unit(n) for n in shape["state"]] if conv else []
     action_units = [conv.unit(n) for n in shape["action"]] if conv else []
     ratio = shape["step_ratio"]
-    k = 0  # the next dataset frame: it holds executed step floor(k * ratio)
+    k = 0  # the next dataset frame: it holds the episode's step floor(k * ratio)
     executed = -1
     observations = {e.step: e for e in trace.events if e.kind == OBSERVATION}
     cams = shape["cameras"]
@@ -312,7 +312,25 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
         obs_event = observations.get(e.step)
         if obs_event is None:
             raise ValueError(f"trace {trace.path}: action at step {e.step} has no observation")
-        executed += 1
+        for cam in cams:
+            # advance to the latest recorded frame at or before this step
+            while pending[cam] is not None and pending[cam][0] <= e.step:
+                current[cam] = pending[cam][1]
+                pending[cam] = next(frame_iters[cam], None)
+        waiting = [cam for cam in cams if cam not in current]
+        if waiting:
+            # A live workcell's cameras may deliver their first frame a few steps into the
+            # episode: the dataset episode starts once every camera has one (no made-up
+            # frames). Once a camera has a frame it always has one, so only leading steps.
+            leading.append(e.step)
+            first_waiting = first_waiting or waiting
+            continue
+        executed += 1  # steps of the dataset episode, the resampling's clock
+        copies = 0  # dataset frames that hold this step: 0 (skipped), 1, or more
+        while math.floor((k + copies) * ratio + 1e-9) == executed:
+            copies += 1
+        if not copies:
+            continue
         action = e.data.get("action") or {}
         obs = obs_event.data.get("obs") or {}
         state = _state_vector(obs, shape["source"], shape["state"])
@@ -331,26 +349,11 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
         if shape["env_state"]:
             frame[ENV_STATE_KEY] = _env_state_vector(trace, obs, shape["env_state"])
         for cam in cams:
-            # advance to the latest recorded frame at or before this step
-            while pending[cam] is not None and pending[cam][0] <= e.step:
-                current[cam] = pending[cam][1]
-                pending[cam] = next(frame_iters[cam], None)
-        waiting = [cam for cam in cams if cam not in current]
-        if waiting:
-            # A live workcell's cameras may deliver their first frame a few steps into the
-            # episode: the dataset episode starts once every camera has one (no made-up
-            # frames). Once a camera has a frame it always has one, so only leading steps.
-            leading.append(e.step)
-            first_waiting = first_waiting or waiting
-            continue
-        for cam in cams:
             frame[f"observation.images.{_feature_name(cam)}"] = current[cam]
-        if not n and not k:
-            executed = 0  # resampling counts from the dataset episode's first step
-        while math.floor(k * ratio + 1e-9) == executed:  # 0, 1 or more frames per step
+        for _ in range(copies):
             dataset.add_frame(dict(frame))
-            n += 1
-            k += 1
+        n += copies
+        k += copies
     if leading and n:
         _log.warning(
             "%s: steps %d..%d skipped: camera(s) %s had no frame yet; the dataset episode "
