@@ -171,3 +171,26 @@ def test_lerobot_train_on_the_export_serves_back_bound_by_name(
     meta = json.loads((Path(episode["trace_path"]) / "meta.json").read_text())
     for field in ("steps", "holds", "chunks"):  # the report carries the episode's counts
         assert episode[field] == meta[field] is not None
+
+
+def test_the_range_mode_export_upsamples_by_repeating_steps(exported: dict[str, Any]) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from robokernel_ros.bag.export import export_lerobot
+
+    root = exported["tmp"] / "range100"
+    report = export_lerobot(
+        exported["runs"][:1], repo_id="rk/r", root=root, convention="lerobot-range", fps=100
+    )
+    assert report.fps == 100 and report.frames == 2 * STEPS and report.env_state_names is None
+    ds = LeRobotDataset("rk/r", root=root, video_backend="pyav")
+    trace = load_trace(exported["runs"][0])
+    obs = {e.step: e.data["obs"]["joint_positions"] for e in trace.of_kind("observation")}
+    for k, action in enumerate(trace.of_kind("action")):
+        q = obs[action.step]
+        expected = []
+        for j in SO101:
+            low, high = _mujoco_range(j)
+            scale = 100 if j == "gripper" else 200
+            expected.append((q[j] - low) / (high - low) * scale - (0 if j == "gripper" else 100))
+        for frame in (2 * k, 2 * k + 1):  # frames at 0.01 s, steps at 0.02 s
+            np.testing.assert_allclose(ds[frame]["observation.state"].numpy(), expected, atol=1e-3)
