@@ -1275,6 +1275,10 @@ class PolicyRunner:
             "stop_predicate": menv.stop_criterion,
             "steps_advanced": menv.step_count,
             "hold_steps": collector.holds,
+            # the kernel's own counts, as the episode's meta.json has them
+            "steps": record.steps,
+            "holds": record.holds,
+            "chunks": record.chunks,
             **merged,
             "total_reward": float(record.total_reward),
             "video_path": video_path if video_path and menv.video_frames else None,
