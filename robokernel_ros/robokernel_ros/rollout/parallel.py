@@ -37,6 +37,7 @@ bus events (the trace's) stay in the workers; only progress reaches the driver's
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import logging
@@ -83,9 +84,12 @@ class EpisodeWorker:
                  plan: RolloutPlan, trace_marker: str | None, batch_server: Any = None) -> None:  # fmt: skip
         from robokernel_ros.envs import MujocoScene
 
+        from . import torque
         from .runner import EvalSession, PolicyRunner, RolloutControl
 
         self.scene = MujocoScene.from_description(dict(scene_description))
+        self._held = contextlib.ExitStack()  # the call's torque shims, for the worker's life
+        self._held.enter_context(torque.installed(plan, self.scene))
         self.local_trace: Path | None = None
         if plan.trace_dir is not None and not (trace_marker and Path(trace_marker).exists()):
             # Not shared storage: write here, send the run directories back with the results.
@@ -128,6 +132,7 @@ class EpisodeWorker:
 
     def close(self) -> None:
         self.session.close()
+        self._held.close()
         if self.local_trace is not None:
             shutil.rmtree(self.local_trace, ignore_errors=True)
 
