@@ -207,3 +207,19 @@ def test_ctrl_c_stops_the_workers_and_returns_the_report(tmp_path):
     assert report["stopped"] is True and "stopped" in report["outcomes"]
     assert len(report["outcomes"]) < 40
     assert time.monotonic() - t_interrupt < 15.0  # the stop itself, plus Ray's shutdown at exit
+
+
+def test_the_torque_shim_runs_in_every_worker(tmp_path):
+    cell = SimWorkcell(trace_dir=tmp_path)
+    try:
+        cell.add_robot("dog", "go2")
+        kwargs = dict(n_episodes=2, max_steps=60, seed=0, wbc_install_torque_control=True)
+        serial = envelope_json(cell.eval_policy("dog", **kwargs))
+        parallel = envelope_json(cell.eval_policy("dog", workers=2, **kwargs))
+    finally:
+        cell.close()
+    assert parallel["wbc_install_torque_control"] is True
+    for a, b in zip(serial["episodes"], parallel["episodes"], strict=True):
+        assert actions_of(a) == actions_of(b)
+        assert load_trace(b["trace_path"]).of_kind("episode.start")[0].data["torque_shim"]
+        assert a["total_reward"] == b["total_reward"] and a["steps_advanced"] == b["steps_advanced"]
