@@ -43,12 +43,14 @@ import io
 import logging
 import os
 import shutil
+import signal
 import tarfile
 import tempfile
+import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +62,7 @@ _log = logging.getLogger(__name__)
 _STOP_GRACE_S = 10.0  # after a stop: how long in-flight episodes get to close their traces
 _POLL_S = 0.05
 _READY_TIMEOUT_S = 120.0
+_LOAD_FIELDS = ("policy_load_time_s", "policy_load_cache_hit", "policy_resident_rss_mb")
 
 
 def ray_init(address: str | None, workers: int) -> None:
@@ -162,161 +165,213 @@ def _unpack_run_dir(result: dict[str, Any], trace_dir: Path, local_root: str | N
 def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: RolloutControl,
                           scene: Any) -> dict[str, Any]:  # fmt: skip
     """Run a validated eval plan with plan.workers > 1 Ray workers; the aggregate as on the serial path."""
-    import ray
-    from ray.exceptions import RayActorError
-
-    from .results import BINDING_FLAGS
-    from .runner import eval_progress, eval_report
+    from .runner import eval_progress
 
     t_start = time.monotonic()
     ray_init(plan.ray_address, plan.workers)
-    shipped = dataclasses.replace(plan, scene_override=None, observers=[], on_frame=None,
-                                  progress=False, workers=1)  # fmt: skip
-    settings = {"record_privileged": runner.record_privileged, "image_every": runner.image_every,
-                "privileged_every": runner.privileged_every}  # fmt: skip
-    description = scene.description()
-    marker = None
-    if plan.trace_dir is not None:
-        plan.trace_dir.mkdir(parents=True, exist_ok=True)
-        marker_path = plan.trace_dir / f".ray-driver-{uuid.uuid4().hex}"
-        marker_path.touch()
-        marker = str(marker_path)
-    actor_class = ray.remote(num_cpus=1, max_concurrency=2)(EpisodeWorker)
-    server = None
-    if plan.batch_inference:
-        from robokernel_ros.policies.batching import BatchServer
-
-        name, config, _ = plan.policies[plan.robot]
-        # No CPU reserved: it only runs while the workers wait for it (and workers=N fits N CPUs).
-        server_class = ray.remote(num_cpus=0, max_concurrency=4 * plan.workers + 4)(BatchServer)
-        server = server_class.remote(
-            name, config, max_batch=plan.max_batch, max_wait_ms=plan.max_wait_ms
-        )
-
-    def spawn() -> Any:
-        return actor_class.remote(description, settings, shipped, marker, server)
-
-    workers = [spawn() for _ in range(plan.workers)]
+    run = _ParallelEval(runner, plan, control, scene)
     progress = eval_progress(plan, runner.bus)
-    results: dict[int, dict[str, Any]] = {}
-    policy_report: dict[str, Any] | None = None
-    retried: list[int] = []
-    lost: list[int] = []
-    attempts: dict[int, int] = {}
-    pending = deque(range(plan.n_episodes))
-    in_flight: dict[Any, tuple[Any, int]] = {}  # ref -> (worker, episode)
-    idle: deque[Any] = deque()
-    t0 = None
-    stopping = False
-    queue_waits: list[float] = []
-    batching: dict[str, Any] | None = None
     try:
-        # Up: every worker has built its scene and policy (a failure here is the eval's error).
-        _wait_until_up(ray, workers, plan.workers)
-        idle.extend(workers)
-        t0 = time.monotonic()
-        while pending or in_flight:
-            if control.stop_requested and not stopping:
-                stopping = True
-                pending.clear()
-                for worker, _ in in_flight.values():
-                    if control.estopped:
-                        worker.estop.remote()
-                    else:
-                        worker.stop.remote(control.stop_reason or "stopped")
-            while pending and idle and not stopping:
-                worker = idle.popleft()
-                episode = pending.popleft()
-                in_flight[worker.run_episode.remote(episode)] = (worker, episode)
-            if not in_flight:
-                break
-            try:
-                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=_POLL_S)
-            except KeyboardInterrupt:
-                control.stop("interrupted")
-                continue
-            for ref in ready:
-                worker, episode = in_flight.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except RayActorError as exc:
-                    attempts[episode] = attempts.get(episode, 0) + 1
-                    _log.warning("worker of episode %d died (%s)", episode, type(exc).__name__)
-                    replacement = spawn()
-                    workers.append(replacement)
-                    if attempts[episode] == 1 and not stopping:
-                        retried.append(episode)
-                        pending.appendleft(episode)
-                    else:
-                        lost.append(episode)
-                        results[episode] = _worker_died(
-                            episode, (plan.seed or 0) + episode, type(exc).__name__
-                        )
-                    idle.append(replacement)
-                    continue
-                queue_waits.extend(result.pop("_queue_wait_s", ()))
-                if plan.trace_dir is not None:
-                    _unpack_run_dir(result, plan.trace_dir, _local_root(result))
-                if policy_report is None:
-                    policy_report = {k: result[k] for k in ("policy_load_time_s", "policy_load_cache_hit",
-                                                            "policy_resident_rss_mb") if k in result}  # fmt: skip
-                results[episode] = result
-                control.episode = len(results)
-                progress.episode_done(episode, success=bool(result.get("success")),
-                                      steps=int(result.get("steps_advanced") or 0),
-                                      outcome=str(result.get("outcome")))  # fmt: skip
-                if result.get("outcome") == "estopped" and not control.stop_requested:
-                    control.stop("estopped")
-                idle.append(worker)
-        if server is not None:
-            batching = {**ray.get(server.stats.remote()), "max_batch": plan.max_batch,
-                        "max_wait_ms": plan.max_wait_ms,
-                        "queue_wait_p50_ms": 1000 * _median(queue_waits) if queue_waits else None}  # fmt: skip
+        with _interrupt_stops(control):
+            run.start()
+            t0 = time.monotonic()
+            run.loop(progress)
     finally:
         progress.close()
-        _shutdown_workers(workers, in_flight)
-        if server is not None:
-            ray.kill(server)
-        if marker is not None:
-            Path(marker).unlink(missing_ok=True)
-    episodes = [results[i] for i in sorted(results)]
-    first = episodes[0] if episodes else {}
-    report = dict(policy_report or {})
-    for flag in BINDING_FLAGS:
-        report[flag] = any(bool(e.get(flag)) for e in episodes)
-    out = eval_report(plan, control, episodes, report,
-                      chunk_prefetch=bool(first.get("chunk_prefetch_enabled")),
-                      policy_rtc=bool(first.get("policy_rtc_enabled")),
-                      elapsed_s=time.monotonic() - (t0 or t_start))  # fmt: skip
-    out["parallel"] = {
-        "workers": plan.workers,
-        "ray_address": plan.ray_address,
-        "startup_s": (t0 - t_start) if t0 is not None else None,
-        "episodes_requested": plan.n_episodes,
-        "episodes_completed": sum(1 for e in episodes if e.get("error_category") != "worker"),
-        "episodes_retried": sorted(retried),
-        "episodes_lost": sorted(lost),
-        "batching": batching,
-    }
-    return out
+        run.close()
+    return run.report(startup_s=t0 - t_start, elapsed_s=time.monotonic() - t0)
+
+
+class _ParallelEval:
+    """The driver's side of one parallel eval: workers, the episode queue, the results."""
+
+    def __init__(
+        self, runner: PolicyRunner, plan: RolloutPlan, control: RolloutControl, scene: Any
+    ) -> None:
+        import ray
+
+        self.plan, self.control = plan, control
+        shipped = dataclasses.replace(plan, scene_override=None, observers=[], on_frame=None,
+                                      progress=False, workers=1)  # fmt: skip
+        settings = {"record_privileged": runner.record_privileged, "image_every": runner.image_every,
+                    "privileged_every": runner.privileged_every}  # fmt: skip
+        self.marker: Path | None = None
+        if plan.trace_dir is not None:  # a worker that sees it shares the driver's storage
+            plan.trace_dir.mkdir(parents=True, exist_ok=True)
+            self.marker = plan.trace_dir / f".ray-driver-{uuid.uuid4().hex}"
+            self.marker.touch()
+        self.server = None
+        if plan.batch_inference:
+            from robokernel_ros.policies.batching import BatchServer
+
+            name, config, _ = plan.policies[plan.robot]
+            # No CPU reserved: it runs while the workers wait for it (workers=N fits N CPUs).
+            server_class = ray.remote(num_cpus=0, max_concurrency=4 * plan.workers + 4)(BatchServer)
+            self.server = server_class.remote(name, config, max_batch=plan.max_batch,
+                                              max_wait_ms=plan.max_wait_ms)  # fmt: skip
+        actor_class = ray.remote(num_cpus=1, max_concurrency=2)(EpisodeWorker)
+        args = (
+            scene.description(),
+            settings,
+            shipped,
+            str(self.marker) if self.marker else None,
+            self.server,
+        )
+        self._spawn = lambda: actor_class.remote(*args)  # noqa: E731 - also on every worker death
+        self.workers = [self._spawn() for _ in range(plan.workers)]
+        self.idle: deque[Any] = deque()
+        self.pending = deque(range(plan.n_episodes))
+        self.in_flight: dict[Any, tuple[Any, int]] = {}  # ref -> (worker, episode)
+        self.results: dict[int, dict[str, Any]] = {}
+        self.attempts: dict[int, int] = {}
+        self.retried: list[int] = []
+        self.lost: list[int] = []
+        self.queue_waits: list[float] = []
+        self.policy_report: dict[str, Any] = {}
+        self.batching: dict[str, Any] | None = None
+        self.stopping = False
+
+    def start(self) -> None:
+        """Every worker has built its scene and policy (a failure there is the eval's error)."""
+        import ray
+
+        refs = [w.pid.remote() for w in self.workers]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=_READY_TIMEOUT_S)
+        if len(ready) < len(refs):
+            raise RuntimeError(
+                f"workers={self.plan.workers}: only {len(ready)} Ray workers started within "
+                f"{_READY_TIMEOUT_S:.0f} s; the Ray cluster has {ray.cluster_resources().get('CPU', 0):.0f} "
+                "CPUs (one per worker is needed)"
+            )
+        ray.get(refs)
+        self.idle.extend(self.workers)
+
+    def loop(self, progress: Any) -> None:
+        """Hand out episodes one at a time until all are done or the eval is stopped."""
+        import ray
+
+        while self.pending or self.in_flight:
+            if self.control.stop_requested and not self.stopping:
+                self._stop_all()
+            while self.pending and self.idle and not self.stopping:
+                worker, episode = self.idle.popleft(), self.pending.popleft()
+                self.in_flight[worker.run_episode.remote(episode)] = (worker, episode)
+            if not self.in_flight:
+                break
+            ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=_POLL_S)
+            for ref in ready:
+                self._collect(ref, progress)
+        if self.server is not None:
+            waits = self.queue_waits
+            self.batching = {**ray.get(self.server.stats.remote()), "max_batch": self.plan.max_batch,
+                             "max_wait_ms": self.plan.max_wait_ms,
+                             "queue_wait_p50_ms": 1000 * _median(waits) if waits else None}  # fmt: skip
+
+    def _stop_all(self) -> None:
+        self.stopping = True
+        self.pending.clear()
+        for worker, _ in self.in_flight.values():
+            if self.control.estopped:
+                worker.estop.remote()
+            else:
+                worker.stop.remote(self.control.stop_reason or "stopped")
+
+    def _collect(self, ref: Any, progress: Any) -> None:
+        import ray
+        from ray.exceptions import RayActorError
+
+        worker, episode = self.in_flight.pop(ref)
+        try:
+            result = ray.get(ref)
+        except RayActorError as exc:
+            self._worker_died(episode, type(exc).__name__)
+            return
+        self.queue_waits.extend(result.pop("_queue_wait_s", ()))
+        if self.plan.trace_dir is not None:
+            _unpack_run_dir(result, self.plan.trace_dir, _local_root(result))
+        if not self.policy_report:
+            self.policy_report = {k: result[k] for k in _LOAD_FIELDS if k in result}
+        self.results[episode] = result
+        self.control.episode = len(self.results)
+        progress.episode_done(episode, success=bool(result.get("success")),
+                              steps=int(result.get("steps_advanced") or 0),
+                              outcome=str(result.get("outcome")))  # fmt: skip
+        if result.get("outcome") == "estopped" and not self.control.stop_requested:
+            self.control.stop("estopped")
+        self.idle.append(worker)
+
+    def _worker_died(self, episode: int, error: str) -> None:
+        """Retry the episode once on a fresh worker; a second death reports it as an error."""
+        _log.warning("the worker of episode %d died (%s)", episode, error)
+        self.attempts[episode] = self.attempts.get(episode, 0) + 1
+        replacement = self._spawn()
+        self.workers.append(replacement)
+        self.idle.append(replacement)
+        if self.attempts[episode] == 1 and not self.stopping:
+            self.retried.append(episode)
+            self.pending.appendleft(episode)
+        else:
+            self.lost.append(episode)
+            self.results[episode] = _worker_died(episode, (self.plan.seed or 0) + episode, error)
+
+    def close(self) -> None:
+        import ray
+
+        _shutdown_workers(self.workers, self.in_flight)
+        if self.server is not None:
+            ray.kill(self.server)
+        if self.marker is not None:
+            self.marker.unlink(missing_ok=True)
+
+    def report(self, *, startup_s: float, elapsed_s: float) -> dict[str, Any]:
+        from .results import BINDING_FLAGS
+        from .runner import eval_report
+
+        episodes = [self.results[i] for i in sorted(self.results)]
+        first = episodes[0] if episodes else {}
+        policy_report = dict(self.policy_report)
+        for flag in BINDING_FLAGS:
+            policy_report[flag] = any(bool(e.get(flag)) for e in episodes)
+        out = eval_report(self.plan, self.control, episodes, policy_report,
+                          chunk_prefetch=bool(first.get("chunk_prefetch_enabled")),
+                          policy_rtc=bool(first.get("policy_rtc_enabled")), elapsed_s=elapsed_s)  # fmt: skip
+        out["parallel"] = {
+            "workers": self.plan.workers,
+            "ray_address": self.plan.ray_address,
+            "startup_s": startup_s,
+            "episodes_requested": self.plan.n_episodes,
+            "episodes_completed": sum(1 for e in episodes if e.get("error_category") != "worker"),
+            "episodes_retried": sorted(self.retried),
+            "episodes_lost": sorted(self.lost),
+            "batching": self.batching,
+        }
+        return out
+
+
+@contextlib.contextmanager
+def _interrupt_stops(control: RolloutControl) -> Iterator[None]:
+    """In the main thread, the first Ctrl-C (SIGINT) stops the eval as stop_policy does (the
+    finished episodes are reported, the running ones end "stopped"); a second one raises."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, previous)
+        control.stop("interrupted")
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is stop:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def _wait_until_up(ray: Any, workers: list[Any], n: int) -> None:
-    """Every worker has built its scene and policy; a cluster too small to place them is an error."""
-    refs = [w.pid.remote() for w in workers]
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=_READY_TIMEOUT_S)
-    if len(ready) < len(refs):
-        raise RuntimeError(
-            f"workers={n}: only {len(ready)} Ray workers started within {_READY_TIMEOUT_S:.0f} s; the Ray "
-            f"cluster has {ray.cluster_resources().get('CPU', 0):.0f} CPUs (one per worker is needed)"
-        )
-    ray.get(refs)  # a worker whose scene or policy failed to build raises here
 
 
 def _local_root(result: Mapping[str, Any]) -> str | None:
