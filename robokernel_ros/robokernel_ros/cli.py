@@ -122,6 +122,21 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: on a terminal)")  # fmt: skip
+    p.add_argument("--live", nargs="?", type=_live_port, const=8765, default=None, metavar="PORT",
+                   help="serve a live Foxglove view on ws://127.0.0.1:PORT (default 8765; 0: any)")  # fmt: skip
+
+
+def _live_port(text: str) -> int:
+    """argparse type of --live: a TCP port."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: must be a TCP port in [0, 65535] (0: any free port)"
+        )
+    return port
 
 
 def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
@@ -133,6 +148,10 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
         "trace_dir": None if args.no_trace else args.trace_dir,
         "progress": args.progress,
     }
+    if args.live is not None:
+        kwargs["live"] = args.live
+        where = f"ws://127.0.0.1:{args.live}" if args.live else "a free port (the report's live.url)"
+        print(f"live view: {where} (Foxglove: Open connection > Foxglove WebSocket)", file=sys.stderr)
     if args.video:
         kwargs["video"] = {
             "path": str(Path(args.video) / f"{label}.mp4"),

@@ -201,6 +201,8 @@ class RolloutPlan:
     image_size: tuple[int, int] | None = None  # image_size= as asked
     env_cameras: tuple[str, ...] = ()  # resolved by resolve_cameras: what the env renders
     env_image_size: tuple[int, int] | None = None
+    live: Any = None  # live.LiveOptions: a Foxglove view of every episode; None: none
+    live_view: Any = field(default=None, repr=False, compare=False)  # started by the first episode
 
     @property
     def robot(self) -> str:
@@ -266,6 +268,7 @@ def plan_run(
     image_size: Any = None,
     safety: Any = None,
     progress: Any = None,
+    live: Any = None,
     call: str = "run_policy",
 ) -> RolloutPlan:
     """Check a run_policy / start_policy request (raises ValueError naming the parameter)."""
@@ -279,6 +282,7 @@ def plan_run(
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
+    kwargs["live"] = _live_option(live)
     return RolloutPlan(
         call=call,
         robots=(robot,),
@@ -329,6 +333,7 @@ def plan_eval(
     image_size: Any = None,
     safety: Any = None,
     progress: Any = None,
+    live: Any = None,
     call: str = "eval_policy",
 ) -> RolloutPlan:
     """Check an eval_policy / evaluate_benchmark request (raises ValueError naming the parameter)."""
@@ -339,6 +344,7 @@ def plan_eval(
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
+    kwargs["live"] = _live_option(live)
     benchmark = None
     if spec is not None:
         if registry is None:
@@ -415,6 +421,7 @@ def plan_multi(
     cameras: Any = None,
     image_size: Any = None,
     safety: Any = None,
+    live: Any = None,
     call: str = "run_multi_policy",
 ) -> RolloutPlan:
     """Check a run_multi_policy request: policies={robot: Policy | provider | {provider, config}}."""
@@ -466,6 +473,7 @@ def plan_multi(
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=None, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
+    kwargs["live"] = _live_option(live)
     return RolloutPlan(
         call=call,
         robots=tuple(names),
@@ -932,6 +940,33 @@ def _attach_bag(bus: EventBus, trace_dir: Path, storage: str) -> Callable[[Any],
     return finish
 
 
+def _live_option(value: Any) -> Any:
+    if value is None or value is False:
+        return None  # no import of foxglove-sdk for a call without a live view
+    from robokernel_ros.live import live_option
+
+    return live_option("live", value)
+
+
+def _attach_live(bus: EventBus, plan: RolloutPlan, episode: int) -> Callable[[Any], dict[str, Any]]:
+    """Feed the call's Foxglove view (started by its first episode) from the episode's bus;
+    the finisher reports the episode's live stats (port, messages, dropped, mcap_path)."""
+    if plan.live_view is None:
+        from robokernel_ros.live import LiveView
+
+        plan.live_view = LiveView(plan.live).start()
+    detach = plan.live_view.attach(bus, run_dir=plan.trace_dir, n_steps=plan.n_steps,
+                                   n_episodes=plan.n_episodes, episode=episode)  # fmt: skip
+    return lambda record: {"live": detach()}
+
+
+def _close_live(plan: RolloutPlan) -> None:
+    """Stop the call's Foxglove server (frees its port); a no-op without one."""
+    if plan.live_view is not None:
+        plan.live_view.close()
+        plan.live_view = None
+
+
 @dataclass
 class EpisodeSinkContext:
     """What an episode sink (e.g. the rosbag mirror) gets before each episode."""
@@ -1127,6 +1162,8 @@ class PolicyRunner:
         trace = TraceStore(plan.trace_dir) if plan.trace_dir is not None else None
         if plan.bag is not None and plan.trace_dir is not None:
             finishers.append(_attach_bag(bus, plan.trace_dir, plan.bag))
+        if plan.live is not None:
+            finishers.append(_attach_live(bus, plan, episode))
         sink_ctx = EpisodeSinkContext(bus, plan.trace_dir, plan.robots, episode, plan.call)
         for sink in self.episode_sinks:
             try:
@@ -1353,6 +1390,7 @@ class PolicyRunner:
                                    split=None, joint_names=joints, carry_state=False)  # fmt: skip
         finally:
             self._close_policies(plan, policies)
+            _close_live(plan)
         result.update(reports[plan.robot])
         result["duration"] = plan.duration
         result["control_frequency"] = plan.control_hz
@@ -1427,6 +1465,7 @@ class PolicyRunner:
         finally:
             progress.close()
             self._close_policies(plan, policies)
+            _close_live(plan)
         if plan.policies[plan.robot][2] is None and len(episodes) > 1:
             report["policy_load_cache_hit"] = False  # built once, reused across episodes
         for k, val in policy.binding_report().items():
@@ -1471,6 +1510,7 @@ class PolicyRunner:
                                    carry_state=False)  # fmt: skip
         finally:
             self._close_policies(plan, policies)
+            _close_live(plan)
         result["policies"] = {r: reports[r] for r in plan.robots}
         return public(result)
 
