@@ -150,8 +150,12 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
     }
     if args.live is not None:
         kwargs["live"] = args.live
-        where = f"ws://127.0.0.1:{args.live}" if args.live else "a free port (the report's live.url)"
-        print(f"live view: {where} (Foxglove: Open connection > Foxglove WebSocket)", file=sys.stderr)
+        where = (
+            f"ws://127.0.0.1:{args.live}" if args.live else "a free port (the report's live.url)"
+        )
+        print(
+            f"live view: {where} (Foxglove: Open connection > Foxglove WebSocket)", file=sys.stderr
+        )
     if args.video:
         kwargs["video"] = {
             "path": str(Path(args.video) / f"{label}.mp4"),
