@@ -22,9 +22,11 @@ Topics (the rosbag mirror's prefix, /robokernel; schemas from foxglove-sdk):
                                                               successes, t (the episode clock);
                                                               at most 10 Hz, and at every end
 
-Every message is stamped (timestamp and log time) with the wall clock of the moment the
-loop published the event, so a sender that runs behind still plots each step where it
-happened. A channel nobody subscribes to (no client, no MCAP) costs no encoding:
+Every message is stamped (timestamp and log time) with the episode clock (Event.t: sim
+time or robot time) anchored at the wall-clock moment the episode started (and never
+before the previous episode's last stamp): a wall-clock run plots in real time, a fast
+evaluation at sim-time speed, a sender that runs behind still plots each step where it
+happened, and the MCAP replays in step like the rosbag. A channel nobody subscribes to (no client, no MCAP) costs no encoding:
 `has_sinks()` is asked first.
 """
 
@@ -32,15 +34,17 @@ from __future__ import annotations
 
 import io
 import logging
+import struct
 from collections.abc import Mapping
 from typing import Any
 
 import foxglove
-from foxglove.channels import CompressedImageChannel, JointStatesChannel, LogChannel
+from foxglove.channels import CompressedImageChannel, LogChannel
 from foxglove.messages import CompressedImage, JointState, JointStates, Log, LogLevel, Timestamp
 
 from ..kernel import events as ev
 from ..kernel.events import Event
+from .proto import JointStatesEncoder
 
 _log = logging.getLogger(__name__)
 
@@ -84,6 +88,13 @@ def _floats(column: Any, names: tuple[str, ...]) -> list[float | None]:
     return [float(values[i]) if i < len(values) else None for i in range(len(names))]
 
 
+def _column(column: Any, names: tuple[str, ...]) -> Any:
+    """A column in the order of `names` (a dict by name; a sequence as it is)."""
+    if type(column) is dict or isinstance(column, Mapping):
+        return [column[n] for n in names]
+    return column
+
+
 def jpeg(image: Any, quality: int = 80) -> bytes | None:
     """An HxW(x1|x3) uint8 frame as JPEG bytes (None for anything else)."""
     import numpy as np
@@ -111,8 +122,12 @@ class LiveChannels:
 
     def __init__(self, context: foxglove.Context, *, image_hz: float = 10.0) -> None:
         self.context = context
-        self.joints = JointStatesChannel(JOINTS_TOPIC, context=context)
-        self.action = JointStatesChannel(ACTION_TOPIC, context=context)
+        # JointStates channels of raw bytes with the SDK's own schema: packed by proto.py
+        self.joints = foxglove.Channel(JOINTS_TOPIC, schema=JointStates.get_schema(),
+                                       message_encoding="protobuf", context=context)  # fmt: skip
+        self.action = foxglove.Channel(ACTION_TOPIC, schema=JointStates.get_schema(),
+                                       message_encoding="protobuf", context=context)  # fmt: skip
+        self._encoders: dict[tuple[Any, ...], JointStatesEncoder] = {}
         self.log = LogChannel(LOG_TOPIC, context=context)
         self.progress = foxglove.Channel(PROGRESS_TOPIC, schema=PROGRESS_SCHEMA, context=context)
         self.cameras: dict[str, CompressedImageChannel] = {}
@@ -153,7 +168,7 @@ class LiveChannels:
 
     # -- translation ----------------------------------------------------------------------------
     def publish(self, event: Event, ns: int) -> None:
-        """Log the messages of one event, stamped `ns` (wall clock, ns since the epoch)."""
+        """Log the messages of one event, stamped `ns` (ns since the epoch)."""
         kind = event.kind
         if kind == ev.OBSERVATION:
             self._observation(event, ns)
@@ -199,13 +214,7 @@ class LiveChannels:
                 self.joint_names = names
                 vel = obs.get("joint_velocities")
                 eff = obs.get("joint_efforts")
-                vel = _floats(vel, names) if vel is not None else [None] * len(names)
-                eff = _floats(eff, names) if eff is not None else [None] * len(names)
-                joints = [
-                    JointState(name=n, position=float(p), velocity=v, effort=e)
-                    for n, p, v, e in zip(names, positions.values(), vel, eff, strict=True)
-                ]
-                self.joints.log(JointStates(timestamp=_stamp(ns), joints=joints), log_time=ns)
+                self.joints.base.log(self._joint_states(ns, names, positions, vel, eff), ns)
                 self._count(JOINTS_TOPIC)
         if ns - self._last_progress_ns >= self.progress_period_ns and self.progress.has_sinks():
             self._last_progress_ns = ns
@@ -251,10 +260,33 @@ class LiveChannels:
                        f"{event.step - self._hold_start} hold step(s)")  # fmt: skip
         action = data.get("action")
         if isinstance(action, Mapping) and action and self.action.has_sinks():
-            self.action_keys = tuple(action)
-            joints = [JointState(name=str(k), position=float(v)) for k, v in action.items()]
-            self.action.log(JointStates(timestamp=_stamp(ns), joints=joints), log_time=ns)
+            keys = self.action_keys = tuple(action)
+            self.action.base.log(self._joint_states(ns, keys, action, None, None), ns)
             self._count(ACTION_TOPIC)
+
+    def _joint_states(self, ns: int, names: tuple[str, ...], positions: Mapping[str, Any],
+                      vel: Any, eff: Any) -> bytes:  # fmt: skip
+        """JointStates bytes: the packed layout of these names, or (a value that is not a
+        plain number, a missing column entry) the SDK's message classes, None left out."""
+        key = (names, vel is not None, eff is not None)
+        encoder = self._encoders.get(key)
+        if encoder is None:
+            encoder = self._encoders[key] = JointStatesEncoder(
+                [str(n) for n in names], velocity=key[1], effort=key[2]
+            )
+        try:
+            return encoder(ns, positions.values(),
+                           _column(vel, names) if key[1] else (), _column(eff, names) if key[2] else ())  # fmt: skip
+        except (struct.error, ValueError, TypeError, KeyError, IndexError):
+            vel = _floats(vel, names) if vel is not None else [None] * len(names)
+            eff = _floats(eff, names) if eff is not None else [None] * len(names)
+            joints = [
+                JointState(
+                    name=str(n), position=None if p is None else float(p), velocity=v, effort=e
+                )
+                for n, p, v, e in zip(names, positions.values(), vel, eff, strict=True)
+            ]
+            return JointStates(timestamp=_stamp(ns), joints=joints).encode()
 
     def _start(self, event: Event, ns: int) -> None:
         d = event.data

@@ -6,10 +6,9 @@
     stats = detach()                                    # drains; closes the episode's MCAP
     view.close()                                        # stops the server, frees the port
 
-The loop never waits for the viewer. The bus subscriber only stamps the event with the
-wall clock and appends it to a bounded queue under a lock held for the append (well under
-a microsecond); when the queue is full the oldest entry is dropped and counted
-(`dropped`). A sender thread drains the queue in batches and translates the events into
+The loop never waits for the viewer. The bus subscriber (for the kinds the channels show)
+only appends the event to a bounded queue under a lock held for the append (well under a
+microsecond); when the queue is full the oldest entry is dropped and counted (`dropped`). A sender thread drains the queue in batches and translates the events into
 channel messages (live.channels); foxglove-sdk serialises and sends them from its own
 (Rust) threads. A client that stops reading never blocks the sender either: the SDK keeps
 a bounded backlog per client (message_backlog_size, 1024 messages) and drops that
@@ -46,7 +45,7 @@ from typing import Any
 
 import foxglove
 
-from ..kernel.events import Event, EventBus
+from ..kernel.events import CHUNK_REQUEST, EVENT_KINDS, PRIVILEGED, Event, EventBus
 from .channels import LiveChannels
 from .layout import LAYOUT_FILE, write_layout
 from .options import LiveOptions
@@ -54,7 +53,10 @@ from .options import LiveOptions
 _log = logging.getLogger(__name__)
 
 MCAP_FILE = "foxglove.mcap"
-_DRAIN = object()  # queue marker: the sender sets the paired threading.Event when it gets here
+# What the channels show: the bus filters the rest (chunk requests, privileged state) before
+# the loop pays for queueing them.
+SHOWN_KINDS = tuple(k for k in EVENT_KINDS if k not in (PRIVILEGED, CHUNK_REQUEST))
+_DRAIN = "drain"  # (_DRAIN, threading.Event) in the queue: the sender sets it when it gets there
 
 
 class _Listener:
@@ -107,6 +109,8 @@ class LiveView:
         self.handled = 0  # of those, translated by the sender
         self.max_depth = 0
         self.layout_path: Path | None = None
+        self._base_ns = time.time_ns()  # stamp of t = 0 of the current episode
+        self._last_ns = 0
         self._mcap: Any = None
         self._mcap_path: Path | None = None
         self._mcap_dir: Path | None = None
@@ -166,13 +170,12 @@ class LiveView:
 
     # -- the loop's side ------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
-        item = (time.time_ns(), event)
         q = self._queue
         with self._lock:
             if len(q) >= self._max:
                 q.popleft()
                 self.dropped += 1
-            q.append(item)
+            q.append(event)
             self.queued += 1
 
     def attach(
@@ -195,7 +198,7 @@ class LiveView:
         before = (self.queued, self.dropped, self.channels.messages, self.channels.frames,
                   self.handled)  # fmt: skip
         sent_before = dict(self.channels.sent)
-        unsubscribe = bus.subscribe(self._on_event)
+        unsubscribe = bus.subscribe(self._on_event, SHOWN_KINDS)
 
         def detach() -> dict[str, Any]:
             unsubscribe()
@@ -264,14 +267,23 @@ class LiveView:
             if batch:
                 if len(batch) > self.max_depth:
                     self.max_depth = len(batch)
-                for ns, event in batch:
-                    if ns is _DRAIN:
-                        event.set()
+                for event in batch:
+                    if type(event) is tuple:  # (_DRAIN, threading.Event)
+                        event[1].set()
                         continue
                     self.handled += 1
                     try:
                         if event.kind == "episode.start":
                             self._open_mcap(event)
+                            # the episode clock, anchored at the episode's start on the wall
+                            # clock and never before the last stamp sent
+                            self._base_ns = max(time.time_ns(), self._last_ns + 1) - round(
+                                event.t * 1e9
+                            )
+                        ns = self._base_ns + round(event.t * 1e9)
+                        if ns < self._last_ns:
+                            ns = self._last_ns
+                        self._last_ns = ns
                         publish(event, ns)
                     except Exception:
                         _log.exception("live view: %s (step %d) not sent", event.kind, event.step)
