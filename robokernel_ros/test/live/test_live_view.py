@@ -205,3 +205,26 @@ def test_a_taken_port_refuses_the_call_before_anything_starts(cell):
     text = out["content"][0]["text"]
     assert f"live={port}" in text and "cannot listen" in text, text
     assert cell.list_policies_running()["status"] == "success"
+
+
+@pytest.mark.parametrize("columns", [(), ("velocity",), ("velocity", "effort"), ("effort",)])
+@pytest.mark.parametrize("ns", [0, 5, 10**9, 1_764_000_000_123_456_789])
+def test_packed_joint_states_are_the_sdks_own_bytes(columns, ns):
+    from foxglove.messages import JointState, JointStates, Timestamp
+    from robokernel_ros.live.proto import JointStatesEncoder
+
+    names = ("shoulder_pan", "elbow_flex", "gripper")
+    cols = {
+        "position": [0.0, -1.25, 3.5],
+        "velocity": [1e-9, 0.0, -2.0],
+        "effort": [4.0, -0.5, 0.0],
+    }
+    encode = JointStatesEncoder(names, velocity="velocity" in columns, effort="effort" in columns)
+    packed = encode(ns, cols["position"], cols["velocity"], cols["effort"])
+    joints = [
+        JointState(
+            name=n, position=cols["position"][i], **{c: cols[c][i] for c in columns}
+        )  # fmt: skip
+        for i, n in enumerate(names)
+    ]
+    assert packed == JointStates(timestamp=Timestamp(*divmod(ns, 10**9)), joints=joints).encode()
