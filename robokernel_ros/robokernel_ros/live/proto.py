@@ -19,6 +19,16 @@ from collections.abc import Sequence
 
 
 def varint(value: int) -> bytes:
+    """A non-negative int as a protobuf varint (the common short cases without a loop)."""
+    if value < 0x80:
+        return bytes((value,))
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, (value >> 7) & 0x7F | 0x80, value >> 14))
+    if value < 0x10000000:
+        return bytes((value & 0x7F | 0x80, (value >> 7) & 0x7F | 0x80, (value >> 14) & 0x7F | 0x80,
+                      value >> 21))  # fmt: skip
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

@@ -56,6 +56,9 @@ MCAP_FILE = "foxglove.mcap"
 # What the channels show: the bus filters the rest (chunk requests, privileged state) before
 # the loop pays for queueing them.
 SHOWN_KINDS = tuple(k for k in EVENT_KINDS if k not in (PRIVILEGED, CHUNK_REQUEST))
+# The sender drains the queue this often: the view's latency, never the loop's. Each wake
+# takes the GIL from the loop once; 20 ms is a frame of a 50 Hz display.
+SEND_PERIOD_S = 0.02
 _DRAIN = "drain"  # (_DRAIN, threading.Event) in the queue: the sender sets it when it gets there
 
 
@@ -287,10 +290,11 @@ class LiveView:
                         publish(event, ns)
                     except Exception:
                         _log.exception("live view: %s (step %d) not sent", event.kind, event.step)
-                continue
-            if self._stop:
+            elif self._stop:
                 return
-            self._wake.wait(0.005)  # latency of the view, not of the loop
+            # Batches, not a busy drain: the sender takes the GIL once a period (a drain or a
+            # close wakes it at once); the queue holds what the loop makes meanwhile.
+            self._wake.wait(SEND_PERIOD_S)
             self._wake.clear()
 
     def _open_mcap(self, event: Event) -> None:
