@@ -228,3 +228,74 @@ def test_packed_joint_states_are_the_sdks_own_bytes(columns, ns):
         for i, n in enumerate(names)
     ]
     assert packed == JointStates(timestamp=Timestamp(*divmod(ns, 10**9)), joints=joints).encode()
+
+
+def test_frames_holds_interventions_and_operator_actions_reach_their_channels(tmp_path):
+    """The translation on its own (no render: MuJoCo cameras are slow on these machines):
+    events into an MCAP sink of the channels' Context, read back with the mcap reader."""
+    import io as _io
+
+    import foxglove
+    import numpy as np
+    from mcap.reader import make_reader
+    from PIL import Image
+    from robokernel_ros.kernel.events import Event
+    from robokernel_ros.live.channels import LiveChannels, camera_topic
+
+    ctx = foxglove.Context()
+    channels = LiveChannels(ctx, image_hz=10.0)
+    path = tmp_path / "t.mcap"
+    writer = foxglove.open_mcap(path, context=ctx)
+    frame = np.zeros((24, 32, 3), np.uint8)
+    frame[:, :16] = 255
+    t0 = 1_764_000_000_000_000_000
+    events = [Event("episode.start", 0, {"episode": 0, "instruction": "pick", "seed": 1})]
+    for step in range(50):  # 1 s at 50 Hz: 10 frames at image_hz=10
+        events.append(
+            Event("observation", step, {"obs": {}, "images": {"wrist": frame}}, t=step / 50)
+        )
+        events.append(
+            Event("action", step, {"action": {"a": 0.0}, "hold": 10 <= step < 13}, t=step / 50)
+        )
+    events += [
+        Event(
+            "safety.intervention", 20, {"guard": "limit", "key": "a", "value": 9.0, "limit": 1.0}
+        ),
+        Event("operator.stop", 30, {}),
+        Event(
+            "episode.end", 50, {"outcome": "stopped", "status": "stopped", "steps": 50, "holds": 3}
+        ),
+    ]
+    for event in events:
+        channels.publish(event, t0 + round(event.t * 1e9))
+    writer.close()
+    with open(path, "rb") as f:
+        messages = [(c.topic, s.name, m.data) for s, c, m in make_reader(f).iter_messages()]
+    frames = [d for t, _, d in messages if t == camera_topic("wrist")]
+    assert len(frames) == 10 and {s for t, s, _ in messages if t == camera_topic("wrist")} == {
+        "foxglove.CompressedImage"
+    }
+    decode = proto_decoder_for("foxglove.CompressedImage")
+    image = np.asarray(Image.open(_io.BytesIO(decode(frames[0]).data)))
+    assert image.shape == (24, 32, 3) and image[:, :12].mean() > 200 and image[:, 20:].mean() < 50
+    log = proto_decoder_for("foxglove.Log")
+    lines = [log(d).message for t, _, d in messages if t == LOG_TOPIC]
+    assert any("step 10: hold" in x for x in lines) and any(
+        "resumed after 3 hold step(s)" in x for x in lines
+    )
+    assert any("shield limit on a: 9.0 -> limit 1.0" in x for x in lines)
+    assert any("operator.stop" in x for x in lines) and any(
+        "episode 0 ended: stopped" in x for x in lines
+    )
+
+
+def proto_decoder_for(schema_name: str):
+    """A decoder built from the SDK's own schema of a foxglove message type."""
+    import base64
+
+    import foxglove.messages as fm
+
+    schema = getattr(fm, schema_name.split(".")[1]).get_schema()
+    return proto_decoder(
+        {"schema": base64.b64encode(schema.data).decode(), "schemaName": schema_name}
+    )
