@@ -18,6 +18,11 @@ Topics (the rosbag mirror's prefix, /robokernel; schemas from foxglove-sdk):
                                                               dropped actions, hold runs, shield
                                                               interventions, operator actions,
                                                               errors
+    /robokernel/scene                foxglove.SceneUpdate     the robot's bodies (a sphere each and
+                                                              a line through them) in frame
+                                                              "world", when the env's privileged
+                                                              state has "bodies" {name: {pos,
+                                                              quat}} (the MuJoCo envs), <= 20 Hz
     /robokernel/progress             JSON (jsonschema)        episode, step, n_steps, n_episodes,
                                                               successes, t (the episode clock);
                                                               at most 10 Hz, and at every end
@@ -39,8 +44,23 @@ from collections.abc import Mapping
 from typing import Any
 
 import foxglove
-from foxglove.channels import CompressedImageChannel, LogChannel
-from foxglove.messages import CompressedImage, JointState, JointStates, Log, LogLevel, Timestamp
+from foxglove.channels import CompressedImageChannel, LogChannel, SceneUpdateChannel
+from foxglove.messages import (
+    Color,
+    CompressedImage,
+    JointState,
+    JointStates,
+    LinePrimitive,
+    Log,
+    LogLevel,
+    Point3,
+    Pose,
+    SceneEntity,
+    SceneUpdate,
+    SpherePrimitive,
+    Timestamp,
+    Vector3,
+)
 
 from ..kernel import events as ev
 from ..kernel.events import Event
@@ -53,6 +73,8 @@ JOINTS_TOPIC = f"{PREFIX}/joint_states"
 ACTION_TOPIC = f"{PREFIX}/action"
 LOG_TOPIC = f"{PREFIX}/log"
 PROGRESS_TOPIC = f"{PREFIX}/progress"
+SCENE_TOPIC = f"{PREFIX}/scene"
+SCENE_FRAME = "world"
 
 PROGRESS_SCHEMA: dict[str, Any] = {
     "title": "robokernel.Progress",
@@ -130,6 +152,12 @@ class LiveChannels:
         self._encoders: dict[tuple[Any, ...], JointStatesEncoder] = {}
         self.log = LogChannel(LOG_TOPIC, context=context)
         self.progress = foxglove.Channel(PROGRESS_TOPIC, schema=PROGRESS_SCHEMA, context=context)
+        self.scene = SceneUpdateChannel(SCENE_TOPIC, context=context)
+        self.scene_period_ns = 50_000_000
+        self._last_scene_ns = -(1 << 62)
+        self._sphere_size = Vector3(x=0.025, y=0.025, z=0.025)
+        self._sphere_color = Color(r=0.9, g=0.5, b=0.1, a=1.0)
+        self._line_color = Color(r=0.3, g=0.6, b=1.0, a=1.0)
         self.cameras: dict[str, CompressedImageChannel] = {}
         self.image_period_ns = int(1e9 / image_hz)
         self._last_frame_ns: dict[str, int] = {}
@@ -158,7 +186,7 @@ class LiveChannels:
         return channel
 
     def topics(self) -> list[str]:
-        return [JOINTS_TOPIC, ACTION_TOPIC, LOG_TOPIC, PROGRESS_TOPIC] + [
+        return [JOINTS_TOPIC, ACTION_TOPIC, LOG_TOPIC, PROGRESS_TOPIC, SCENE_TOPIC] + [
             camera_topic(c) for c in self.cameras
         ]
 
@@ -174,6 +202,8 @@ class LiveChannels:
             self._observation(event, ns)
         elif kind == ev.ACTION:
             self._action(event, ns)
+        elif kind == ev.PRIVILEGED:
+            self._scene(event, ns)
         elif kind == ev.CHUNK_MERGE:
             d = event.data
             self.merges += 1
@@ -233,6 +263,34 @@ class LiveChannels:
         if images:
             for camera, image in images.items():
                 self._frame(str(camera), image, ns)
+
+    def _scene(self, event: Event, ns: int) -> None:
+        state = event.data.get("state")
+        bodies = state.get("bodies") if isinstance(state, Mapping) else None
+        if (
+            not bodies
+            or ns - self._last_scene_ns < self.scene_period_ns
+            or not self.scene.has_sinks()
+        ):
+            return
+        self._last_scene_ns = ns
+        spheres, points = [], []
+        size, color = self._sphere_size, self._sphere_color
+        try:
+            for body in bodies.values():  # spheres: the orientation (body["quat"]) shows nothing
+                x, y, z = (float(v) for v in body["pos"])
+                position = Vector3(x=x, y=y, z=z)
+                spheres.append(
+                    SpherePrimitive(pose=Pose(position=position), size=size, color=color)
+                )
+                points.append(Point3(x=x, y=y, z=z))
+        except (KeyError, TypeError, ValueError):
+            return  # not the {name: {pos, quat}} this draws
+        line = LinePrimitive(thickness=0.01, points=points, color=self._line_color)
+        entity = SceneEntity(timestamp=_stamp(ns), frame_id=SCENE_FRAME, id="robot", spheres=spheres,
+                             lines=[line])  # fmt: skip
+        self.scene.log(SceneUpdate(entities=[entity]), log_time=ns)
+        self._count(SCENE_TOPIC)
 
     def _frame(self, camera: str, image: Any, ns: int) -> None:
         channel = self.camera(camera)

@@ -2,7 +2,8 @@
 
     write_layout(path, joints=("shoulder_pan", ...), action_keys=(...), cameras=("wrist",))
 
-Panels: the camera frames (one Image panel per camera, side by side), a Plot of the
+Panels: the camera frames (one Image panel per camera, side by side), the robot's bodies
+in a 3D panel (the scene channel), a Plot of the
 observed joint positions and one of the commanded actions (one series per name, filtered
 by name so the legend reads as the robot's joints), the kernel's log lines, and the
 episode progress. Built with foxglove-sdk's `foxglove.layouts`; import it in the app
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import foxglove.layouts as fl
 
-from .channels import ACTION_TOPIC, JOINTS_TOPIC, PROGRESS_TOPIC, camera_topic
+from .channels import ACTION_TOPIC, JOINTS_TOPIC, PROGRESS_TOPIC, SCENE_FRAME, camera_topic
 
 LAYOUT_FILE = "foxglove_layout.json"
 
@@ -43,9 +44,11 @@ def workcell_layout(
                                               config=fl.PlotConfig(paths=_series(ACTION_TOPIC, action_keys)))),
         ],
     )  # fmt: skip
+    scene = fl.ThreeDeePanel(title="robot", config=fl.ThreeDeeConfig(follow_tf=SCENE_FRAME))
     side = fl.SplitContainer(
         direction="column",
         items=[
+            fl.SplitItem(proportion=2, content=scene),
             fl.SplitItem(proportion=2, content=fl.LogPanel(title="kernel events")),
             fl.SplitItem(content=fl.RawMessagesPanel(title="episode progress",
                                                      config=fl.RawMessagesConfig(topic_path=PROGRESS_TOPIC))),

@@ -45,7 +45,7 @@ from typing import Any
 
 import foxglove
 
-from ..kernel.events import CHUNK_REQUEST, EVENT_KINDS, PRIVILEGED, Event, EventBus
+from ..kernel.events import CHUNK_REQUEST, EVENT_KINDS, Event, EventBus
 from .channels import LiveChannels
 from .layout import LAYOUT_FILE, write_layout
 from .options import LiveOptions
@@ -53,9 +53,9 @@ from .options import LiveOptions
 _log = logging.getLogger(__name__)
 
 MCAP_FILE = "foxglove.mcap"
-# What the channels show: the bus filters the rest (chunk requests, privileged state) before
-# the loop pays for queueing them.
-SHOWN_KINDS = tuple(k for k in EVENT_KINDS if k not in (PRIVILEGED, CHUNK_REQUEST))
+# What the channels show: the bus filters the rest (chunk requests) before the loop pays for
+# queueing them. The privileged state (the scene) comes every privileged_every-th step.
+SHOWN_KINDS = tuple(k for k in EVENT_KINDS if k != CHUNK_REQUEST)
 # The sender drains the queue this often: the view's latency, never the loop's. Each wake
 # takes the GIL from the loop once; 20 ms is a frame of a 50 Hz display.
 SEND_PERIOD_S = 0.02

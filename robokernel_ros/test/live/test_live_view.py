@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 from foxglove_client import FoxgloveClient, proto_decoder
 from robokernel_ros.live import LAYOUT_FILE, MCAP_FILE, live_option
-from robokernel_ros.live.channels import ACTION_TOPIC, JOINTS_TOPIC, LOG_TOPIC, PROGRESS_TOPIC
+from robokernel_ros.live.channels import (
+    ACTION_TOPIC,
+    JOINTS_TOPIC,
+    LOG_TOPIC,
+    PROGRESS_TOPIC,
+    SCENE_TOPIC,
+)
 from robokernel_ros.rollout import SimWorkcell, envelope_json
 
 SCHEMAS = {
@@ -25,6 +31,7 @@ SCHEMAS = {
     ACTION_TOPIC: ("foxglove.JointStates", "protobuf"),
     LOG_TOPIC: ("foxglove.Log", "protobuf"),
     PROGRESS_TOPIC: ("robokernel.Progress", "jsonschema"),
+    SCENE_TOPIC: ("foxglove.SceneUpdate", "protobuf"),
 }
 HZ = 50.0
 
@@ -119,6 +126,13 @@ def test_a_client_sees_the_eval_live_at_the_control_rate_and_the_port_is_freed(c
         proto_decoder(channels[LOG_TOPIC])(p).message for c, _, p in client.messages if c == log_id
     ]
     assert any("episode 0 ended: truncated" in line for line in lines), lines
+    scene_id = channels[SCENE_TOPIC]["id"]
+    scenes = [
+        proto_decoder(channels[SCENE_TOPIC])(p) for c, _, p in client.messages if c == scene_id
+    ]
+    assert scenes, "no scene: the MuJoCo env's privileged state has the bodies"
+    robot = scenes[-1].entities[0]
+    assert robot.frame_id == "world" and len(robot.spheres) == len(robot.lines[0].points) >= 6
 
     assert live["dropped"] == 0 and live["handled"] == live["events"]
     assert live["clients_seen"] == 1
