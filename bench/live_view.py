@@ -40,6 +40,7 @@ TOPICS = (
     "/robokernel/action",
     "/robokernel/log",
     "/robokernel/progress",
+    "/robokernel/scene",
 )
 
 
