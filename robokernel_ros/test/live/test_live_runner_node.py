@@ -31,7 +31,9 @@ def _call(request: RunPolicy.Request, timeout_s: float = 60.0) -> RunPolicy.Resp
         client = node.create_client(RunPolicy, f"{NS}/run_policy")
         assert client.wait_for_service(timeout_sec=60.0), "run_policy never appeared"
         future = client.call_async(request)
-        executor = rclpy.executors.SingleThreadedExecutor(context=context)
+        from rclpy.executors import SingleThreadedExecutor
+
+        executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         executor.spin_until_future_complete(future, timeout_sec=timeout_s)
         assert future.done(), "run_policy did not answer"
