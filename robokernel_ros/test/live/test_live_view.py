@@ -313,3 +313,24 @@ def proto_decoder_for(schema_name: str):
     return proto_decoder(
         {"schema": base64.b64encode(schema.data).decode(), "schemaName": schema_name}
     )
+
+
+def test_the_cli_live_flag_serves_the_eval_and_refuses_a_non_port(capsys):
+    from robokernel_ros.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "--robot", "so101", "--live", "99999"])
+    assert exit_.value.code == 2
+    assert "argument --live: '99999': must be a TCP port" in capsys.readouterr().err
+    assert (
+        main(
+            ["eval", "--robot", "so101", "--max-steps", "5", "--no-trace", "--json", "--live", "0"]
+        )
+        == 0
+    )
+    out = capsys.readouterr()
+    live = json.loads(out.out)["episodes"][0]["live"]
+    assert "live view: a free port" in out.err
+    assert (
+        live["port"] > 0 and live["events"] > 0 and live["mcap_path"] is None
+    )  # no client, no trace
