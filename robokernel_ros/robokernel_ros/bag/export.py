@@ -113,7 +113,7 @@ def export_lerobot(
 ) -> ExportReport:
     """Write the episodes under `paths` (bags, run directories, folders of them) to a new
     LeRobotDataset at `root`. All episodes must share keys, cameras and control rate."""
-    from ..scoring.report import expand_paths
+    from ..scoring.report import expand_paths, load_episode
 
     if not isinstance(repo_id, str) or not repo_id or repo_id.count("/") > 1:
         raise ValueError(f"repo_id={repo_id!r}: must be a non-empty name like 'user/dataset'")
@@ -129,7 +129,9 @@ def export_lerobot(
     shape: dict[str, Any] | None = None
     frame_shapes: dict[str, tuple[int, ...]] = {}
     for src in sources:
-        trace = load_trace(src)
+        trace = load_episode(src)  # an unreadable or empty recording refuses the export
+        if trace.truncated:
+            _log.warning("%s: the recording is cut short; exporting the steps it holds", src)
         this = _episode_shape(trace)
         if shape is None:
             shape = this

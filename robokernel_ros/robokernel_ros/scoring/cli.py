@@ -2,7 +2,8 @@
 
 Importing this module registers `score` on the `robokernel` CLI's subcommand registry;
 `main(argv)` runs it on its own (`python -m robokernel_ros.scoring`). Exit status: 0,
-1 when refused (the message goes to stderr), 2 for a usage error.
+1 when refused or when a recording could not be scored (unreadable or empty: named on
+stderr, left out of the aggregate), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -64,7 +65,16 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(result))
         if "plot" in result:
             print(f"plot: {result['plot']}")
-    return 0
+    for episode in result["episodes"]:
+        if episode.get("recording_cut"):
+            print(
+                f"robokernel score: note: {episode['path']}: the recording is cut short; "
+                "scored the steps it holds",
+                file=sys.stderr,
+            )
+    for skipped in result["skipped"]:
+        print(f"robokernel score: error: skipped {skipped['error']}", file=sys.stderr)
+    return 1 if result["skipped"] else 0
 
 
 def _finite(obj: Any) -> bool:

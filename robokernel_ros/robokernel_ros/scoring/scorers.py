@@ -91,7 +91,7 @@ def score_trace(trace: Trace, scorers: Sequence[Scorer] | None = None) -> dict[s
     """Every scorer's figures for one episode, merged into one dict (plus run_id, path)."""
     out: dict[str, Any] = {"run_id": trace.meta.get("run_id", ""), "path": str(trace.path)}
     if trace.truncated:
-        out["truncated"] = True
+        out["recording_cut"] = True  # the file was cut short (not the outcome "truncated")
     produced: dict[str, list[str]] = {}
     for scorer in scorers if scorers is not None else get_scorers():
         figures = scorer.score(trace)
