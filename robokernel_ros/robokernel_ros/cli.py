@@ -13,9 +13,12 @@ stderr), 2 for a command-line usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +145,38 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
     return kwargs
 
 
+@contextlib.contextmanager
+def interruptible(cell: Any) -> Any:
+    """Ctrl-C (SIGINT) while a rollout runs: the first stops it at the next step (the
+    episode ends "stopped", stopped_reason "interrupted", its trace and bag complete) and
+    the command prints what finished and exits 130; a second one aborts at once.
+
+    Yields a dict whose "interrupted" is True once a Ctrl-C arrived."""
+    state = {"interrupted": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if state["interrupted"]:
+            raise KeyboardInterrupt
+        state["interrupted"] = True
+        print("interrupted: stopping at the next step (Ctrl-C again to abort)", file=sys.stderr)
+        # from a thread: the handler runs in the main thread, which may hold the locks
+        threading.Thread(target=cell.interrupt, name="sigint-stop", daemon=True).start()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _emit_interruptible(out: dict[str, Any], state: dict[str, Any], *, as_json: bool) -> int:
+    code = emit(out, as_json=as_json)
+    return 130 if state["interrupted"] else code
+
+
 # ------------------------------------------------------------------ eval
 
 
@@ -172,16 +207,17 @@ def _eval_run(args: argparse.Namespace) -> int:
         added = cell.add_robot(name, args.robot)
         if added["status"] != "success":
             return emit(added, as_json=args.json)
-        out = cell.eval_policy(
-            name,
-            max_steps=args.max_steps,
-            control_frequency=args.control_frequency,
-            action_horizon=args.action_horizon,
-            async_rtc=bool(args.async_rtc),
-            instruction=args.instruction,
-            **_common_kwargs(args, "eval"),
-        )
-        return emit(out, as_json=args.json)
+        with interruptible(cell) as state:
+            out = cell.eval_policy(
+                name,
+                max_steps=args.max_steps,
+                control_frequency=args.control_frequency,
+                action_horizon=args.action_horizon,
+                async_rtc=bool(args.async_rtc),
+                instruction=args.instruction,
+                **_common_kwargs(args, "eval"),
+            )
+        return _emit_interruptible(out, state, as_json=args.json)
 
 
 # ------------------------------------------------------------------ benchmark
@@ -219,10 +255,11 @@ def _benchmark_run(args: argparse.Namespace) -> int:
             except json.JSONDecodeError as exc:
                 print(f"error: {path}: not valid JSON: {exc}", file=sys.stderr)
                 return 1
-        out = cell.evaluate_benchmark(
-            spec, **_common_kwargs(args, str(args.name).replace("/", "_"))
-        )
-        return emit(out, as_json=args.json)
+        with interruptible(cell) as state:
+            out = cell.evaluate_benchmark(
+                spec, **_common_kwargs(args, str(args.name).replace("/", "_"))
+            )
+        return _emit_interruptible(out, state, as_json=args.json)
 
 
 register_subcommand(

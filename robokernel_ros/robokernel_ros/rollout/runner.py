@@ -103,7 +103,7 @@ class RolloutControl:
             self._stop.set()
             op = self._operator
         if op is not None:
-            op.stop()
+            op.stop(self.stop_reason)
 
     def estop(self) -> None:
         """E-stop: the running episode ends "estopped" at once, an episode that has not
@@ -1153,7 +1153,7 @@ class PolicyRunner:
         t0 = time.monotonic()
         try:
             if control.stop_requested:
-                operator.stop()
+                operator.stop(control.stop_reason)
             record = runner.run(
                 plan.n_steps, seed=seed, instruction=plan.instructions[plan.robot], meta=meta
             )
@@ -1188,7 +1188,8 @@ class PolicyRunner:
         elif outcome == "watchdog":
             stopped_reason = f"error: {record.status}"
         elif outcome in ("stopped", "estopped"):
-            stopped_reason = outcome
+            # a Ctrl-C of the process (SIGINT) says so; other stops keep the outcome
+            stopped_reason = "interrupted" if control.stop_reason == "interrupted" else outcome
         elif menv.stop_reason is not None:
             stopped_reason = "predicate"
         elif outcome == "truncated" and record.steps >= plan.n_steps:

@@ -356,6 +356,15 @@ class SimWorkcell:
             text, {"stopped": [], "running": [c.describe() for c in inflight], "last": last}
         )
 
+    def interrupt(self) -> None:
+        """Stop every rollout because the process was interrupted (Ctrl-C): the running
+        episode ends "stopped" at its next step boundary with stopped_reason "interrupted"
+        (its trace and bag closed as after any stop), and no further episode starts."""
+        with self._lock:
+            targets = list(self._inflight.values())
+        for c in targets:
+            c.stop("interrupted")
+
     def list_policies_running(self) -> dict[str, Any]:
         """The robots being driven now (queued or running, any launch shape)."""
         with self._lock:

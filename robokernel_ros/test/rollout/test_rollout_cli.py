@@ -72,3 +72,39 @@ def test_module_entry_point_exit_status():
     proc = subprocess.run([sys.executable, "-m", "robokernel_ros.cli", "eval", "--robot", "so101", "--max-steps", "0",
                            "--no-trace"], capture_output=True, text=True, timeout=240)  # fmt: skip
     assert proc.returncode == 1 and "max_steps=0" in proc.stderr
+
+
+def test_ctrl_c_during_eval_closes_the_episode_and_prints_the_report(processes, tmp_path):
+    """SIGINT (Ctrl-C) mid-episode: the episode ends at its next step as "stopped" /
+    "interrupted" with its trace and bag complete, the finished ones are reported, exit 130."""
+    import os
+    import signal
+    import time
+
+    from robokernel_ros.kernel.trace import load_trace
+
+    runs = tmp_path / "runs"
+    proc = processes.start("eval", [sys.executable, "-m", "robokernel_ros.cli", "eval", "--robot", "so101",
+                                    "--episodes", "3", "--max-steps", "4000", "--trace-dir", str(runs)])  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (runs.is_dir() and len(list(runs.iterdir())) >= 2):  # episode 1 has started
+        assert proc.poll() is None, processes.log(proc)
+        assert time.monotonic() < deadline, processes.log(proc)
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the process group
+    proc.wait(timeout=30)
+    stopped_in = time.monotonic() - t0
+    log = processes.log(proc)
+    assert proc.returncode == 130, log
+    assert stopped_in < 5.0, f"took {stopped_in:.2f} s to stop"  # ~0.2 s unloaded
+    assert "Traceback" not in log and "mock on so101: 2 episodes" in log, log
+    rows = [line.split() for line in log.splitlines() if line[:2] in ("0 ", "1 ")]
+    assert [(r[1], r[-1]) for r in rows] == [("truncated", "budget"), ("stopped", "interrupted")]
+    first, interrupted = sorted(runs.iterdir())
+    trace = load_trace(interrupted)
+    assert trace.meta["outcome"] == "stopped" and "interrupted" in trace.meta["status"]
+    assert trace.events[-1].kind == "episode.end" and not trace.truncated
+    assert trace.of_kind("operator.stop")[0].data == {"reason": "interrupted"}
+    assert (interrupted / "bag" / "metadata.yaml").is_file()  # the bag was closed
+    assert load_trace(interrupted / "bag").events[-1].kind == "episode.end"
