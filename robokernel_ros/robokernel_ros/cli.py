@@ -207,6 +207,16 @@ def _eval_run(args: argparse.Namespace) -> int:
         added = cell.add_robot(name, args.robot)
         if added["status"] != "success":
             return emit(added, as_json=args.json)
+        kwargs = _common_kwargs(args, "eval")
+        config = kwargs["policy_config"]
+        if (
+            args.async_rtc
+            and args.policy == "mock"
+            and (config is None or (isinstance(config, dict) and "execution_horizon" not in config))
+        ):
+            # the mock acts one step at a time unless told: with --async-rtc it emits
+            # chunks of --action-horizon actions, so that the first try of the flag works
+            kwargs["policy_config"] = {**(config or {}), "execution_horizon": args.action_horizon}
         with interruptible(cell) as state:
             out = cell.eval_policy(
                 name,
@@ -215,7 +225,7 @@ def _eval_run(args: argparse.Namespace) -> int:
                 action_horizon=args.action_horizon,
                 async_rtc=bool(args.async_rtc),
                 instruction=args.instruction,
-                **_common_kwargs(args, "eval"),
+                **kwargs,
             )
         return _emit_interruptible(out, state, as_json=args.json)
 

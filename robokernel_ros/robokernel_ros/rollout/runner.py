@@ -48,6 +48,10 @@ _log = logging.getLogger(__name__)
 DEFAULT_TRACE_DIR = "runs/"
 
 
+class AsyncRtcRefused(RuntimeError):
+    """async_rtc=True with a policy whose one-action chunks could never be applied."""
+
+
 class RecordingFrameError(RuntimeError):
     """Raised by an on_frame callback when a frame could not be recorded: data loss, fatal."""
 
@@ -1074,6 +1078,15 @@ class PolicyRunner:
 
         horizon = max(plan.action_horizons.values())
         resolved = chunk_emitting if plan.async_rtc is None else plan.async_rtc
+        if plan.async_rtc is True and not chunk_emitting:
+            # realtime drops the actions a chunk's latency overran: a one-action chunk always
+            # arrives after its step, so nothing would ever be applied
+            raise AsyncRtcRefused(
+                f"async_rtc=True (--async-rtc): the {plan.policies[plan.robot][0]!r} policy returns "
+                "one action per call, which always arrives a step late and is dropped; give it "
+                "chunks (--policy-config '{\"execution_horizon\": 8}', policy_config= in Python) "
+                "or leave async_rtc off"
+            )
         if resolved:
             # Prefetch at half the horizon; the aligned merge is the seam swap. run_policy
             # paced (fast_mode=False) runs on the wall clock; everything else is virtual time.
@@ -1395,7 +1408,11 @@ class PolicyRunner:
         scene = plan.scene_override or self.scene
         env, policies, agents, reports, joints = self._prepare(plan, scene)
         policy = policies[plan.robot]
-        timing, _ = self._timing(plan, policy.is_chunk_emitting())
+        try:
+            timing, _ = self._timing(plan, policy.is_chunk_emitting())
+        except AsyncRtcRefused:
+            self._close_policies(plan, policies)
+            raise
         progress = Progress(n_episodes=plan.n_episodes, robot_name=plan.robot, bus=self.bus, bar=plan.progress,
                             label=plan.benchmark["name"] if plan.benchmark else f"eval {plan.robot}")  # fmt: skip
         episodes: list[dict[str, Any]] = []

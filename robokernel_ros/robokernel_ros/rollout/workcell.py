@@ -30,6 +30,7 @@ from .replay import ReplayPolicy, bind_dataset_names, resolve_recording
 from .results import envelope, error_envelope, summary_table
 from .runner import (
     DEFAULT_TRACE_DIR,
+    AsyncRtcRefused,
     EpisodeSink,
     PolicyRunner,
     RecordingFrameError,
@@ -221,7 +222,7 @@ class SimWorkcell:
                 result = runner.execute_run(plan, control)
                 status, text = result_status(result)
             out = envelope(status, text, result)
-        except (CriterionError, RecordingFrameError) as exc:
+        except (CriterionError, RecordingFrameError, AsyncRtcRefused) as exc:
             out = error_envelope(
                 f"{plan.call} failed: {exc}", {"robot_name": plan.robot, "error": str(exc)}
             )

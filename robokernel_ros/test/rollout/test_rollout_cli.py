@@ -108,3 +108,18 @@ def test_ctrl_c_during_eval_closes_the_episode_and_prints_the_report(processes, 
     assert trace.of_kind("operator.stop")[0].data == {"reason": "interrupted"}
     assert (interrupted / "bag" / "metadata.yaml").is_file()  # the bag was closed
     assert load_trace(interrupted / "bag").events[-1].kind == "episode.end"
+
+
+def test_async_rtc_with_the_mock_works_on_the_first_try(capsys):
+    code = cli.main(
+        ["eval", "--robot", "so101", "--async-rtc", "--no-trace", "--max-steps", "20", "--json"]
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["chunk_prefetch_enabled"] is True
+    assert report["episodes"][0]["actions_applied"] > 0
+    # one-action chunks under --async-rtc are refused in one line that says what to change
+    code = cli.main(["eval", "--robot", "so101", "--async-rtc", "--no-trace", "--max-steps", "20",
+                     "--policy-config", '{"execution_horizon": 1}'])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "--async-rtc" in err and '"execution_horizon": 8' in err and "Traceback" not in err
