@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -67,6 +68,35 @@ def _load_subcommand_modules() -> None:
 
 # ------------------------------------------------------------------ shared helpers
 
+# API parameter names that the shell spells differently (the rest: argparse's dest -> flag)
+API_FLAGS = {
+    "model": "--robot",
+    "robot_name": "--robot-name",
+    "policy_provider": "--policy",
+    "n_episodes": "--episodes",
+    "n_steps": "--max-steps",
+    "async_rtc": "--async-rtc",
+}
+_flags: dict[str, str] = {}  # the running subcommand's parameter name -> flag
+
+
+def flag_names(text: str) -> str:
+    """An error message with the running subcommand's parameter names (`model=...`,
+    `trace_dir=...`) spelled as its CLI flags (`--robot=...`, `--trace-dir=...`)."""
+    if not _flags:
+        return text
+    pattern = r"(?<![\w\-.\[\'\"])(" + "|".join(map(re.escape, _flags)) + r")(?==)"
+    return re.sub(pattern, lambda m: _flags[m.group(1)], text)
+
+
+def _parser_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    flags = {}
+    for action in parser._actions:  # argparse has no public list of a parser's options
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if longs and action.dest not in ("help",):
+            flags[action.dest] = longs[0]
+    return {**flags, **{k: v for k, v in API_FLAGS.items() if v in flags.values()}}
+
 
 def json_arg(text: str) -> Any:
     """argparse type: a JSON value (e.g. --policy-config '{"amplitude": 0.5}')."""
@@ -81,7 +111,7 @@ def emit(out: dict[str, Any], *, as_json: bool) -> int:
     from robokernel_ros.rollout import envelope_json, envelope_text
 
     if out["status"] != "success":
-        print(f"error: {envelope_text(out)}", file=sys.stderr)
+        print(f"error: {flag_names(envelope_text(out))}", file=sys.stderr)
         if as_json:
             print(
                 json.dumps(
@@ -283,16 +313,39 @@ register_subcommand(
 # ------------------------------------------------------------------ main
 
 
+EXIT_STATUS = (
+    "exit status: 0 done; 1 refused or failed (the reason on stderr, naming the flag); "
+    "2 usage error (an unknown flag or a bad value argparse sees); 130 interrupted (Ctrl-C)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     _load_subcommand_modules()
-    parser = argparse.ArgumentParser(prog="robokernel", description="robokernel_ros from a shell")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser = argparse.ArgumentParser(
+        prog="robokernel", description="robokernel_ros from a shell", epilog=EXIT_STATUS
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log at INFO level, with tracebacks"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in SUBCOMMANDS.values():
-        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        p = sub.add_parser(
+            command.name, help=command.help, description=command.help, epilog=EXIT_STATUS
+        )
         command.add_arguments(p)
-        p.set_defaults(_run=command.run)
+        p.set_defaults(_run=command.run, _flags=_parser_flags(p))
     return parser
+
+
+class _NoTraceback(logging.Filter):
+    """Without --verbose a logged exception shows its message, not its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc} (-v: the traceback)"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -302,11 +355,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    quiet_tracebacks = None
+    if not args.verbose:
+        quiet_tracebacks = _NoTraceback()
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(quiet_tracebacks)
+    _flags.clear()
+    _flags.update(args._flags)
     try:
         return int(args._run(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        _flags.clear()
+        if quiet_tracebacks is not None:
+            for handler in logging.getLogger().handlers:
+                handler.removeFilter(quiet_tracebacks)
 
 
 if __name__ == "__main__":

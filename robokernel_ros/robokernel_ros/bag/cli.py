@@ -32,6 +32,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from ..cli import flag_names
     from .export import export_lerobot
 
     try:
@@ -42,8 +43,8 @@ def run_export(args: argparse.Namespace) -> int:
             use_videos=not args.images,
             robot_type=args.robot_type,
         )
-    except ValueError as exc:
-        print(f"robokernel export-lerobot: error: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:
+        print(f"robokernel export-lerobot: error: {flag_names(str(exc))}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(asdict(report)))

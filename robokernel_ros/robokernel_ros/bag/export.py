@@ -176,14 +176,19 @@ def export_lerobot(
 
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    dataset = LeRobotDataset.create(
-        repo_id=repo_id,
-        fps=fps,
-        features=features,
-        root=root,
-        robot_type=robot_type,
-        use_videos=use_videos,
-    )
+    try:
+        dataset = LeRobotDataset.create(
+            repo_id=repo_id,
+            fps=fps,
+            features=features,
+            root=root,
+            robot_type=robot_type,
+            use_videos=use_videos,
+        )
+    except OSError as exc:
+        raise ValueError(
+            f"root={str(root)!r}: cannot create the dataset folder ({exc.strerror or exc})"
+        ) from None
     frames_total = 0
     with _scheduling_kept():
         try:

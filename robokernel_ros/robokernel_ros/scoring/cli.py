@@ -33,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..cli import flag_names
     from ..kernel.trace import load_trace
+    from ..rollout.predicates import CriterionError
     from .plot import plot_episode
     from .report import expand_paths, format_table, score_paths
     from .scorers import PredicateScorer, get_scorers
@@ -53,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--plot: needs exactly one episode, got {len(episodes)}")
             result["plot"] = str(plot_episode(load_trace(episodes[0]), args.plot))
     except ValueError as exc:
-        print(f"robokernel score: error: {exc}", file=sys.stderr)
+        print(f"robokernel score: error: {flag_names(str(exc))}", file=sys.stderr)
+        return 1
+    except CriterionError as exc:  # the --success clause on a recorded state
+        print(f"robokernel score: error: --success: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print(

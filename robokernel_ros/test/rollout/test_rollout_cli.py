@@ -33,11 +33,11 @@ def test_eval_json_async_rtc_and_video(capsys, tmp_path):
 
 def test_refusals_exit_non_zero_with_the_message(capsys):
     assert cli.main(["eval", "--robot", "so101", "--episodes", "0", "--no-trace"]) == 1
-    assert "error: n_episodes=0: must be a positive whole number" in capsys.readouterr().err
+    assert "error: --episodes=0: must be a positive whole number" in capsys.readouterr().err
     assert cli.main(["eval", "--robot", "nope", "--no-trace"]) == 1
-    assert "model='nope'" in capsys.readouterr().err
+    assert "--robot='nope'" in capsys.readouterr().err
     assert cli.main(["eval", "--robot", "so101", "--policy", "ghost", "--no-trace"]) == 1
-    assert "policy_provider='ghost'" in capsys.readouterr().err
+    assert "--policy='ghost': must be one of ['lerobot', 'mock'" in capsys.readouterr().err
     assert cli.main(["benchmark", "no_such_bench", "--no-trace"]) == 1
     assert "no such benchmark" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
@@ -71,7 +71,7 @@ def test_subcommands_are_a_registry():
 def test_module_entry_point_exit_status():
     proc = subprocess.run([sys.executable, "-m", "robokernel_ros.cli", "eval", "--robot", "so101", "--max-steps", "0",
                            "--no-trace"], capture_output=True, text=True, timeout=240)  # fmt: skip
-    assert proc.returncode == 1 and "max_steps=0" in proc.stderr
+    assert proc.returncode == 1 and "--max-steps=0" in proc.stderr
 
 
 def test_ctrl_c_during_eval_closes_the_episode_and_prints_the_report(processes, tmp_path):
@@ -123,3 +123,37 @@ def test_async_rtc_with_the_mock_works_on_the_first_try(capsys):
     err = capsys.readouterr().err
     assert code == 1 and len(err.strip().splitlines()) == 1
     assert "--async-rtc" in err and '"execution_horizon": 8' in err and "Traceback" not in err
+
+
+def test_errors_name_the_flag_without_a_traceback(capsys, tmp_path):
+    """Issue #17, defect 4: an unusable folder or an unknown body is refused by its flag, exit 1."""
+    from robokernel_ros.rollout import SimWorkcell, envelope_text
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    cannot = str(blocker / "x")  # below a regular file: no folder can be made there
+    assert cli.main(["eval", "--robot", "so101", "--max-steps", "5", "--trace-dir", cannot]) == 1
+    err = capsys.readouterr().err
+    assert f"--trace-dir='{cannot}': cannot create or write a folder" in err
+    assert "Traceback" not in err
+    with SimWorkcell(trace_dir=None) as cell:  # the Python API: the parameter's own name
+        cell.add_robot("so101", "so101")
+        out = cell.run_policy("so101", n_steps=5, trace_dir=cannot)
+        assert out["status"] == "error" and f"trace_dir='{cannot}'" in envelope_text(out)
+
+    runs = tmp_path / "runs"
+    assert cli.main(["eval", "--robot", "so101", "--max-steps", "5", "--trace-dir", str(runs)]) == 0
+    capsys.readouterr()
+    assert cli.main(["export-lerobot", str(runs), "--repo-id", "u/d", "--root", cannot]) == 1
+    err = capsys.readouterr().err
+    assert f"--root='{cannot}': cannot create the dataset folder" in err and "Traceback" not in err
+    clause = '{"body_above_z": {"body": "nosuch", "z": 0.1}}'
+    assert cli.main(["score", str(runs), "--success", clause]) == 1
+    err = capsys.readouterr().err
+    assert "--success:" in err and "'nosuch'" in err and "so101/base" in err  # the valid bodies
+    assert "Traceback" not in err
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["eval", "--help"])
+    assert exc.value.code == 0
+    assert "1 refused or failed" in capsys.readouterr().out
