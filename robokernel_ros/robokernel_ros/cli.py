@@ -146,7 +146,11 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=None, help="base seed (episode i runs with seed + i)"
     )
     p.add_argument(
-        "--video", default=None, metavar="DIR", help="write one MP4 per episode into DIR"
+        "--video",
+        default=None,
+        metavar="DIR|FILE.mp4",
+        help="one MP4 per episode: DIR/<command>_<id>_ep<i>.mp4 (<id> unique per call), "
+        "or FILE_ep<i>.mp4 for FILE.mp4",
     )
     p.add_argument("--video-fps", type=float, default=30.0)
     p.add_argument("--camera", default=None, help="camera to record (default: the free camera)")
@@ -155,6 +159,18 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: on a terminal)")  # fmt: skip
+
+
+def usage_error(command: str, message: str) -> int:
+    """A usage error found after parsing: said like argparse's, exit status 2."""
+    print(f"robokernel {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _flag_conflict(args: argparse.Namespace) -> str | None:
+    if args.camera is not None and not args.video:
+        return f"--camera={args.camera!r}: chooses the camera --video records; give --video too"
+    return None
 
 
 def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
@@ -168,11 +184,23 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
     }
     if args.video:
         kwargs["video"] = {
-            "path": str(Path(args.video) / f"{label}.mp4"),
+            "path": video_path(args.video, label),
             "fps": args.video_fps,
             "camera": args.camera,
         }
     return kwargs
+
+
+def video_path(value: str, label: str) -> str:
+    """--video: a file when it ends in .mp4 (episode i: <stem>_ep<i>.mp4), else a folder that
+    gets <label>_<id>_ep<i>.mp4, <id> unique per call (the run-id format, sortable), so
+    that a second evaluation into the same folder never replaces the first's videos."""
+    from robokernel_ros.kernel.trace import new_run_id
+
+    path = Path(value)
+    if path.suffix.lower() == ".mp4":
+        return str(path)
+    return str(path / f"{label}_{new_run_id()}.mp4")
 
 
 @contextlib.contextmanager
@@ -232,6 +260,9 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
 def _eval_run(args: argparse.Namespace) -> int:
     from robokernel_ros.rollout import SimWorkcell
 
+    conflict = _flag_conflict(args)
+    if conflict:
+        return usage_error("eval", conflict)
     name = args.robot_name or Path(args.robot).stem
     with SimWorkcell(trace_dir=None) as cell:
         added = cell.add_robot(name, args.robot)
@@ -271,6 +302,10 @@ def _benchmark_arguments(p: argparse.ArgumentParser) -> None:
 
 def _benchmark_run(args: argparse.Namespace) -> int:
     from robokernel_ros.rollout import SimWorkcell
+
+    conflict = _flag_conflict(args)
+    if conflict:
+        return usage_error("benchmark", conflict)
 
     with SimWorkcell(trace_dir=None) as cell:
         cell.register_builtin_benchmarks()

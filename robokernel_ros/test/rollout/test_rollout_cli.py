@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +30,27 @@ def test_eval_json_async_rtc_and_video(capsys, tmp_path):
     report = json.loads(capsys.readouterr().out)
     assert code == 0
     assert report["chunk_prefetch_enabled"] is True and report["n_episodes"] == 1
-    assert report["video_paths"] == [str(tmp_path / "eval_ep0.mp4")]
+    (video,) = report["video_paths"]
+    assert Path(video).parent == tmp_path and Path(video).is_file()
+    assert re.fullmatch(r"eval_\d{8}-\d{6}-[0-9a-f]{6}_ep0\.mp4", Path(video).name), video
+
+
+def test_videos_of_two_evals_into_one_folder_both_stay_and_a_file_is_a_file(capsys, tmp_path):
+    """Issue #17, defect 7."""
+    argv = ["eval", "--robot", "so101", "--max-steps", "4", "--no-trace", "--json"]
+    videos = []
+    for _ in range(2):
+        assert cli.main([*argv, "--video", str(tmp_path / "v")]) == 0
+        videos += json.loads(capsys.readouterr().out)["video_paths"]
+    first, second = videos
+    assert first != second and Path(first).is_file() and Path(second).is_file()
+    assert cli.main([*argv, "--video", str(tmp_path / "out.mp4")]) == 0
+    (video,) = json.loads(capsys.readouterr().out)["video_paths"]
+    assert video == str(tmp_path / "out_ep0.mp4") and Path(video).is_file()
+    assert not (tmp_path / "out.mp4").is_dir()
+    # defect 9: --camera without --video records nothing: a usage error, not silence
+    assert cli.main([*argv, "--camera", "nosuch"]) == 2
+    assert "--camera='nosuch'" in capsys.readouterr().err
 
 
 def test_refusals_exit_non_zero_with_the_message(capsys):
