@@ -1445,8 +1445,6 @@ class PolicyRunner:
         finally:
             progress.close()
             self._close_policies(plan, policies)
-        if plan.policies[plan.robot][2] is None and len(episodes) > 1:
-            report["policy_load_cache_hit"] = False  # built once, reused across episodes
         for k, val in policy.binding_report().items():
             report[k] = bool(val)
         base = {
