@@ -300,6 +300,14 @@ def _benchmark_arguments(p: argparse.ArgumentParser) -> None:
     _add_policy_args(p)
 
 
+def _shorten(text: str, width: int = 60) -> str:
+    """A table cell: the first sentence, cut at a word to `width` characters (--json: all)."""
+    text = " ".join(str(text).split()).split(". ")[0]
+    if len(text) <= width:
+        return text
+    return text[: width - 1].rsplit(" ", 1)[0] + "…"
+
+
 def _benchmark_run(args: argparse.Namespace) -> int:
     from robokernel_ros.rollout import SimWorkcell
 
@@ -316,7 +324,7 @@ def _benchmark_run(args: argparse.Namespace) -> int:
                 from robokernel_ros.rollout.results import summary_table
 
                 rows = [
-                    (b["name"], b["robot_model"], b["max_steps"], b["description"])
+                    (b["name"], b["robot_model"], b["max_steps"], _shorten(b["description"]))
                     for b in envelope_json(out)["benchmarks"]
                 ]
                 print(summary_table(rows, ("name", "robot", "max_steps", "description")))

@@ -1500,7 +1500,8 @@ def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) 
     note = health_note(result)
     if aggregate_report:
         head = (
-            f"{result.get('policy')} on {result.get('robot_name')}: {result.get('n_episodes')} episodes, "
+            f"{result.get('policy')} on {result.get('robot_name')}: {result.get('n_episodes')} "
+            f"episode{'' if result.get('n_episodes') == 1 else 's'}, "
             f"success_rate={result.get('success_rate', 0.0):.3f}, avg_reward={result.get('avg_reward', 0.0):.3f}, "
             f"{result.get('total_steps')} steps"
         )

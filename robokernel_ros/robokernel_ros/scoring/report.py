@@ -113,7 +113,10 @@ TABLE_COLUMNS = (
     ("time_to_success_s", "t_success[s]"),
     ("holds", "holds"),
     ("stale_action_ratio", "stale"),
-    ("effective_control_hz", "rate[Hz]"),
+    (
+        "effective_control_hz",
+        "wall steps/s",
+    ),  # executed steps per wall second, not the control rate
     ("chunk_latency_p50_ms", "lat p50[ms]"),
     ("chunk_latency_p99_ms", "lat p99[ms]"),
     ("shield_interventions", "shield"),
