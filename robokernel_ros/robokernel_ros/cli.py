@@ -93,7 +93,9 @@ def _parser_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
     flags = {}
     for action in parser._actions:  # argparse has no public list of a parser's options
         longs = [o for o in action.option_strings if o.startswith("--")]
-        if longs and action.dest not in ("help",):
+        # cameras= is a dict in Python, --add-camera NAME[=SPEC] on the shell: the
+        # messages about it give both spellings (rollout.cameras)
+        if longs and action.dest not in ("help", "cameras"):
             flags[action.dest] = longs[0]
     return {**flags, **{k: v for k, v in API_FLAGS.items() if v in flags.values()}}
 
@@ -255,6 +257,37 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
         help="overlap inference with execution (realtime, virtual clock)",
     )
     p.add_argument("--instruction", default="")
+    p.add_argument(
+        "--add-camera",
+        dest="cameras",
+        action="append",
+        default=None,
+        metavar="NAME[=SPEC]",
+        help="render this camera for the policy (repeatable): a preset of the packaged robot "
+        "(so101, panda, go2: front, top, side), a camera the scene has, or "
+        'NAME=\'{"pos": [x, y, z], "lookat": [x, y, z], "fovy": 45}\'',
+    )
+    p.add_argument(
+        "--image-size",
+        default=None,
+        metavar="HxW",
+        help="camera image size (default: the policy's)",
+    )
+
+
+def _camera_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """--add-camera / --image-size as eval_policy's cameras= / image_size=."""
+    from robokernel_ros.rollout.cameras import camera_option
+
+    out: dict[str, Any] = {}
+    if args.cameras:
+        out["cameras"] = dict(camera_option(args.robot, text) for text in args.cameras)
+    if args.image_size is not None:
+        height, sep, width = str(args.image_size).lower().partition("x")
+        if not (sep and height.isdigit() and width.isdigit() and int(height) and int(width)):
+            raise ValueError(f"--image-size={args.image_size!r}: must be HxW, e.g. 96x96")
+        out["image_size"] = (int(height), int(width))
+    return out
 
 
 def _eval_run(args: argparse.Namespace) -> int:
@@ -278,6 +311,10 @@ def _eval_run(args: argparse.Namespace) -> int:
             # the mock acts one step at a time unless told: with --async-rtc it emits
             # chunks of --action-horizon actions, so that the first try of the flag works
             kwargs["policy_config"] = {**(config or {}), "execution_horizon": args.action_horizon}
+        try:
+            kwargs.update(_camera_kwargs(args))
+        except ValueError as exc:
+            return usage_error("eval", str(exc))
         with interruptible(cell) as state:
             out = cell.eval_policy(
                 name,
