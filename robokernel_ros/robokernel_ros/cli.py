@@ -149,6 +149,8 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--video",
+        nargs="?",
+        const="",  # bare --video: DIR/videos of --output
         default=None,
         metavar="DIR|FILE.mp4",
         help="one MP4 per episode: DIR/<command>_<id>_ep<i>.mp4 (<id> unique per call), "
@@ -156,7 +158,9 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--video-fps", type=float, default=30.0)
     p.add_argument("--camera", default=None, help="camera to record (default: the free camera)")
-    p.add_argument("--trace-dir", default="runs/", help="run directories go here (default runs/)")
+    p.add_argument(
+        "--trace-dir", default=TRACE_DIR_DEFAULT, help="run directories go here (default runs/)"
+    )
     p.add_argument("--no-trace", action="store_true", help="record no trace")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -173,6 +177,9 @@ def _flag_conflict(args: argparse.Namespace) -> str | None:
     if args.camera is not None and not args.video:
         return f"--camera={args.camera!r}: chooses the camera --video records; give --video too"
     return None
+
+
+TRACE_DIR_DEFAULT = "runs/"
 
 
 def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
@@ -242,7 +249,9 @@ def _emit_interruptible(out: dict[str, Any], state: dict[str, Any], *, as_json: 
 
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--robot", required=True, help="packaged model (so101, panda, go2) or an MJCF path"
+        "--robot",
+        default=None,
+        help="packaged model (so101, panda, go2) or an MJCF path (required, but for --resume)",
     )
     p.add_argument(
         "--robot-name", default=None, help="name of the robot in the scene (default: from --robot)"
@@ -257,6 +266,20 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
         help="overlap inference with execution (realtime, virtual clock)",
     )
     p.add_argument("--instruction", default="")
+    p.add_argument(
+        "--output",
+        metavar="DIR",
+        default=None,
+        help="one folder for this evaluation: DIR/eval_info.json (per-episode records and "
+        "the aggregate, like lerobot-eval's), DIR/runs/, and DIR/videos/ with a bare --video",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="DIR",
+        default=None,
+        help="continue the evaluation an --output DIR holds (after a crash or Ctrl-C): the "
+        "finished episodes are kept, the others run; eval_info.json covers them all",
+    )
     p.add_argument(
         "--add-camera",
         dest="cameras",
@@ -293,9 +316,38 @@ def _camera_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def _eval_run(args: argparse.Namespace) -> int:
     from robokernel_ros.rollout import SimWorkcell
 
-    conflict = _flag_conflict(args)
+    if args.resume:
+        refused = _load_resume(args)
+        if refused:
+            return refused
+    if not args.robot:
+        raise SystemExit(usage_error("eval", "the following arguments are required: --robot"))
+    conflict = _flag_conflict(args) or _output_conflict(args)
     if conflict:
         return usage_error("eval", conflict)
+    out_dir = None
+    if args.output:
+        from robokernel_ros.rollout.output import (
+            EVAL_CONFIG,
+            RUNS_DIR,
+            VIDEOS_DIR,
+            output_folder,
+            write_json,
+        )
+
+        try:
+            out_dir = Path(args.output) if args.resume else output_folder(args.output)
+        except ValueError as exc:
+            print(f"error: {flag_names(str(exc))}", file=sys.stderr)
+            return 1
+        if not args.no_trace:
+            args.trace_dir = str(out_dir / RUNS_DIR)
+        if args.video == "":
+            args.video = str(out_dir / VIDEOS_DIR)
+        if not args.resume:  # written first: --resume after a crash reads it
+            saved = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+            write_json(out_dir / EVAL_CONFIG, saved)
+    blocks = _episodes_to_run(args, out_dir)
     name = args.robot_name or Path(args.robot).stem
     with SimWorkcell(trace_dir=None) as cell:
         added = cell.add_robot(name, args.robot)
@@ -315,17 +367,132 @@ def _eval_run(args: argparse.Namespace) -> int:
             kwargs.update(_camera_kwargs(args))
         except ValueError as exc:
             return usage_error("eval", str(exc))
+        outs = []
         with interruptible(cell) as state:
-            out = cell.eval_policy(
-                name,
-                max_steps=args.max_steps,
-                control_frequency=args.control_frequency,
-                action_horizon=args.action_horizon,
-                async_rtc=bool(args.async_rtc),
-                instruction=args.instruction,
-                **kwargs,
-            )
-        return _emit_interruptible(out, state, as_json=args.json)
+            for first, count in blocks:  # --resume: the episodes that did not finish
+                kwargs.update(n_episodes=count, seed=(args.seed or 0) + first)
+                outs.append(
+                    cell.eval_policy(
+                        name,
+                        max_steps=args.max_steps,
+                        control_frequency=args.control_frequency,
+                        action_horizon=args.action_horizon,
+                        async_rtc=bool(args.async_rtc),
+                        instruction=args.instruction,
+                        **kwargs,
+                    )
+                )
+                if state["interrupted"] or outs[-1]["status"] != "success":
+                    break
+        code = 0
+        for out in outs:
+            code = _emit_interruptible(out, state, as_json=args.json) or code
+        if out_dir is not None:
+            _write_output(out_dir, outs, args, kwargs)
+        return 130 if state["interrupted"] else code
+
+
+def _load_resume(args: argparse.Namespace) -> int:
+    """--resume DIR: the options of the evaluation in DIR (its eval_config.json)."""
+    from robokernel_ros.rollout.output import EVAL_CONFIG
+
+    path = Path(args.resume) / EVAL_CONFIG
+    if not path.is_file():
+        print(
+            f"error: --resume={args.resume!r}: no {EVAL_CONFIG} there (a folder that "
+            "eval --output wrote)",
+            file=sys.stderr,
+        )
+        return 1
+    saved = json.loads(path.read_text())
+    for key, value in saved.items():
+        if key not in ("resume", "json", "progress", "verbose", "output"):
+            setattr(args, key, value)
+    args.output = str(args.resume)
+    args.trace_dir = TRACE_DIR_DEFAULT  # set again from --output
+    if isinstance(args.video, str) and Path(args.video) == Path(args.resume) / "videos":
+        args.video = ""
+    return 0
+
+
+def _episodes_to_run(args: argparse.Namespace, out_dir: Path | None) -> list[tuple[int, int]]:
+    """(first episode, count) blocks: all of them, or on --resume the unfinished ones (their
+    run directories, a stopped or cut episode's, move to DIR/unfinished/)."""
+    if not args.resume or out_dir is None or args.no_trace:
+        return [(0, args.episodes)]
+    from robokernel_ros.rollout.output import RUNS_DIR, finished_episodes
+
+    done, unfinished = finished_episodes(out_dir / RUNS_DIR, args.seed or 0, args.episodes)
+    for run_dir in unfinished:
+        (out_dir / "unfinished").mkdir(exist_ok=True)
+        run_dir.rename(out_dir / "unfinished" / run_dir.name)
+    missing = [i for i in range(args.episodes) if i not in done]
+    blocks: list[tuple[int, int]] = []
+    for i in missing:
+        if blocks and blocks[-1][0] + blocks[-1][1] == i:
+            blocks[-1] = (blocks[-1][0], blocks[-1][1] + 1)
+        else:
+            blocks.append((i, 1))
+    print(
+        f"resuming {out_dir}: {len(done)} of {args.episodes} episode(s) finished, "
+        f"running {len(missing)}",
+        file=sys.stderr,
+    )
+    return blocks
+
+
+def _output_conflict(args: argparse.Namespace) -> str | None:
+    if args.video == "" and not args.output:
+        return "--video without a folder or file: give one, or --output DIR (videos in DIR/videos)"
+    if args.output and args.trace_dir != TRACE_DIR_DEFAULT:
+        return "--trace-dir with --output: the run directories go to DIR/runs; give one of them"
+    return None
+
+
+def _write_output(
+    out_dir: Path, outs: list[dict[str, Any]], args: argparse.Namespace, kwargs: Any
+) -> None:
+    """DIR/eval_info.json over every finished episode; says where everything was written."""
+    from robokernel_ros.rollout import envelope_json
+    from robokernel_ros.rollout.output import (
+        EVAL_INFO,
+        RUNS_DIR,
+        eval_info,
+        finished_episodes,
+        records_from_report,
+        write_json,
+    )
+
+    reports = [r for r in map(envelope_json, outs) if isinstance(r, dict) and "episodes" in r]
+    base = args.seed or 0
+    videos = {
+        e.get("run_id"): e.get("video_path")
+        for r in reports
+        for e in r["episodes"]
+        if e.get("run_id")
+    }
+    if args.no_trace:
+        records = [rec for r in reports for rec in records_from_report(r, base)]
+    else:
+        done, _ = finished_episodes(out_dir / RUNS_DIR, base, args.episodes)
+        records = list(done.values())
+        for rec in records:
+            rec["video_path"] = videos.get(rec["run_id"]) or rec["video_path"]
+    config = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    config["policy_config"] = kwargs.get("policy_config")
+    path = write_json(out_dir / EVAL_INFO, eval_info(records, config, reports))
+    agg = json.loads(path.read_text())["aggregated"]
+    ci = agg["success_rate_ci95"]
+    where = [f"runs: {args.trace_dir}" if not args.no_trace else "no trace"]
+    if any(r.get("video_paths") for r in reports):
+        where.append(f"videos: {Path(next(v for v in videos.values() if v)).parent}")
+    summary = (
+        f"{agg['n_episodes']} of {args.episodes} episode(s) in {out_dir}: "
+        f"{agg['successes']} succeeded"
+        + (f", 95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+        + f"; wrote {path} ({', '.join(where)})"
+    )
+    print(summary, file=sys.stderr if args.json else sys.stdout)
 
 
 # ------------------------------------------------------------------ benchmark

@@ -798,6 +798,21 @@ def _episode_table(report: Mapping[str, Any]) -> str:
         )  # fmt: skip
         for e in report.get("episodes", [])
     ]
-    return summary_table(
-        rows, ("episode", "outcome", "success", "steps", "applied", "reward", "stopped_reason")
+    header = ("episode", "outcome", "success", "steps", "applied", "reward", "stopped_reason")
+    ci = report.get("success_rate_ci95")
+    if not ci:
+        return summary_table(rows, header)
+    # the summary row: the success rate with its 95 % (Wilson) interval
+    rows.append(
+        (
+            "all",
+            f"{report.get('successes')}/{report.get('n_episodes')} succeeded",
+            float(report.get("success_rate", 0.0)),
+            report.get("total_steps"),
+            report.get("actions_applied"),
+            float(report.get("avg_reward", 0.0)),
+            f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}]",
+        )
     )
+    lines = summary_table(rows, header).splitlines()
+    return "\n".join([*lines[:-1], lines[1], lines[-1]])

@@ -179,3 +179,40 @@ def test_errors_name_the_flag_without_a_traceback(capsys, tmp_path):
         cli.main(["eval", "--help"])
     assert exc.value.code == 0
     assert "1 refused or failed" in capsys.readouterr().out
+
+
+def test_output_folder_and_resume_after_sigkill(processes, tmp_path):
+    """eval --output DIR writes lerobot-eval's eval_info.json; --resume DIR after a SIGKILL
+    mid-evaluation keeps the finished episodes, runs the rest, and aggregates them all."""
+    import signal
+    import time
+
+    out = tmp_path / "eval"
+    proc = processes.start("eval", [sys.executable, "-m", "robokernel_ros.cli", "eval", "--robot", "so101",
+                                    "--episodes", "4", "--max-steps", "1500", "--output", str(out)])  # fmt: skip
+    runs = out / "runs"
+    deadline = time.monotonic() + 120
+    while not (runs.is_dir() and len(list(runs.iterdir())) >= 3):  # episodes 0, 1 done, 2 running
+        assert proc.poll() is None, processes.log(proc)
+        assert time.monotonic() < deadline, processes.log(proc)
+        time.sleep(0.02)
+    processes.kill(proc, signal.SIGKILL)
+    assert not (out / "eval_info.json").exists()
+    kept = sorted(runs.iterdir())[:2]
+
+    assert cli.main(["eval", "--resume", str(out), "--json"]) == 0
+    info = json.loads((out / "eval_info.json").read_text())
+    episodes = info["per_episode"]
+    assert [e["episode_ix"] for e in episodes] == [0, 1, 2, 3]
+    assert [e["seed"] for e in episodes] == [0, 1, 2, 3]
+    assert [Path(e["run_dir"]).name for e in episodes[:2]] == [p.name for p in kept]
+    assert all(Path(e["run_dir"]).parent == runs for e in episodes)
+    assert sorted(p.name for p in runs.iterdir()) == sorted(
+        Path(e["run_dir"]).name for e in episodes
+    )
+    agg = info["aggregated"]
+    assert agg["n_episodes"] == 4 and agg["pc_success"] == 0.0 and agg["avg_sum_reward"] == 0.0
+    assert agg["success_rate_ci95"] == [0.0, pytest.approx(0.4899, abs=1e-4)]
+    assert {"sum_reward", "max_reward", "success", "seed", "outcome", "steps"} <= set(episodes[0])
+    # a finished folder is never overwritten
+    assert cli.main(["eval", "--robot", "so101", "--output", str(out)]) == 1
