@@ -108,8 +108,34 @@ def main(argv: list[str] | None = None) -> int:
     return run(parser.parse_args(argv))
 
 
+def _compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", metavar="A", help="an eval --output folder, or a folder of runs")
+    parser.add_argument("b", metavar="B", help="the other evaluation, on the same seeds")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from .compare import compare, format_comparison, load_episodes
+
+    try:
+        result = compare(load_episodes(args.a), load_episodes(args.b))
+    except ValueError as exc:
+        print(f"robokernel compare: error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result) if args.json else format_comparison(result, args.a, args.b))
+    return 0
+
+
 def _register() -> None:
     from ..cli import register_subcommand
+
+    register_subcommand(
+        "compare",
+        "two evaluations on the same seeds, episode by episode (McNemar, paired returns)",
+        _compare_arguments,
+        run_compare,
+        replace=True,
+    )
 
     register_subcommand(
         "score",
