@@ -481,9 +481,19 @@ def _write_output(
     config = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     config["policy_config"] = kwargs.get("policy_config")
     path = write_json(out_dir / EVAL_INFO, eval_info(records, config, reports))
+    report_page = None
+    if not args.no_trace and records:
+        from robokernel_ros.scoring.pictures import write_report
+
+        try:
+            report_page = write_report([out_dir], out_dir / "report")["html"]
+        except (ValueError, OSError) as exc:
+            logging.getLogger(__name__).warning("the report of %s failed: %s", out_dir, exc)
     agg = json.loads(path.read_text())["aggregated"]
     ci = agg["success_rate_ci95"]
     where = [f"runs: {args.trace_dir}" if not args.no_trace else "no trace"]
+    if report_page:
+        where.append(f"report: {report_page}")
     if any(r.get("video_paths") for r in reports):
         where.append(f"videos: {Path(next(v for v in videos.values() if v)).parent}")
     summary = (

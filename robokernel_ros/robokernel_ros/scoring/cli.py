@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -126,6 +127,47 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="DIR",
+        help="evaluations: eval --output folders or folders of runs",
+    )
+    parser.add_argument("--out", metavar="OUT", help="folder for the PNGs and index.html "
+                        "(default DIR/report for one DIR)")  # fmt: skip
+    parser.add_argument(
+        "--episodes",
+        default="0",
+        metavar="I,J",
+        help="episodes (0-based) whose joint trajectories are plotted (default 0)",
+    )
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from .pictures import write_report
+
+    if args.out is None and len(args.paths) > 1:
+        print("robokernel report: error: --out: needed for several evaluations", file=sys.stderr)
+        return 2
+    try:
+        chosen = [int(x) for x in str(args.episodes).split(",") if x.strip()]
+    except ValueError:
+        print(
+            f"robokernel report: error: --episodes={args.episodes!r}: must be I,J,...",
+            file=sys.stderr,
+        )
+        return 2
+    out = args.out or str(Path(args.paths[0]) / "report")
+    try:
+        written = write_report(args.paths, out, episodes=chosen)
+    except ValueError as exc:
+        print(f"robokernel report: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {written['html']} ({len(written['pngs'])} pictures)")
+    return 0
+
+
 def _register() -> None:
     from ..cli import register_subcommand
 
@@ -134,6 +176,13 @@ def _register() -> None:
         "two evaluations on the same seeds, episode by episode (McNemar, paired returns)",
         _compare_arguments,
         run_compare,
+        replace=True,
+    )
+    register_subcommand(
+        "report",
+        "pictures of evaluations: PNGs and one self-contained HTML page",
+        _report_arguments,
+        run_report,
         replace=True,
     )
 

@@ -214,5 +214,6 @@ def test_output_folder_and_resume_after_sigkill(processes, tmp_path):
     assert agg["n_episodes"] == 4 and agg["pc_success"] == 0.0 and agg["avg_sum_reward"] == 0.0
     assert agg["success_rate_ci95"] == [0.0, pytest.approx(0.4899, abs=1e-4)]
     assert {"sum_reward", "max_reward", "success", "seed", "outcome", "steps"} <= set(episodes[0])
+    assert (out / "report" / "index.html").is_file()  # the pictures of all four episodes
     # a finished folder is never overwritten
     assert cli.main(["eval", "--robot", "so101", "--output", str(out)]) == 1
