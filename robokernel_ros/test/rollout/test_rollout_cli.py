@@ -217,3 +217,20 @@ def test_output_folder_and_resume_after_sigkill(processes, tmp_path):
     assert (out / "report" / "index.html").is_file()  # the pictures of all four episodes
     # a finished folder is never overwritten
     assert cli.main(["eval", "--robot", "so101", "--output", str(out)]) == 1
+
+
+def test_replay_on_the_shell(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    assert (
+        cli.main(["eval", "--robot", "so101", "--max-steps", "12", "--trace-dir", str(runs)]) == 0
+    )
+    capsys.readouterr()
+    (run_dir,) = runs.iterdir()
+    # the robot comes from the recording; the replay repeats the trajectory exactly
+    assert cli.main(["replay", str(run_dir), "--no-trace", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["recorded_steps"] == 12 and report["actions_applied"] == 12
+    assert report["max_qpos_divergence"] == 0.0
+    assert cli.main(["replay", str(tmp_path / "nothing"), "--robot", "so101", "--no-trace"]) == 1
+    err = capsys.readouterr().err
+    assert "nothing" in err and "Traceback" not in err
