@@ -41,9 +41,13 @@ def evaluation(path: str | Path) -> dict[str, Any]:
     scorers = get_scorers()
     episodes = []
     for p in expand_paths([_runs_of(folder)]):
-        figures = score_trace(load_episode(p), scorers)
+        trace = load_episode(p)
+        figures = score_trace(trace, scorers)
         figures["_source"] = str(p)
+        # run ids of one second sort by their random part: order by start time instead
+        figures["_started"] = (str(trace.meta.get("started_at") or ""), str(p))
         episodes.append(figures)
+    episodes.sort(key=lambda e: e["_started"])
     if not episodes:
         raise ValueError(f"path={str(path)!r}: holds no recorded episode")
     return {"name": folder.name or str(folder), "path": str(folder), "episodes": episodes}
