@@ -241,3 +241,14 @@ def test_replay_on_the_shell(tmp_path, capsys):
     assert cli.main(["replay", str(tmp_path / "nothing"), "--robot", "so101", "--no-trace"]) == 1
     err = capsys.readouterr().err
     assert "nothing" in err and "Traceback" not in err
+
+
+def test_remote_policy_without_a_server_is_one_line_not_a_traceback(tmp_path):
+    # this test's ROS_DOMAIN_ID has no policy_server: the readiness wait times out
+    config = json.dumps({"ready_timeout_s": 0.5})
+    proc = subprocess.run([sys.executable, "-m", "robokernel_ros.cli", "eval", "--robot", "so101", "--policy",
+                           "remote", "--policy-config", config, "--no-trace", "--max-steps", "3"],
+                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "is not ready" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2  # the logged failure and the error
