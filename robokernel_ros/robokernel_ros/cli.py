@@ -1,13 +1,16 @@
 """`robokernel`: the rollout API from a shell.
 
     robokernel eval --robot so101 --policy mock --episodes 5 [--async-rtc] [--video DIR] [--seed N] [--json]
+    robokernel eval --robot so101 --episodes 50 --output DIR [--video]   (--resume DIR continues it)
+    robokernel replay RUN_DIR_BAG_OR_DATASET [--episode N]
     robokernel benchmark go2_walk_forward --episodes 3
     robokernel benchmark --list
 
 Subcommands live in a registry: a module adds one with `register_subcommand(name,
 help, add_arguments, run)`, where run(args) returns the exit status. Exit status: 0
 when the call succeeded, 1 when it was refused or failed (the message goes to
-stderr), 2 for a command-line usage error.
+stderr, naming the CLI flag), 2 for a command-line usage error, 130 when interrupted
+(Ctrl-C: the running episode is closed and the report of what ran is printed).
 """
 
 from __future__ import annotations
@@ -239,6 +242,17 @@ def interruptible(cell: Any) -> Any:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextlib.contextmanager
+def json_stdout(as_json: bool) -> Any:
+    """With --json, stdout carries the JSON report only: what libraries print while the
+    rollout runs (lerobot's "Loading weights ...") goes to stderr."""
+    if not as_json:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
 def _emit_interruptible(out: dict[str, Any], state: dict[str, Any], *, as_json: bool) -> int:
     code = emit(out, as_json=as_json)
     return 130 if state["interrupted"] else code
@@ -368,7 +382,7 @@ def _eval_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             return usage_error("eval", str(exc))
         outs = []
-        with interruptible(cell) as state:
+        with interruptible(cell) as state, json_stdout(args.json):
             for first, count in blocks:  # --resume: the episodes that did not finish
                 kwargs.update(n_episodes=count, seed=(args.seed or 0) + first)
                 outs.append(
@@ -552,7 +566,7 @@ def _benchmark_run(args: argparse.Namespace) -> int:
             except json.JSONDecodeError as exc:
                 print(f"error: {path}: not valid JSON: {exc}", file=sys.stderr)
                 return 1
-        with interruptible(cell) as state:
+        with interruptible(cell) as state, json_stdout(args.json):
             out = cell.evaluate_benchmark(
                 spec, **_common_kwargs(args, str(args.name).replace("/", "_"))
             )
@@ -611,7 +625,11 @@ def _replay_run(args: argparse.Namespace) -> int:
         from robokernel_ros.bag.cli import quiet_libraries
 
         # a LeRobot dataset is read with lerobot: its import noise only with -v
-        with interruptible(cell) as state, quiet_libraries(enabled=not args.verbose):
+        with (
+            interruptible(cell) as state,
+            quiet_libraries(enabled=not args.verbose),
+            json_stdout(args.json),
+        ):
             out = cell.replay_episode(args.recording, name, episode=args.episode, **kwargs)
         return _emit_interruptible(out, state, as_json=args.json)
 

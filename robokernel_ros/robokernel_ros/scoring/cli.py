@@ -1,7 +1,8 @@
-"""`robokernel score PATH... [--json] [--plot OUT.png] [--scorers NAMES] [--success CLAUSE]`.
+"""`robokernel score PATH... [--json] [--plot OUT.png] [--scorers NAMES] [--success CLAUSE]`,
+`robokernel compare A B [--json]` and `robokernel report DIR... [--out OUT] [--episodes I,J]`.
 
-Importing this module registers `score` on the `robokernel` CLI's subcommand registry;
-`main(argv)` runs it on its own (`python -m robokernel_ros.scoring`). Exit status: 0,
+Importing this module registers them on the `robokernel` CLI's subcommand registry;
+`main(argv)` runs score on its own (`python -m robokernel_ros.scoring`). Exit status: 0,
 1 when refused or when a recording could not be scored (unreadable or empty: named on
 stderr, left out of the aggregate), 2 for a usage error.
 """
