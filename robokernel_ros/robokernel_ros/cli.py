@@ -16,17 +16,24 @@ stderr, naming the CLI flag), 2 for a command-line usage error, 130 when interru
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import re
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from robokernel_ros.cli_output import (
+    TRACE_DIR_DEFAULT,
+    episodes_to_run,
+    interruptible,
+    json_stdout,
+    load_resume,
+    output_conflict,
+    write_output,
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,11 @@ def register_subcommand(
 
 
 # Modules that register subcommands when imported (a missing one is skipped).
-SUBCOMMAND_MODULES: list[str] = ["robokernel_ros.scoring.cli", "robokernel_ros.bag.cli"]
+SUBCOMMAND_MODULES: list[str] = [
+    "robokernel_ros.scoring.cli",
+    "robokernel_ros.bag.cli",
+    "robokernel_ros.cli_replay",
+]
 
 
 def _load_subcommand_modules() -> None:
@@ -182,9 +193,6 @@ def _flag_conflict(args: argparse.Namespace) -> str | None:
     return None
 
 
-TRACE_DIR_DEFAULT = "runs/"
-
-
 def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "policy_provider": args.policy,
@@ -213,44 +221,6 @@ def video_path(value: str, label: str) -> str:
     if path.suffix.lower() == ".mp4":
         return str(path)
     return str(path / f"{label}_{new_run_id()}.mp4")
-
-
-@contextlib.contextmanager
-def interruptible(cell: Any) -> Any:
-    """Ctrl-C (SIGINT) while a rollout runs: the first stops it at the next step (the
-    episode ends "stopped", stopped_reason "interrupted", its trace and bag complete) and
-    the command prints what finished and exits 130; a second one aborts at once.
-
-    Yields a dict whose "interrupted" is True once a Ctrl-C arrived."""
-    state = {"interrupted": False}
-    if threading.current_thread() is not threading.main_thread():
-        yield state
-        return
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if state["interrupted"]:
-            raise KeyboardInterrupt
-        state["interrupted"] = True
-        print("interrupted: stopping at the next step (Ctrl-C again to abort)", file=sys.stderr)
-        # from a thread: the handler runs in the main thread, which may hold the locks
-        threading.Thread(target=cell.interrupt, name="sigint-stop", daemon=True).start()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield state
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextlib.contextmanager
-def json_stdout(as_json: bool) -> Any:
-    """With --json, stdout carries the JSON report only: what libraries print while the
-    rollout runs (lerobot's "Loading weights ...") goes to stderr."""
-    if not as_json:
-        yield
-        return
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
 
 
 def _emit_interruptible(out: dict[str, Any], state: dict[str, Any], *, as_json: bool) -> int:
@@ -331,12 +301,12 @@ def _eval_run(args: argparse.Namespace) -> int:
     from robokernel_ros.rollout import SimWorkcell
 
     if args.resume:
-        refused = _load_resume(args)
+        refused = load_resume(args)
         if refused:
             return refused
     if not args.robot:
         raise SystemExit(usage_error("eval", "the following arguments are required: --robot"))
-    conflict = _flag_conflict(args) or _output_conflict(args)
+    conflict = _flag_conflict(args) or output_conflict(args)
     if conflict:
         return usage_error("eval", conflict)
     out_dir = None
@@ -361,7 +331,7 @@ def _eval_run(args: argparse.Namespace) -> int:
         if not args.resume:  # written first: --resume after a crash reads it
             saved = {k: v for k, v in vars(args).items() if not k.startswith("_")}
             write_json(out_dir / EVAL_CONFIG, saved)
-    blocks = _episodes_to_run(args, out_dir)
+    blocks = episodes_to_run(args, out_dir)
     name = args.robot_name or Path(args.robot).stem
     with SimWorkcell(trace_dir=None) as cell:
         added = cell.add_robot(name, args.robot)
@@ -402,121 +372,8 @@ def _eval_run(args: argparse.Namespace) -> int:
         for out in outs:
             code = _emit_interruptible(out, state, as_json=args.json) or code
         if out_dir is not None:
-            _write_output(out_dir, outs, args, kwargs)
+            write_output(out_dir, outs, args, kwargs)
         return 130 if state["interrupted"] else code
-
-
-def _load_resume(args: argparse.Namespace) -> int:
-    """--resume DIR: the options of the evaluation in DIR (its eval_config.json)."""
-    from robokernel_ros.rollout.output import EVAL_CONFIG
-
-    path = Path(args.resume) / EVAL_CONFIG
-    if not path.is_file():
-        print(
-            f"error: --resume={args.resume!r}: no {EVAL_CONFIG} there (a folder that "
-            "eval --output wrote)",
-            file=sys.stderr,
-        )
-        return 1
-    saved = json.loads(path.read_text())
-    for key, value in saved.items():
-        if key not in ("resume", "json", "progress", "verbose", "output"):
-            setattr(args, key, value)
-    args.output = str(args.resume)
-    args.trace_dir = TRACE_DIR_DEFAULT  # set again from --output
-    if isinstance(args.video, str) and Path(args.video) == Path(args.resume) / "videos":
-        args.video = ""
-    return 0
-
-
-def _episodes_to_run(args: argparse.Namespace, out_dir: Path | None) -> list[tuple[int, int]]:
-    """(first episode, count) blocks: all of them, or on --resume the unfinished ones (their
-    run directories, a stopped or cut episode's, move to DIR/unfinished/)."""
-    if not args.resume or out_dir is None or args.no_trace:
-        return [(0, args.episodes)]
-    from robokernel_ros.rollout.output import RUNS_DIR, finished_episodes
-
-    done, unfinished = finished_episodes(out_dir / RUNS_DIR, args.seed or 0, args.episodes)
-    for run_dir in unfinished:
-        (out_dir / "unfinished").mkdir(exist_ok=True)
-        run_dir.rename(out_dir / "unfinished" / run_dir.name)
-    missing = [i for i in range(args.episodes) if i not in done]
-    blocks: list[tuple[int, int]] = []
-    for i in missing:
-        if blocks and blocks[-1][0] + blocks[-1][1] == i:
-            blocks[-1] = (blocks[-1][0], blocks[-1][1] + 1)
-        else:
-            blocks.append((i, 1))
-    print(
-        f"resuming {out_dir}: {len(done)} of {args.episodes} episode(s) finished, "
-        f"running {len(missing)}",
-        file=sys.stderr,
-    )
-    return blocks
-
-
-def _output_conflict(args: argparse.Namespace) -> str | None:
-    if args.video == "" and not args.output:
-        return "--video without a folder or file: give one, or --output DIR (videos in DIR/videos)"
-    if args.output and args.trace_dir != TRACE_DIR_DEFAULT:
-        return "--trace-dir with --output: the run directories go to DIR/runs; give one of them"
-    return None
-
-
-def _write_output(
-    out_dir: Path, outs: list[dict[str, Any]], args: argparse.Namespace, kwargs: Any
-) -> None:
-    """DIR/eval_info.json over every finished episode; says where everything was written."""
-    from robokernel_ros.rollout import envelope_json
-    from robokernel_ros.rollout.output import (
-        EVAL_INFO,
-        RUNS_DIR,
-        eval_info,
-        finished_episodes,
-        records_from_report,
-        write_json,
-    )
-
-    reports = [r for r in map(envelope_json, outs) if isinstance(r, dict) and "episodes" in r]
-    base = args.seed or 0
-    videos = {
-        e.get("run_id"): e.get("video_path")
-        for r in reports
-        for e in r["episodes"]
-        if e.get("run_id")
-    }
-    if args.no_trace:
-        records = [rec for r in reports for rec in records_from_report(r, base)]
-    else:
-        done, _ = finished_episodes(out_dir / RUNS_DIR, base, args.episodes)
-        records = list(done.values())
-        for rec in records:
-            rec["video_path"] = videos.get(rec["run_id"]) or rec["video_path"]
-    config = {k: v for k, v in vars(args).items() if not k.startswith("_")}
-    config["policy_config"] = kwargs.get("policy_config")
-    path = write_json(out_dir / EVAL_INFO, eval_info(records, config, reports))
-    report_page = None
-    if not args.no_trace and records:
-        from robokernel_ros.scoring.pictures import write_report
-
-        try:
-            report_page = write_report([out_dir], out_dir / "report")["html"]
-        except (ValueError, OSError) as exc:
-            logging.getLogger(__name__).warning("the report of %s failed: %s", out_dir, exc)
-    agg = json.loads(path.read_text())["aggregated"]
-    ci = agg["success_rate_ci95"]
-    where = [f"runs: {args.trace_dir}" if not args.no_trace else "no trace"]
-    if report_page:
-        where.append(f"report: {report_page}")
-    if any(r.get("video_paths") for r in reports):
-        where.append(f"videos: {Path(next(v for v in videos.values() if v)).parent}")
-    summary = (
-        f"{agg['n_episodes']} of {args.episodes} episode(s) in {out_dir}: "
-        f"{agg['successes']} succeeded"
-        + (f", 95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-        + f"; wrote {path} ({', '.join(where)})"
-    )
-    print(summary, file=sys.stderr if args.json else sys.stdout)
 
 
 # ------------------------------------------------------------------ benchmark
@@ -573,75 +430,8 @@ def _benchmark_run(args: argparse.Namespace) -> int:
         return _emit_interruptible(out, state, as_json=args.json)
 
 
-# ------------------------------------------------------------------ replay
-
-
-def _replay_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("recording", metavar="PATH",
-                   help="a run directory, a folder of them, a bag, or a LeRobot dataset root")  # fmt: skip
-    p.add_argument("--episode", type=int, default=0,
-                   help="which episode of a folder or dataset (default 0, oldest first)")  # fmt: skip
-    p.add_argument(
-        "--robot", default=None, help="packaged model or MJCF path (default: the recorded robot)"
-    )
-    p.add_argument("--robot-name", default=None, help="the robot's name in the scene")
-    p.add_argument("--seed", type=int, default=None, help="default: the recorded seed")
-    p.add_argument(
-        "--trace-dir", default=TRACE_DIR_DEFAULT, help="run directories go here (default runs/)"
-    )
-    p.add_argument("--no-trace", action="store_true", help="record no trace")
-    p.add_argument("--video", default=None, metavar="FILE.mp4", help="record the replay")
-    p.add_argument("--json", action="store_true", help="print the JSON report")
-
-
-def _replay_run(args: argparse.Namespace) -> int:
-    from robokernel_ros.envs.models import PACKAGED_MODELS
-    from robokernel_ros.rollout import SimWorkcell
-    from robokernel_ros.rollout.replay import resolve_recording
-
-    model = args.robot
-    if model is None:
-        try:
-            recorded = resolve_recording(args.recording, args.episode).robot
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        if recorded not in PACKAGED_MODELS:
-            return usage_error(
-                "replay",
-                f"--robot: the recorded robot {recorded!r} is not a packaged model; give one",
-            )
-        model = recorded
-    name = args.robot_name or Path(model).stem
-    kwargs: dict[str, Any] = {"trace_dir": None if args.no_trace else args.trace_dir}
-    if args.seed is not None:
-        kwargs["seed"] = args.seed
-    if args.video:
-        kwargs["video"] = {"path": video_path(args.video, "replay")}
-    with SimWorkcell(trace_dir=None) as cell:
-        added = cell.add_robot(name, model)
-        if added["status"] != "success":
-            return emit(added, as_json=args.json)
-        from robokernel_ros.bag.cli import quiet_libraries
-
-        # a LeRobot dataset is read with lerobot: its import noise only with -v
-        with (
-            interruptible(cell) as state,
-            quiet_libraries(enabled=not args.verbose),
-            json_stdout(args.json),
-        ):
-            out = cell.replay_episode(args.recording, name, episode=args.episode, **kwargs)
-        return _emit_interruptible(out, state, as_json=args.json)
-
-
 register_subcommand(
     "eval", "evaluate a policy on a robot over n episodes", _eval_arguments, _eval_run
-)
-register_subcommand(
-    "replay",
-    "replay a recorded episode's actions through the shield (run dir, bag, LeRobot dataset)",
-    _replay_arguments,
-    _replay_run,
 )
 register_subcommand(
     "benchmark", "run a shipped benchmark (or a spec file)", _benchmark_arguments, _benchmark_run
