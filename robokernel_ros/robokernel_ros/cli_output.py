@@ -134,6 +134,11 @@ def write_output(
         for e in r["episodes"]
         if e.get("run_id")
     }
+    previous = out_dir / EVAL_INFO  # --resume: the kept episodes' videos stay linked
+    if previous.is_file():
+        for rec in json.loads(previous.read_text()).get("per_episode", []):
+            if rec.get("run_id") and rec.get("video_path"):
+                videos.setdefault(rec["run_id"], rec["video_path"])
     if args.no_trace:
         records = [rec for r in reports for rec in records_from_report(r, base)]
     else:
