@@ -49,6 +49,10 @@ _log = logging.getLogger(__name__)
 DEFAULT_TRACE_DIR = "runs/"
 
 
+class AsyncRtcRefused(RuntimeError):
+    """async_rtc=True with a policy whose one-action chunks could never be applied."""
+
+
 class RecordingFrameError(RuntimeError):
     """Raised by an on_frame callback when a frame could not be recorded: data loss, fatal."""
 
@@ -104,7 +108,7 @@ class RolloutControl:
             self._stop.set()
             op = self._operator
         if op is not None:
-            op.stop()
+            op.stop(self.stop_reason)
 
     def estop(self) -> None:
         """E-stop: the running episode ends "estopped" at once, an episode that has not
@@ -1126,6 +1130,15 @@ class PolicyRunner:
 
         horizon = max(plan.action_horizons.values())
         resolved = chunk_emitting if plan.async_rtc is None else plan.async_rtc
+        if plan.async_rtc is True and not chunk_emitting:
+            # realtime drops the actions a chunk's latency overran: a one-action chunk always
+            # arrives after its step, so nothing would ever be applied
+            raise AsyncRtcRefused(
+                f"async_rtc=True (--async-rtc): the {plan.policies[plan.robot][0]!r} policy returns "
+                "one action per call, which always arrives a step late and is dropped; give it "
+                "chunks (--policy-config '{\"execution_horizon\": 8}', policy_config= in Python) "
+                "or leave async_rtc off"
+            )
         if resolved:
             # Prefetch at half the horizon; the aligned merge is the seam swap. run_policy
             # paced (fast_mode=False) runs on the wall clock; everything else is virtual time.
@@ -1208,7 +1221,7 @@ class PolicyRunner:
         t0 = time.monotonic()
         try:
             if control.stop_requested:
-                operator.stop()
+                operator.stop(control.stop_reason)
             record = runner.run(
                 plan.n_steps, seed=seed, instruction=plan.instructions[plan.robot], meta=meta
             )
@@ -1243,7 +1256,8 @@ class PolicyRunner:
         elif outcome == "watchdog":
             stopped_reason = f"error: {record.status}"
         elif outcome in ("stopped", "estopped"):
-            stopped_reason = outcome
+            # a Ctrl-C of the process (SIGINT) says so; other stops keep the outcome
+            stopped_reason = "interrupted" if control.stop_reason == "interrupted" else outcome
         elif menv.stop_reason is not None:
             stopped_reason = "predicate"
         elif outcome == "truncated" and record.steps >= plan.n_steps:
@@ -1456,7 +1470,11 @@ class PolicyRunner:
         scene = plan.scene_override or self.scene
         env, policies, agents, reports, joints = self._prepare(plan, scene)
         policy = policies[plan.robot]
-        timing, _ = self._timing(plan, policy.is_chunk_emitting())
+        try:
+            timing, _ = self._timing(plan, policy.is_chunk_emitting())
+        except AsyncRtcRefused:
+            self._close_policies(plan, policies)
+            raise
         progress = Progress(n_episodes=plan.n_episodes, robot_name=plan.robot, bus=self.bus, bar=plan.progress,
                             label=plan.benchmark["name"] if plan.benchmark else f"eval {plan.robot}")  # fmt: skip
         episodes: list[dict[str, Any]] = []
@@ -1490,8 +1508,6 @@ class PolicyRunner:
             progress.close()
             self._close_policies(plan, policies)
             _close_live(plan)
-        if plan.policies[plan.robot][2] is None and len(episodes) > 1:
-            report["policy_load_cache_hit"] = False  # built once, reused across episodes
         for k, val in policy.binding_report().items():
             report[k] = bool(val)
         base = {
@@ -1549,7 +1565,8 @@ def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) 
     note = health_note(result)
     if aggregate_report:
         head = (
-            f"{result.get('policy')} on {result.get('robot_name')}: {result.get('n_episodes')} episodes, "
+            f"{result.get('policy')} on {result.get('robot_name')}: {result.get('n_episodes')} "
+            f"episode{'' if result.get('n_episodes') == 1 else 's'}, "
             f"success_rate={result.get('success_rate', 0.0):.3f}, avg_reward={result.get('avg_reward', 0.0):.3f}, "
             f"{result.get('total_steps')} steps"
         )
