@@ -33,7 +33,7 @@ def test_shield_lifecycle_transitions(processes, peer):
     states = peer.record_states(name)
     ivs = peer.record_interventions(name)
     cmd = peer.publisher(Float64MultiArray, f"/{name}/commands")
-    processes.python(name, SHIELD, *shield_args(name))
+    processes.python(name, SHIELD, *shield_args(name, "estop_required:=false"))
 
     # Unconfigured: the always-on surface exists, nothing is forwarded.
     assert peer.lifecycle_state(name) == "unconfigured"
