@@ -255,13 +255,21 @@ class RunnerNode(Node):
         self.create_service(
             SubmitVerdict, "verdict", self._on_verdict_service, callback_group=quick
         )
-        estop_group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
-            Bool, "estop", self._on_estop, ESTOP_QOS, callback_group=estop_group
+            Bool,
+            "estop",
+            self._on_estop,
+            ESTOP_QOS,
+            callback_group=MutuallyExclusiveCallbackGroup(),
         )
+        # The source's liveness is checked by a thread, not an executor timer: a 20 Hz timer
+        # would wake this node's MultiThreadedExecutor for nothing but the clock.
+        self._estop_stop = threading.Event()
         if estop_required:
             period = max(0.005, min(0.05, estop_timeout_s / 10))
-            self.create_timer(period, self._on_estop_tick, callback_group=estop_group)
+            threading.Thread(
+                target=self._estop_watch, args=(period,), name="estop_watch", daemon=True
+            ).start()
         self.create_subscription(
             Verdict, "verdict", self._on_verdict_topic, 10, callback_group=quick
         )
@@ -535,11 +543,12 @@ class RunnerNode(Node):
         if latched:
             self._latched()
 
-    def _on_estop_tick(self) -> None:
-        with self._estop_lock:
-            latched = self._estop.tick(time.monotonic())
-        if latched:
-            self._latched()
+    def _estop_watch(self, period: float) -> None:
+        while not self._estop_stop.wait(period):
+            with self._estop_lock:
+                latched = self._estop.tick(time.monotonic())
+            if latched:
+                self._latched()
 
     def _latched(self) -> None:
         self.get_logger().warn(
@@ -608,6 +617,7 @@ class RunnerNode(Node):
             self.get_logger().warn(f"verdict refused: {text}")
 
     def destroy_node(self) -> None:
+        self._estop_stop.set()
         try:
             self.cell.stop_policy("")
         except Exception:  # noqa: BLE001 - best effort at shutdown

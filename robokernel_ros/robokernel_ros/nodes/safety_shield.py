@@ -82,7 +82,7 @@ import yaml
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.event_handler import QoSRequestedIncompatibleQoSInfo, SubscriptionEventCallbacks
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import qos_policy_name_from_kind
+from rclpy.qos import DurabilityPolicy, ReliabilityPolicy, qos_policy_name_from_kind
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
@@ -99,7 +99,7 @@ from robokernel_ros.kernel import (
     run_guards,
 )
 from robokernel_ros.kernel.shield import GuardContext
-from robokernel_ros.safety.estop import EstopCircuit
+from robokernel_ros.safety.estop import LOST, EstopCircuit
 
 from ._common import (
     COMMAND_QOS,
@@ -557,7 +557,7 @@ class SafetyShieldNode(LifecycleNode):
             min_value=0.0,
             max_value=60.0,
         )
-        declare(self, "executor", "single_threaded", "rclpy executor", choices=EXECUTORS)
+        declare(self, "executor", "events", "rclpy executor", choices=EXECUTORS)
         # ros2_control's joint_limits.<joint>.<key> parameters, for the joints named.
         joints = self.get_parameter("joints").value or []
         for joint in joints:
@@ -1161,7 +1161,11 @@ class SafetyShieldNode(LifecycleNode):
         if self._active:
             self._hold_values = None  # hold where the robot is now
             self._send_hold(time.monotonic())
-        self._intervene("estop", "", math.nan, math.nan, "held", f"e-stop latched by {by}")
+        if by == LOST:  # value: the source's silence when noticed; limit: estop_timeout_s
+            value, limit = self._estop.lost_after_s, self._estop.timeout_s
+        else:
+            value = limit = math.nan
+        self._intervene("estop", "", value, limit, "held", f"e-stop latched by {by}")
         self._publish_state()
 
     def _on_estop_topic(self, msg: Bool) -> None:
@@ -1190,14 +1194,25 @@ class SafetyShieldNode(LifecycleNode):
         policy = qos_policy_name_from_kind(info.last_policy_kind)
         self._estop_incompatible_text = (
             f"an e-stop publisher with an incompatible QoS ({policy}) is not heard; the "
-            "e-stop topic is reliable + transient_local depth 1 "
-            f"(publishers: {self._estop_publishers_text()})"
+            "e-stop topic is reliable + transient_local depth 1"
         )
-        self._logger.error(f"{self._estop_sub.topic_name}: {self._estop_incompatible_text}")
+        self._logger.error(
+            f"{self._estop_sub.topic_name}: {self._estop_incompatible_text} "
+            f"(publishers: {self._estop_publishers_text(incompatible=True)})"
+        )
         self._publish_state()
 
-    def _estop_publishers_text(self) -> str:
+    def _estop_publishers_text(self, incompatible: bool = False) -> str:
+        """The e-stop publishers' node names (only those this subscription cannot match
+        when `incompatible`). A node discovered a moment ago may still be unnamed."""
         infos = self.get_publishers_info_by_topic(self._estop_sub.topic_name)
+        if incompatible:
+            infos = [
+                i
+                for i in infos
+                if i.qos_profile.reliability != ReliabilityPolicy.RELIABLE
+                or i.qos_profile.durability != DurabilityPolicy.TRANSIENT_LOCAL
+            ]
         names = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos]
         return ", ".join(sorted(names)) or "none"
 
@@ -1263,7 +1278,8 @@ class SafetyShieldNode(LifecycleNode):
             return "waiting", "no joint state yet for every joint"
         reason = estop.reason(now, self._estop_sub.get_publisher_count())
         if reason and self._estop_incompatible_text:
-            reason += f"; {self._estop_incompatible_text}"
+            names = self._estop_publishers_text(incompatible=True)
+            reason += f"; {self._estop_incompatible_text} (publishers: {names})"
         return ("waiting", reason) if reason else ("active", "")
 
     def _publish_state(self) -> None:

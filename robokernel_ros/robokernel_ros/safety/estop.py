@@ -80,6 +80,8 @@ class EstopCircuit:
         self._samples = 0  # since the source (re)appeared
         self._t_sample = -math.inf
         self._t_pressed = -math.inf
+        #: how long the source had been silent when the circuit noticed its loss
+        self.lost_after_s = math.nan
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -107,6 +109,7 @@ class EstopCircuit:
         """Check the source's liveness at `now`. True when it latched now (source lost)."""
         if self._samples and now - self._t_sample > self.timeout_s:
             self._samples = 0  # the next sample starts a new source: waiting again
+            self.lost_after_s = now - self._t_sample
             if self.required:
                 return self.latch(LOST)
         return False

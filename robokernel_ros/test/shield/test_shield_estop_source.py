@@ -71,15 +71,18 @@ def test_shield_panel_sigkill_latches_within_the_timeout_and_clear_waits_for_a_n
     st = wait_state(states, lambda s: s.estop_latched, timeout=10, what="latched: source lost")
     assert st.estop_latched_by == "e-stop source lost" and st.state == "estopped", st
     assert len(samples) == n_samples, "a killed panel sent a sample"
+    # The shield's own figure: the source's silence when it latched and held, on its
+    # clock: within estop_timeout_s + one command period (+ 20 ms of scheduling).
+    (lost,) = [m for _, m in ivs if m.detail == "e-stop latched by e-stop source lost"]
+    assert lost.action == "held" and lost.limit == TIMEOUT
+    assert TIMEOUT < lost.value <= TIMEOUT + 1.0 / RATE + 0.02, f"held {lost.value:.3f} s after"
+    # Seen from this process (its own scheduling included): the first hold after the last
+    # sample is not early, and only holds follow it.
     t_last = samples[-1][0]
     first = next(i for i, (t, m) in enumerate(out) if t > t_last and is_hold(m.data, MEASURED))
     gap = out[first][0] - t_last
-    # estop_timeout_s + one command period, and the transport/scheduling of one message
-    assert TIMEOUT - 0.05 <= gap <= TIMEOUT + 1.0 / RATE + 0.1, f"hold {gap:.3f} s after"
+    assert gap >= TIMEOUT - 0.05, f"held {gap:.3f} s after the last sample: too early"
     assert _non_holds(out, first) == []
-    assert any(
-        m.guard == "estop" and m.action == "held" and "source lost" in m.detail for _, m in ivs
-    )
     refused = peer.trigger(f"/{name}/clear_fault")
     assert not refused.success and "e-stop source" in refused.message, refused.message
     wait_until(lambda: len(out) >= first + 20, 10, "holds answering the flood")
@@ -118,7 +121,9 @@ def test_shield_no_source_forwards_nothing_and_says_why_then_reports_incompatibl
     bad = peer.publisher(Bool, f"/{name}/estop", QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))  # fmt: skip
     peer.node.create_timer(0.1, lambda: bad.publish(Bool(data=False)))
     st = wait_state(states, lambda s: s.estop_incompatible_qos >= 1, what="incompatible reported")
-    assert "incompatible QoS (RELIABILITY)" in st.reason and "shield_test_peer" in st.reason
+    assert "incompatible QoS (RELIABILITY)" in st.reason, st.reason
+    # the publisher's node name, once discovery has it (the periodic state refreshes it)
+    wait_state(states, lambda s: "(publishers: /shield_test_peer)" in s.reason, what="named")
     time.sleep(0.5)
     assert out == [] and states[-1][1].state == "waiting"
 
