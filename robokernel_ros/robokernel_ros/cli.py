@@ -48,7 +48,11 @@ def register_subcommand(
 
 
 # Modules that register subcommands when imported (a missing one is skipped).
-SUBCOMMAND_MODULES: list[str] = ["robokernel_ros.scoring.cli", "robokernel_ros.bag.cli"]
+SUBCOMMAND_MODULES: list[str] = [
+    "robokernel_ros.scoring.cli",
+    "robokernel_ros.bag.cli",
+    "robokernel_ros.safety.cli",
+]
 
 
 def _load_subcommand_modules() -> None:
@@ -122,6 +126,10 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: on a terminal)")  # fmt: skip
+    p.add_argument("--wbc-install-torque-control", action="store_true",
+                   help="torque motors track the policy's joint targets through a PD shim")  # fmt: skip
+    p.add_argument("--wbc-gains", type=json_arg, default=None, metavar="JSON",
+                   help='shim gains {joint: {"kp": .., "kd": ..}} over the model\'s defaults')  # fmt: skip
 
 
 def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
@@ -132,7 +140,10 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
         "seed": args.seed,
         "trace_dir": None if args.no_trace else args.trace_dir,
         "progress": args.progress,
+        "wbc_install_torque_control": bool(args.wbc_install_torque_control),
     }
+    if args.wbc_gains is not None:
+        kwargs["wbc_gains"] = args.wbc_gains
     if args.video:
         kwargs["video"] = {
             "path": str(Path(args.video) / f"{label}.mp4"),

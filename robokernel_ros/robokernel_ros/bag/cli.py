@@ -27,6 +27,28 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--robot-type", default=None, help="robot_type in the dataset's metadata")
     parser.add_argument(
+        "--convention",
+        choices=("default", "lerobot", "lerobot-range"),
+        default="default",
+        help="default: the robot's names and radians, for policies served here; lerobot: what "
+        "lerobot-record writes for the robot's family (SO-101: shoulder_pan.pos..., degrees, gripper "
+        "0..100, robot_type so101_follower, 30 fps, observation.environment_state), to merge with "
+        "real-robot datasets; lerobot-range: the same with body joints in -100..100",
+    )
+    parser.add_argument(
+        "--fps",
+        type=int,
+        default=None,
+        help="resample to this frame rate (default: the control rate; 30 with --convention lerobot)",
+    )
+    parser.add_argument(
+        "--env-state",
+        default=None,
+        metavar="NAME,...",
+        help="observation names written as observation.environment_state (e.g. "
+        "shoulder_pan.vel; default with --convention lerobot: the observation's top-level numbers)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print the export report as one JSON object"
     )
 
@@ -41,6 +63,9 @@ def run_export(args: argparse.Namespace) -> int:
             root=args.root,
             use_videos=not args.images,
             robot_type=args.robot_type,
+            convention=args.convention,
+            fps=args.fps,
+            env_state=[n for n in args.env_state.split(",") if n] if args.env_state else None,
         )
     except ValueError as exc:
         print(f"robokernel export-lerobot: error: {exc}", file=sys.stderr)

@@ -10,6 +10,22 @@ One dataset episode per recorded episode, one dataset frame per executed step:
 - observation.images.<camera>: the camera frame, stored as video; on steps between
   recorded frames (image_every > 1) the latest recorded frame is repeated,
 - task: the episode's instruction; fps: the control rate.
+That is `convention="default"`: the robot's own names and SI units (radians),
+`robot_type` null unless given - for policies trained and served here.
+
+`convention="lerobot"` (`--convention lerobot`) writes what LeRobot's lerobot-record
+writes for the robot family the joints belong to (`policies/conventions.py`; the SO-101:
+`shoulder_pan.pos` ... `gripper.pos`, body joints in degrees, gripper 0..100,
+robot_type `so101_follower`), so the dataset merges with recordings of a real robot and
+a checkpoint trained on either drives both; `"lerobot-range"` writes the body joints in
+LeRobot's -100..100 range mode instead. It also
+- resamples to `fps` (default 30, lerobot-record's): frame k holds the latest step at or
+  before time k / fps (steps are skipped or repeated, nothing is interpolated);
+- writes `observation.environment_state` (the observation's top-level numbers, where a
+  task puts its goal, or the observation names given as `env_state`: the entries ACT
+  and Diffusion need when there is no camera), in the recorded (SI) units;
+- names the task after the episode's benchmark when it has no instruction.
+`fps` and `env_state` may be given under the default convention too.
 The dataset is written in lerobot's current format (whatever `LeRobotDataset.create`
 writes: v3.0 for lerobot 0.6). lerobot is imported only when exporting.
 """
@@ -29,6 +45,8 @@ import numpy as np
 
 from ..kernel.events import ACTION, OBSERVATION
 from ..kernel.trace import Trace, load_trace
+from ..policies.conventions import DEGREES, RANGE_M100_100, RobotConvention, convention_for_joints
+from ..policies.lerobot_binding import ENV_STATE_KEY, observation_lookup
 
 _log = logging.getLogger(__name__)
 
@@ -45,6 +63,9 @@ class ExportReport:
     cameras: list[str]
     sources: list[str]
     codebase_version: str
+    convention: str = "default"
+    robot_type: str | None = None
+    env_state_names: list[str] | None = None
 
 
 def _state_names(obs: Any) -> tuple[str, list[str]]:
@@ -94,13 +115,24 @@ def _episode_shape(trace: Trace) -> dict[str, Any]:
             for cam in e.data["images"]:
                 if cam not in cameras:
                     cameras[cam] = ()
+    first = first_obs.data.get("obs") if first_obs else None
+    scalars = [
+        str(k)
+        for k, v in (first.items() if isinstance(first, dict) else ())
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    ]
     return {
         "hz": hz,
+        "scalars": scalars if source else [],
         "source": source,
         "state": state_names,
         "action": action_names,
         "cameras": list(cameras),
     }
+
+
+EXPORT_CONVENTIONS = ("default", "lerobot", "lerobot-range")
+LEROBOT_RECORD_FPS = 30
 
 
 def export_lerobot(
@@ -110,10 +142,23 @@ def export_lerobot(
     root: str | Path,
     use_videos: bool = True,
     robot_type: str | None = None,
+    convention: str = "default",
+    fps: int | None = None,
+    env_state: Sequence[str] | None = None,
 ) -> ExportReport:
     """Write the episodes under `paths` (bags, run directories, folders of them) to a new
-    LeRobotDataset at `root`. All episodes must share keys, cameras and control rate."""
+    LeRobotDataset at `root`. All episodes must share keys, cameras and control rate.
+    `convention`, `fps` and `env_state`: see the module docstring."""
     from ..scoring.report import expand_paths
+
+    if convention not in EXPORT_CONVENTIONS:
+        raise ValueError(f"convention={convention!r}: must be one of {list(EXPORT_CONVENTIONS)}")
+    if fps is not None and (isinstance(fps, bool) or not isinstance(fps, int) or fps <= 0):
+        raise ValueError(f"fps={fps!r}: must be a whole number of frames per second > 0")
+    if env_state is not None and (
+        isinstance(env_state, str) or not all(isinstance(n, str) and n for n in env_state)
+    ):
+        raise ValueError(f"env_state={env_state!r}: must be a list of observation names")
 
     if not isinstance(repo_id, str) or not repo_id or repo_id.count("/") > 1:
         raise ValueError(f"repo_id={repo_id!r}: must be a non-empty name like 'user/dataset'")
@@ -147,21 +192,49 @@ def export_lerobot(
             )
     assert shape is not None
     hz = shape["hz"]
-    if not isinstance(hz, int | float) or hz <= 0 or abs(hz - round(hz)) > 1e-9:
+    if fps is None and convention != "default":
+        fps = LEROBOT_RECORD_FPS
+    if not isinstance(hz, int | float) or hz <= 0:
+        raise ValueError(f"control_hz={hz!r}: the recorded control rate is unknown")
+    if fps is None and abs(hz - round(hz)) > 1e-9:
         raise ValueError(
-            f"control_hz={hz!r}: LeRobot datasets need a whole number of frames per second"
+            f"control_hz={hz!r}: LeRobot datasets need a whole number of frames per second "
+            "(pass fps= / --fps to resample)"
         )
-    fps = int(round(hz))
+    fps = int(round(hz)) if fps is None else fps
     if not shape["action"]:
         raise ValueError(f"path={str(sources[0])!r}: no action keys recorded")
+    conv: RobotConvention | None = None
+    if convention != "default":
+        if shape["source"] != "joint_positions":
+            raise ValueError(
+                f"convention={convention!r}: path={str(sources[0])!r} records no joint_positions"
+            )
+        conv = convention_for_joints(
+            shape["state"], body_mode=DEGREES if convention == "lerobot" else RANGE_M100_100
+        )
+        robot_type = robot_type or conv.robot_type
+    shape["convention"] = conv
+    shape["step_ratio"] = float(hz) / fps
+    if env_state is None and conv is not None:
+        env_state = shape["scalars"]
+    shape["env_state"] = list(env_state) if env_state else []
+    state_names = [conv.feature_name(n) for n in shape["state"]] if conv else shape["state"]
+    action_names = [conv.feature_name(n) for n in shape["action"]] if conv else shape["action"]
     features: dict[str, dict[str, Any]] = {
         "observation.state": {
             "dtype": "float32",
-            "shape": (len(shape["state"]),),
-            "names": shape["state"],
+            "shape": (len(state_names),),
+            "names": state_names,
         },
-        "action": {"dtype": "float32", "shape": (len(shape["action"]),), "names": shape["action"]},
+        "action": {"dtype": "float32", "shape": (len(action_names),), "names": action_names},
     }
+    if shape["env_state"]:
+        features[ENV_STATE_KEY] = {
+            "dtype": "float32",
+            "shape": (len(shape["env_state"]),),
+            "names": shape["env_state"],
+        }
     for cam in shape["cameras"]:
         fs = frame_shapes[cam]
         if len(fs) != 3 or fs[2] != 3:
@@ -198,11 +271,14 @@ def export_lerobot(
         episodes=len(sources),
         frames=frames_total,
         fps=fps,
-        state_names=shape["state"],
-        action_names=shape["action"],
+        state_names=state_names,
+        action_names=action_names,
         cameras=shape["cameras"],
         sources=[str(s) for s in sources],
         codebase_version=str(CODEBASE_VERSION),
+        convention=convention,
+        robot_type=robot_type,
+        env_state_names=shape["env_state"] or None,
     )
 
 
@@ -211,7 +287,15 @@ def _feature_name(camera: str) -> str:
 
 
 def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
+    conv: RobotConvention | None = shape["convention"]
     task = str(trace.meta.get("instruction") or "")
+    if not task and conv is not None:
+        task = _benchmark_name(trace.meta)
+    state_units = [conv.unit(n) for n in shape["state"]] if conv else []
+    action_units = [conv.unit(n) for n in shape["action"]] if conv else []
+    ratio = shape["step_ratio"]
+    k = 0  # the next dataset frame: it holds the episode's step floor(k * ratio)
+    executed = -1
     observations = {e.step: e for e in trace.events if e.kind == OBSERVATION}
     cams = shape["cameras"]
     frame_iters = {cam: _camera_frames(trace, cam) for cam in cams}
@@ -228,16 +312,6 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
         obs_event = observations.get(e.step)
         if obs_event is None:
             raise ValueError(f"trace {trace.path}: action at step {e.step} has no observation")
-        action = e.data.get("action") or {}
-        frame: dict[str, Any] = {
-            "observation.state": _state_vector(
-                obs_event.data.get("obs") or {}, shape["source"], shape["state"]
-            ),
-            "action": np.asarray(
-                [float(action.get(k, math.nan)) for k in shape["action"]], dtype=np.float32
-            ),
-            "task": task,
-        }
         for cam in cams:
             # advance to the latest recorded frame at or before this step
             while pending[cam] is not None and pending[cam][0] <= e.step:
@@ -251,10 +325,35 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
             leading.append(e.step)
             first_waiting = first_waiting or waiting
             continue
+        executed += 1  # steps of the dataset episode, the resampling's clock
+        copies = 0  # dataset frames that hold this step: 0 (skipped), 1, or more
+        while math.floor((k + copies) * ratio + 1e-9) == executed:
+            copies += 1
+        if not copies:
+            continue
+        action = e.data.get("action") or {}
+        obs = obs_event.data.get("obs") or {}
+        state = _state_vector(obs, shape["source"], shape["state"])
+        action_vector = np.asarray(
+            [float(action.get(key, math.nan)) for key in shape["action"]], dtype=np.float32
+        )
+        for units, vector in ((state_units, state), (action_units, action_vector)):
+            for i, unit in enumerate(units):
+                if unit is not None:
+                    vector[i] = unit.to_lerobot(float(vector[i]))
+        frame: dict[str, Any] = {
+            "observation.state": state,
+            "action": action_vector,
+            "task": task,
+        }
+        if shape["env_state"]:
+            frame[ENV_STATE_KEY] = _env_state_vector(trace, obs, shape["env_state"])
         for cam in cams:
             frame[f"observation.images.{_feature_name(cam)}"] = current[cam]
-        dataset.add_frame(frame)
-        n += 1
+        for _ in range(copies):
+            dataset.add_frame(dict(frame))
+        n += copies
+        k += copies
     if leading and n:
         _log.warning(
             "%s: steps %d..%d skipped: camera(s) %s had no frame yet; the dataset episode "
@@ -270,6 +369,28 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
         return 0
     dataset.save_episode()
     return n
+
+
+def _env_state_vector(trace: Trace, obs: Any, names: list[str]) -> np.ndarray:
+    table = observation_lookup(obs)
+    missing = [n for n in names if n not in table]
+    if missing:
+        raise ValueError(
+            f"env_state={names!r}: trace {trace.path} has no {missing} in its observation "
+            f"(it has {sorted(table)})"
+        )
+    return np.asarray([table[n] for n in names], dtype=np.float32)
+
+
+def _benchmark_name(meta: Any) -> str:
+    """The episode's benchmark (or spec) name from its meta, '' when it has none."""
+    for key in ("benchmark", "spec"):
+        value = meta.get(key) if isinstance(meta, dict) else None
+        if isinstance(value, dict):
+            value = value.get("name")
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 @contextlib.contextmanager

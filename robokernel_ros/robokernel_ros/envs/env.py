@@ -12,6 +12,12 @@ Control classification (EnvSpec.control): "velocity" when every actuator is a ve
 servo; otherwise "absolute" - each action value is the absolute ctrl value of its
 actuator: a joint target for position servos, a force/torque for motors (the Panda arm
 and the Go2 are torque-driven; see `actuator_kinds`). Nothing is ever "delta".
+
+A robot with a torque shim installed (`MujocoScene.install_torque_shim`) keeps its
+motors, but their action values are joint targets: the env reports them as "position"
+actuators limited to the joint ranges, `actuator_targets` and `hold_action` give the
+targets, and every physics substep runs the shim's PD law (privileged "ctrl" holds the
+torques it applied).
 """
 
 from __future__ import annotations
@@ -125,6 +131,7 @@ class MujocoEnv:
         vadr: list[int] = []
         kinds: dict[str, str] = {}
         limits: dict[str, tuple[float, float]] = {}
+        shims: list[tuple[Any, np.ndarray]] = []  # (torque shim, its keys' action positions)
         for name in self.robot_names:
             if name not in scene.robots():
                 raise RuntimeError(
@@ -132,15 +139,24 @@ class MujocoEnv:
                 )
             entry = scene.robot(name)
             key_prefix = f"{name}/" if self._prefixed else ""
+            shim = scene.torque_shim(name)
+            shimmed = set(shim.actuators) if shim is not None else set()
             for actuator in entry.info.actuators:
                 a = index.actuators[entry.full(actuator)]
                 key = key_prefix + actuator
                 keys.append(key)
                 act_ids.append(a)
                 kinds[key] = entry.info.actuator_kinds[actuator]
-                if model.actuator_ctrllimited[a]:
+                if actuator in shimmed:  # a joint target, within the joint's range
+                    kinds[key] = "position"
+                    if actuator in shim.joint_limits:
+                        limits[key] = shim.joint_limits[actuator]
+                elif model.actuator_ctrllimited[a]:
                     lo, hi = model.actuator_ctrlrange[a]
                     limits[key] = (float(lo), float(hi))
+            if shim is not None:
+                where = [keys.index(key_prefix + a) for a in shim.actuators]
+                shims.append((shim, np.asarray(where, dtype=np.intp)))
             for joint in entry.info.scalar_joints:
                 _, _, q, v = index.joints[entry.full(joint)]
                 joint_keys.append(key_prefix + joint)
@@ -202,6 +218,7 @@ class MujocoEnv:
                 privileged_state=True, images=bool(self.cameras), sim_time=True
             ),
         )
+        self._shims = tuple(shims)
         self._model = model
         self._data = scene.data
         # Views into the MjData buffers, kept so a step does not re-create them.
@@ -227,11 +244,16 @@ class MujocoEnv:
             if self._generation != self.scene.generation:
                 self._bind()
             data = self._data
-            if self._set_targets_fast(action):
+            if self._shims:
+                applied, unknown = self._set_shimmed_targets(action)
+            elif self._set_targets_fast(action):
                 applied, unknown = self._all_applied.copy(), []
             else:
                 applied, unknown = self._set_targets(action)
-            mujoco.mj_step(self._model, data, self.substeps)
+            if self.scene._shims:
+                self.scene._advance(self.substeps)  # the shims' PD law at every substep
+            else:
+                mujoco.mj_step(self._model, data, self.substeps)
             observation = self._observe()
             reward = 0.0
             terminated = False
@@ -297,11 +319,36 @@ class MujocoEnv:
             ctrl[idx] = v
         return applied, unknown
 
+    def _set_shimmed_targets(self, action: Any) -> tuple[list[str], list[str]]:
+        """_set_targets with torque shims: a shimmed motor's value goes to its shim's
+        target, through ctrl (which holds the targets only while the action is applied)."""
+        ctrl = self._ctrl
+        for shim, _ in self._shims:
+            ctrl[shim._ctrl_sel] = shim.target
+        try:
+            if self._set_targets_fast(action):
+                return self._all_applied.copy(), []
+            return self._set_targets(action)
+        finally:  # a refused action leaves the targets as they were
+            for shim, _ in self._shims:
+                shim.target[:] = ctrl[shim._ctrl_sel]
+                shim.apply(self._data)
+
+    def _targets(self) -> list[float]:
+        """The actuator targets in action-key order: ctrl, or a shim's joint targets."""
+        values = self._ctrl[self._act_ids]
+        if self._shims:
+            values = values.copy()
+            for shim, where in self._shims:
+                values[where] = shim.target
+        return values.tolist()
+
     def hold_action(self, last: Action | None = None) -> dict[str, float]:
-        """The current actuator targets (data.ctrl): applying it changes nothing."""
+        """The current actuator targets (data.ctrl, or a shim's joint targets): applying it
+        changes nothing."""
         with self.scene.lock:
             self._ensure_bound()
-            return dict(zip(self.action_keys, self._ctrl[self._act_ids].tolist(), strict=True))
+            return dict(zip(self.action_keys, self._targets(), strict=True))
 
     def _observe(self) -> dict[str, Any]:
         keys = self.joint_keys
@@ -309,7 +356,7 @@ class MujocoEnv:
         observation: dict[str, Any] = {
             "joint_positions": dict(zip(keys, self._qpos[self._qadr].tolist())),  # noqa: B905
             "joint_velocities": dict(zip(keys, self._qvel[self._vadr].tolist())),  # noqa: B905
-            "actuator_targets": dict(zip(self.action_keys, self._ctrl[self._act_ids].tolist())),  # noqa: B905
+            "actuator_targets": dict(zip(self.action_keys, self._targets())),  # noqa: B905
         }
         if self.cameras:
             height, width = self.image_size

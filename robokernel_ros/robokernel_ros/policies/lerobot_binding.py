@@ -18,7 +18,13 @@ index. Where the names come from, first match wins:
    (a `{"motors": [...]}` dict is flattened).
 3. The checkpoint's own `config.json` fields that carry names in LeRobot
    (`action_feature_names` of pi0.5 / pi0-FAST, `dataset_feature_names` of MolmoAct2).
-4. Position: the robot's joint order (state) and action-key order (actions), only
+4. The training dataset: `train_config.json` (what `lerobot-train` saves next to the
+   weights) names it (`dataset.root`, else `$HF_LEROBOT_HOME/<dataset.repo_id>`); when
+   that folder is on this machine, its `meta/info.json` feature names and `robot_type`.
+5. `policy_config` `feature_names`: `{"observation.state": [...], "action": [...],
+   "observation.environment_state": [...]}` (or `{"features": {...}}`), for checkpoints
+   that carry no names.
+6. Position: the robot's joint order (state) and action-key order (actions), only
    when the sizes agree; `positional_fallback_used` is then reported. Declared names
    that carry no meaning (`state_0`, `motor_3`, `0`) are bound the same way and also
    set `generic_state_keys_used`.
@@ -31,18 +37,27 @@ both shapes.
 Robot observation names a state can bind to (observation layout of the envs):
 `<joint>` and `<joint>.pos` (joint_positions), `<joint>.vel` (joint_velocities),
 `<actuator>.target` (actuator_targets), and any top-level float entry by its key.
+`observation.environment_state` binds the same way, by name only (no positional
+fallback). With a robot convention (`conventions.py`: LeRobot's so_follower names and
+units) joint positions are converted to the policy's units on the way in and the
+action columns back to the robot's on the way out.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from robokernel_ros.policies.conventions import JointUnit, RobotConvention
+
 STATE_KEY = "observation.state"
+ENV_STATE_KEY = "observation.environment_state"
+TRAIN_CONFIG_FILE = "train_config.json"
 ACTION_KEY = "action"
 IMAGE_PREFIX = "observation.images."
 FEATURE_NAMES_FILE = "feature_names.json"
@@ -97,12 +112,14 @@ class PolicyFeatures:
     action_dim: int
     cameras: dict[str, tuple[int, int, int]]  # policy camera name -> (C, H, W)
     other_inputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    env_state_dim: int | None = None
 
     @classmethod
     def from_config_json(cls, config: Mapping[str, Any]) -> PolicyFeatures:
         inputs = config.get("input_features") or {}
         outputs = config.get("output_features") or {}
         state_dim = None
+        env_state_dim = None
         cameras: dict[str, tuple[int, int, int]] = {}
         other: dict[str, tuple[int, ...]] = {}
         for key, feat in inputs.items():
@@ -110,6 +127,8 @@ class PolicyFeatures:
             ftype = str(feat.get("type", ""))
             if key == STATE_KEY:
                 state_dim = int(shape[0]) if shape else 0
+            elif key == ENV_STATE_KEY:
+                env_state_dim = int(shape[0]) if shape else 0
             elif key.startswith(IMAGE_PREFIX) or ftype == "VISUAL":
                 name = key[len(IMAGE_PREFIX) :] if key.startswith(IMAGE_PREFIX) else key
                 cameras[name] = (int(shape[0]), int(shape[1]), int(shape[2]))
@@ -130,6 +149,7 @@ class PolicyFeatures:
             action_dim=int(action_shape[0]),
             cameras=cameras,
             other_inputs=other,
+            env_state_dim=env_state_dim,
         )
 
 
@@ -142,6 +162,28 @@ class DeclaredNames:
     camera_map: dict[str, str] = field(default_factory=dict)  # policy camera -> robot camera
     state_source: str = "none"
     action_source: str = "none"
+    env_state_names: list[str] | None = None
+    env_state_source: str = "none"
+    robot_type: str | None = None  # the training data's robot_type, when known
+    robot_type_source: str = "none"
+
+    def fill(self, features: Mapping[str, Any], source: str) -> None:
+        """Take the names `features` has ({feature: names or {"names": ...}}) for the
+        vectors still unnamed; `source` says where they came from."""
+        for key, attr in (
+            (STATE_KEY, "state"),
+            (ACTION_KEY, "action"),
+            (ENV_STATE_KEY, "env_state"),
+        ):
+            if getattr(self, f"{attr}_names") is not None:
+                continue
+            raw = features.get(key)
+            if isinstance(raw, Mapping) and "names" in raw:
+                raw = raw["names"]
+            found = flatten_names(raw)
+            if found is not None:
+                setattr(self, f"{attr}_names", found)
+                setattr(self, f"{attr}_source", source)
 
 
 def read_checkpoint_names(path: Path, config: Mapping[str, Any]) -> DeclaredNames:
@@ -155,19 +197,9 @@ def read_checkpoint_names(path: Path, config: Mapping[str, Any]) -> DeclaredName
             raise BindingError(f"{sidecar}: not valid JSON ({exc})") from exc
         if not isinstance(data, Mapping):
             raise BindingError(f"{sidecar}: must hold a JSON object")
-        features = data.get("features", data)
-        state = features.get(STATE_KEY)
-        action = features.get(ACTION_KEY)
-        if isinstance(state, Mapping) and "names" in state:
-            state = state["names"]
-        if isinstance(action, Mapping) and "names" in action:
-            action = action["names"]
-        names.state_names = flatten_names(state)
-        names.action_names = flatten_names(action)
-        if names.state_names is not None:
-            names.state_source = FEATURE_NAMES_FILE
-        if names.action_names is not None:
-            names.action_source = FEATURE_NAMES_FILE
+        names.fill(data.get("features", data), FEATURE_NAMES_FILE)
+        if isinstance(data.get("robot_type"), str) and data["robot_type"]:
+            names.robot_type, names.robot_type_source = data["robot_type"], FEATURE_NAMES_FILE
         cams = data.get("cameras") or {}
         if not isinstance(cams, Mapping):
             raise BindingError(
@@ -185,7 +217,46 @@ def read_checkpoint_names(path: Path, config: Mapping[str, Any]) -> DeclaredName
         if names.action_names is None and dataset_names.get(ACTION_KEY):
             names.action_names = flatten_names(dataset_names[ACTION_KEY])
             names.action_source = "config.json:dataset_feature_names"
+    info_path = training_dataset_info(path)
+    if info_path is not None:
+        try:
+            info = json.loads(info_path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise BindingError(f"{info_path}: not readable JSON ({exc})") from exc
+        features = info.get("features") if isinstance(info, Mapping) else None
+        if isinstance(features, Mapping):
+            names.fill(features, str(info_path))
+        robot_type = info.get("robot_type") if isinstance(info, Mapping) else None
+        if names.robot_type is None and isinstance(robot_type, str) and robot_type:
+            names.robot_type, names.robot_type_source = robot_type, str(info_path)
     return names
+
+
+def training_dataset_info(path: Path) -> Path | None:
+    """The training dataset's meta/info.json that `train_config.json` names, when it is
+    on this machine (`dataset.root`, else `$HF_LEROBOT_HOME/<repo_id>`, as LeRobot looks)."""
+    train_config = path / TRAIN_CONFIG_FILE
+    if not train_config.is_file():
+        return None
+    try:
+        dataset = json.loads(train_config.read_text()).get("dataset") or {}
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    if not isinstance(dataset, Mapping):
+        return None
+    candidates = []
+    if isinstance(dataset.get("root"), str) and dataset["root"]:
+        candidates.append(Path(dataset["root"]).expanduser())
+    repo_id = dataset.get("repo_id")
+    if isinstance(repo_id, str) and repo_id:
+        hf_home = os.environ.get("HF_HOME", "~/.cache/huggingface")
+        home = os.environ.get("HF_LEROBOT_HOME", str(Path(hf_home) / "lerobot"))
+        candidates.append(Path(home).expanduser() / repo_id)
+    for root in candidates:
+        info = root / "meta" / "info.json"
+        if info.is_file():
+            return info
+    return None
 
 
 def _camera_name(name: str) -> str:
@@ -201,7 +272,14 @@ def merge_explicit(declared: DeclaredNames, config: Mapping[str, Any]) -> Declar
         camera_map=dict(declared.camera_map),
         state_source=declared.state_source,
         action_source=declared.action_source,
+        env_state_names=declared.env_state_names,
+        env_state_source=declared.env_state_source,
+        robot_type=declared.robot_type,
+        robot_type_source=declared.robot_type_source,
     )
+    feature_names = config.get("feature_names")
+    if isinstance(feature_names, Mapping):
+        out.fill(feature_names.get("features", feature_names), "policy_config:feature_names")
     if config.get("state_keys") is not None:
         out.state_names = [str(x) for x in config["state_keys"]]
         out.state_source = "policy_config:state_keys"
@@ -237,20 +315,25 @@ class StateBinding:
     positional: bool = False
     generic: bool = False
     missing: list[str] = field(default_factory=list)
+    units: list[JointUnit | None] = field(default_factory=list)  # convention, per index
+    feature: str = STATE_KEY
 
     def vector(self, observation: Mapping[str, Any]) -> list[float]:
+        """The policy's vector, in the policy's units (the convention's, when bound)."""
         table = observation_lookup(observation)
         out: list[float] = []
-        for name in self.sources:
+        for i, name in enumerate(self.sources):
             if name is None:
                 out.append(0.0)
                 continue
             try:
-                out.append(table[name])
+                value = table[name]
             except KeyError:
                 raise BindingError(
-                    f"observation lacks '{name}' (bound to observation.state); it has {sorted(table)}"
+                    f"observation lacks '{name}' (bound to {self.feature}); it has {sorted(table)}"
                 ) from None
+            unit = self.units[i] if self.units else None
+            out.append(value if unit is None else float(unit.to_lerobot(value)))
         return out
 
 
@@ -271,6 +354,28 @@ class ActionBinding:
     positional: bool = False
     generic: bool = False
     unbound_robot_keys: list[str] = field(default_factory=list)
+    units: list[JointUnit | None] = field(default_factory=list)  # convention, per index
+
+    def to_robot(self, array: Any) -> Any:
+        """A (steps, A) chunk in the policy's units -> the robot's (in place, returned)."""
+        for j, unit in enumerate(self.units):
+            if unit is not None:
+                array[:, j] = unit.to_robot(array[:, j])
+        return array
+
+    def to_policy(self, row: Sequence[float]) -> list[float]:
+        """One robot-space action row (in `keys` order) -> the policy's units."""
+        units = self.units or [None] * len(row)
+        return [v if u is None else float(u.to_lerobot(v)) for v, u in zip(row, units, strict=True)]
+
+
+def convention_units(
+    convention: RobotConvention | None, names: Sequence[str | None]
+) -> list[JointUnit | None]:
+    """The convention's motor for each bound name (None: passes unchanged)."""
+    if convention is None:
+        return []
+    return [None if n is None else convention.unit(n) for n in names]
 
 
 def _name_matches(candidate: str, targets: Mapping[str, str]) -> str | None:
@@ -284,6 +389,18 @@ def _name_matches(candidate: str, targets: Mapping[str, str]) -> str | None:
 
 
 def bind_actions(
+    features: PolicyFeatures,
+    names: DeclaredNames,
+    robot_action_keys: Sequence[str],
+    *,
+    convention: RobotConvention | None = None,
+) -> ActionBinding:
+    binding = _bind_actions(features, names, robot_action_keys)
+    binding.units = convention_units(convention, binding.keys)
+    return binding
+
+
+def _bind_actions(
     features: PolicyFeatures, names: DeclaredNames, robot_action_keys: Sequence[str]
 ) -> ActionBinding:
     robot_keys = [str(k) for k in robot_action_keys]
@@ -324,6 +441,56 @@ def bind_actions(
 
 
 def bind_state(
+    features: PolicyFeatures,
+    names: DeclaredNames,
+    observation: Mapping[str, Any],
+    *,
+    robot_action_keys: Sequence[str] = (),
+    allow_missing: bool = False,
+    convention: RobotConvention | None = None,
+) -> StateBinding | None:
+    binding = _bind_state(
+        features,
+        names,
+        observation,
+        robot_action_keys=robot_action_keys,
+        allow_missing=allow_missing,
+    )
+    if binding is not None:
+        binding.units = convention_units(convention, binding.sources)
+    return binding
+
+
+def bind_env_state(
+    features: PolicyFeatures, names: DeclaredNames, observation: Mapping[str, Any]
+) -> StateBinding | None:
+    """observation.environment_state by name (observation_lookup's names, SI units as
+    recorded); no positional fallback: an unnamed environment state is refused."""
+    dim = features.env_state_dim
+    if dim is None:
+        return None
+    declared = names.env_state_names
+    if declared is None:
+        raise BindingError(
+            f"the policy needs {ENV_STATE_KEY} of shape ({dim},) and nothing names its entries - add "
+            f"them to policy_config feature_names={{'{ENV_STATE_KEY}': [...]}} or the checkpoint's "
+            f"{FEATURE_NAMES_FILE}"
+        )
+    if len(declared) != dim:
+        raise BindingError(
+            f"{names.env_state_source} names {len(declared)} {ENV_STATE_KEY} entries but it has shape ({dim},)"
+        )
+    table = observation_lookup(observation)
+    missing = [n for n in declared if n not in table]
+    if missing:
+        raise BindingError(
+            f"{ENV_STATE_KEY} is named {declared} ({names.env_state_source}); the robot's observation has no "
+            f"{missing} (it has {sorted(table)})"
+        )
+    return StateBinding(sources=list(declared), feature=ENV_STATE_KEY)
+
+
+def _bind_state(
     features: PolicyFeatures,
     names: DeclaredNames,
     observation: Mapping[str, Any],

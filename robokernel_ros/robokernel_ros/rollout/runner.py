@@ -37,6 +37,7 @@ from robokernel_ros.policies.base import Policy, PolicyAgent, create_policy
 from robokernel_ros.policies.base import preflight as provider_preflight
 from robokernel_ros.policies.scripted import observed_joint_positions
 
+from . import torque
 from . import validation as v
 from .benchmarks import BenchmarkRegistry
 from .predicates import Criterion, CriterionError, RewardTerm, compile_criteria, compile_rewards
@@ -201,6 +202,9 @@ class RolloutPlan:
     image_size: tuple[int, int] | None = None  # image_size= as asked
     env_cameras: tuple[str, ...] = ()  # resolved by resolve_cameras: what the env renders
     env_image_size: tuple[int, int] | None = None
+    wbc_install_torque_control: bool = False  # the torque shim for the call (rollout.torque)
+    wbc_gains: dict[str, Any] = field(default_factory=dict)  # robot -> wbc_gains as asked
+    torque_gains: dict[str, Any] = field(default_factory=dict)  # robot -> resolved, by preflight
 
     @property
     def robot(self) -> str:
@@ -267,11 +271,14 @@ def plan_run(
     safety: Any = None,
     progress: Any = None,
     call: str = "run_policy",
+    wbc_install_torque_control: Any = False,
+    wbc_gains: Any = None,
 ) -> RolloutPlan:
     """Check a run_policy / start_policy request (raises ValueError naming the parameter)."""
     # Posture flags first: a refused flag builds no policy and touches no scene.
     v.check_flag("async_rtc", async_rtc, allow_none=True)
     v.check_flag("fast_mode", fast_mode)
+    v.check_flag(torque.FLAG, wbc_install_torque_control)
     robot = _robot_name(robot_name, robots)
     steps, duration_s, hz = v.resolve_horizon(
         n_steps=n_steps, duration=duration, control_frequency=control_frequency, max_steps=max_steps
@@ -279,6 +286,7 @@ def plan_run(
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
+    kwargs.update(torque.plan_options(wbc_install_torque_control, wbc_gains, (robot,)))
     return RolloutPlan(
         call=call,
         robots=(robot,),
@@ -330,11 +338,14 @@ def plan_eval(
     safety: Any = None,
     progress: Any = None,
     call: str = "eval_policy",
+    wbc_install_torque_control: Any = False,
+    wbc_gains: Any = None,
 ) -> RolloutPlan:
     """Check an eval_policy / evaluate_benchmark request (raises ValueError naming the parameter)."""
     v.check_flag("async_rtc", async_rtc)  # eval declares a plain bool: None is refused
     v.check_flag("fast_mode", fast_mode)
     v.check_flag("reset_between", reset_between)
+    v.check_flag(torque.FLAG, wbc_install_torque_control)
     episodes = v.positive_int("n_episodes", n_episodes)
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
@@ -367,6 +378,7 @@ def plan_eval(
         hz = v.positive_number("control_frequency", control_frequency)
         text = v.text("instruction", instruction)
         success, failure, rewards = [], [], []
+    kwargs.update(torque.plan_options(wbc_install_torque_control, wbc_gains, (robot,)))
     return RolloutPlan(
         call=call,
         robots=(robot,),
@@ -416,9 +428,12 @@ def plan_multi(
     image_size: Any = None,
     safety: Any = None,
     call: str = "run_multi_policy",
+    wbc_install_torque_control: Any = False,
+    wbc_gains: Any = None,
 ) -> RolloutPlan:
     """Check a run_multi_policy request: policies={robot: Policy | provider | {provider, config}}."""
     v.check_flag("fast_mode", fast_mode)
+    v.check_flag(torque.FLAG, wbc_install_torque_control)
     if not isinstance(policies, Mapping) or not policies:
         raise ValueError(f"policies={policies!r}: must be a non-empty dict {{robot_name: Policy}}")
     names = list(policies)
@@ -466,6 +481,7 @@ def plan_multi(
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=None, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
+    kwargs.update(torque.plan_options(wbc_install_torque_control, wbc_gains, names, per_robot=True))
     return RolloutPlan(
         call=call,
         robots=tuple(names),
@@ -1016,6 +1032,7 @@ class PolicyRunner:
         policy needs and the call asks for (added to the scene when defined), then the video."""
         from .cameras import resolve_cameras
 
+        torque.preflight(plan, scene or plan.scene_override or self.scene)
         resolve_cameras(plan, scene or plan.scene_override or self.scene)
         self.probe_video(plan, scene)
 
@@ -1150,6 +1167,7 @@ class PolicyRunner:
                 "policy": {r: p[0] for r, p in plan.policies.items()}}  # fmt: skip
         if plan.benchmark is not None:
             meta["benchmark"] = plan.benchmark["name"]
+        meta.update(torque.trace_meta(plan, scene))
         t0 = time.monotonic()
         try:
             if control.stop_requested:
@@ -1257,6 +1275,10 @@ class PolicyRunner:
             "stop_predicate": menv.stop_criterion,
             "steps_advanced": menv.step_count,
             "hold_steps": collector.holds,
+            # the kernel's own counts, as the episode's meta.json has them
+            "steps": record.steps,
+            "holds": record.holds,
+            "chunks": record.chunks,
             **merged,
             "total_reward": float(record.total_reward),
             "video_path": video_path if video_path and menv.video_frames else None,
@@ -1333,6 +1355,7 @@ class PolicyRunner:
             )
         return env, policies, agents, reports, joint_names
 
+    @torque.with_torque_control
     def execute_run(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
         """Run a validated single-robot plan (one episode). Raises CriterionError / RecordingFrameError."""
         control.state = "running"
@@ -1384,6 +1407,7 @@ class PolicyRunner:
                 except Exception:
                     _log.exception("closing the %s policy failed", r)
 
+    @torque.with_torque_control
     def execute_eval(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
         """Run a validated eval plan: n episodes, one policy object, aggregate report."""
         control.state = "running"
@@ -1451,6 +1475,7 @@ class PolicyRunner:
         out["n_episodes"] = len(episodes)
         return out
 
+    @torque.with_torque_control
     def execute_multi(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
         control.state = "running"
         control.provider = ",".join(p[0] for p in plan.policies.values())

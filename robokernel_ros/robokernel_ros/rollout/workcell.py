@@ -249,7 +249,10 @@ class SimWorkcell:
         observer=None (callables subscribed to the episode's events), on_frame=None
         (on_frame(step, observation) after each step), video=None ({path, fps, camera,
         width, height}), fast_mode=True (False: paced at control_frequency),
-        trace_dir="runs/", safety=None (shield settings).
+        trace_dir="runs/", safety=None (shield settings), wbc_install_torque_control=False
+        (True: the robot's torque motors track the policy's joint targets through a PD
+        shim for the call, gains wbc_gains={joint: {"kp", "kd"}} over the model's
+        defaults; see rollout.torque).
         """
         try:
             plan = plan_run(robot_name, robots=self.scene.robots(), **self._with_defaults(kwargs))
@@ -377,7 +380,9 @@ class SimWorkcell:
     def run_multi_policy(self, policies: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Run several robots at once, one policy each: policies={robot: Policy | provider |
         {"policy_provider", "policy_config"}}, instructions=str | {robot: str},
-        action_horizon=int | {robot: int}, duration / n_steps as run_policy."""
+        action_horizon=int | {robot: int}, duration / n_steps as run_policy;
+        wbc_install_torque_control shims every robot of the call (wbc_gains={robot:
+        {joint: {"kp", "kd"}}})."""
         try:
             plan = plan_multi(policies, robots=self.scene.robots(), **self._with_defaults(kwargs))
             self.runner.preflight(plan)
@@ -395,7 +400,8 @@ class SimWorkcell:
         robustness to inference latency; None is refused), rtc_inference_timeout_s,
         video=None (one MP4 per episode, _ep{i}), reset_between=True, spec=None (a
         benchmark: its horizon and criteria), progress=None (a bar on a terminal),
-        plus run_policy's policy_* / instruction / action_horizon / trace_dir.
+        plus run_policy's policy_* / instruction / action_horizon / trace_dir /
+        wbc_install_torque_control / wbc_gains.
         """
         if kwargs.get("spec") is not None:
             return self.evaluate_benchmark(kwargs.pop("spec"), **kwargs)

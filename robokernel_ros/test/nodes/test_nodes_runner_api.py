@@ -165,7 +165,12 @@ def test_run_multi_policy_over_ros(runner, ros, processes) -> None:
         ({"policies_json": '{"arm": "mock"}', "n_steps": 0}, "n_steps"),
         ({"policies_json": '{"arm": "mock"}', "instructions_json": "1"}, "instructions_json"),
         ({"policies_json": '{"arm": "mock"}', "extra_json": '{"n_steps": 3}'}, "extra_json"),
-    ):
+        # the posture flags come as JSON booleans in extra_json: a string is refused
+        ({"policies_json": '{"arm": "mock"}', "extra_json": '{"wbc_install_torque_control": "false"}'},
+         "wbc_install_torque_control='false': must be a boolean"),
+        ({"policies_json": '{"arm": "mock"}', "extra_json": '{"wbc_install_torque_control": true}'},
+         "robot 'arm' has no torque motor"),
+    ):  # fmt: skip
         refused = ros.call(
             RunMultiPolicy, f"{NS}/run_multi_policy", RunMultiPolicy.Request(**fields)
         )

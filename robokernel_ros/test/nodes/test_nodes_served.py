@@ -16,8 +16,8 @@ pytest.importorskip("rclpy")
 from robokernel_ros.kernel import load_trace  # noqa: E402
 from robokernel_ros.nodes._common import ESTOP_QOS, EVENT_QOS, EVENTS_QOS  # noqa: E402
 from robokernel_ros.nodes.policy_server import CHUNK_QOS, SERVED_OBSERVATION_QOS  # noqa: E402
-from robokernel_ros.nodes.safety_shield import load_limits_file  # noqa: E402
 from robokernel_ros.policies import remote as wire  # noqa: E402
+from robokernel_ros.safety.limits import load_limits_file  # noqa: E402
 from std_msgs.msg import Bool, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from test_nodes_launch import served_graph  # noqa: E402

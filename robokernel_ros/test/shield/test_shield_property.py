@@ -11,7 +11,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from robokernel_ros.nodes.safety_shield import load_limits_file
+from robokernel_ros.safety.limits import load_limits_file
 from shield_harness import (
     SHIELD,
     SO101_JOINTS,

@@ -65,13 +65,15 @@ def build_tiny_checkpoint(
     n_action_steps: int | None = None,
     seed: int = 0,
     overrides: Mapping[str, Any] | None = None,
+    action_mean: Sequence[float] | None = None,
 ) -> Path:
     """Build a small random-weight LeRobot policy and save it as a checkpoint folder.
 
     `state_names`/`action_names` (default: the state names) fix the vector sizes and,
     with `declare_names`, are written to feature_names.json in LeRobot dataset spelling
     (`<joint>.pos`). `cameras` maps camera name -> (height, width) (default one 64x64
-    camera `front`). Returns the folder.
+    camera `front`). `action_mean` with a zero action std makes the policy emit exactly
+    that action (the postprocessor's unnormalisation is `x * std + mean`). Returns the folder.
     """
     import torch
     from lerobot.configs.types import FeatureType, PolicyFeature
@@ -159,6 +161,11 @@ def build_tiny_checkpoint(
     from lerobot.processor.factory import make_default_pre_post_processors
 
     stats: dict[str, Any] = {"action": _stats(a_dim, -1.0, 1.0)}
+    if action_mean is not None:
+        if len(action_mean) != a_dim:
+            raise ValueError(f"action_mean has {len(action_mean)} entries; the action has {a_dim}")
+        mean = torch.tensor([float(v) for v in action_mean])
+        stats["action"] = {"mean": mean, "std": torch.zeros(a_dim), "min": mean, "max": mean}
     if s_dim:
         stats["observation.state"] = _stats(s_dim, -1.5, 1.5)
     for cam in cameras:
