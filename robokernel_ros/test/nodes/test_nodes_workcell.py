@@ -112,6 +112,16 @@ def test_panel_sigkill_latches_the_runner_and_the_shield(workcell, ros, processe
     assert not refused.ok and "e-stop is latched" in refused.message
     held = ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)
     assert not held.success and "e-stop source" in held.message, held.message
+    # a new panel: live after two samples, then clear_fault resumes runner and shield
+    panel = next(n for n in workcell_graph(trace_dir=str(trace_dir)) if n.name == "estop_panel")
+    processes.start("estop_panel_again", panel.argv())
+    deadline = time.monotonic() + 10
+    while not (cleared := ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)).success:
+        assert "e-stop source" in cleared.message and time.monotonic() < deadline, cleared.message
+        time.sleep(0.05)
+    again = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
+        robot_name="arm", policy_provider="remote", n_steps=40, async_rtc=1), timeout_s=60)  # fmt: skip
+    assert again.ok, again.message
 
 
 def test_policy_server_killed_mid_episode_ends_in_watchdog_and_the_next_rollout_works(
