@@ -135,3 +135,15 @@ def test_shield_estop_not_required_forwards_without_a_source(processes, peer):
     assert not st.estop_required and st.reason == ""
     _flood(processes, name)
     wait_until(lambda: len(_non_holds(out)) >= 5, 20, "commands forwarded")
+
+
+def test_estop_panel_refuses_a_bad_parameter_with_status_2(processes):
+    cases = [("period_s:=0.0", "period_s"), ("start_pressed:='false'", "start_pressed")]
+    procs = [
+        (processes.python(f"panel_bad{k}", PANEL, "--ros-args", "-p", param), word)
+        for k, (param, word) in enumerate(cases)
+    ]
+    for proc, word in procs:
+        assert proc.wait(timeout=60) == 2, processes.log(proc)
+        log = processes.log(proc)
+        assert word in log and "Traceback" not in log, log

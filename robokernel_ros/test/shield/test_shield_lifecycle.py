@@ -106,6 +106,8 @@ def test_shield_autostart_refusal_exits_with_status_2(processes):
         (["autostart:=true", "joints:=[shoulder_pan,nope]"], "nope"),
         (["autostart:=true", "command_timeout_s:=0.0"], "command_timeout_s"),
         (["autostart:=true", "controller:=velocity_thing"], "controller"),
+        (["autostart:=true", "estop_required:='false'"], "estop_required"),
+        (["autostart:=true", "estop_timeout_s:=0.0"], "estop_timeout_s"),
     ]
     procs = []
     for k, (params, word) in enumerate(cases):
