@@ -130,6 +130,21 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
                    help="torque motors track the policy's joint targets through a PD shim")  # fmt: skip
     p.add_argument("--wbc-gains", type=json_arg, default=None, metavar="JSON",
                    help='shim gains {joint: {"kp": .., "kd": ..}} over the model\'s defaults')  # fmt: skip
+    p.add_argument("--live", nargs="?", type=_live_port, const=8765, default=None, metavar="PORT",
+                   help="serve a live Foxglove view on ws://127.0.0.1:PORT (default 8765; 0: any)")  # fmt: skip
+
+
+def _live_port(text: str) -> int:
+    """argparse type of --live: a TCP port."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: must be a TCP port in [0, 65535] (0: any free port)"
+        )
+    return port
 
 
 def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
@@ -144,6 +159,14 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
     }
     if args.wbc_gains is not None:
         kwargs["wbc_gains"] = args.wbc_gains
+    if args.live is not None:
+        kwargs["live"] = args.live
+        where = (
+            f"ws://127.0.0.1:{args.live}" if args.live else "a free port (the report's live.url)"
+        )
+        print(
+            f"live view: {where} (Foxglove: Open connection > Foxglove WebSocket)", file=sys.stderr
+        )
     if args.video:
         kwargs["video"] = {
             "path": str(Path(args.video) / f"{label}.mp4"),

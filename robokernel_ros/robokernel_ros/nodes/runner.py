@@ -205,6 +205,14 @@ class RunnerNode(Node):
             min_exclusive=True,
             max_value=60.0,
         )
+        self.foxglove_port = declare(
+            self,
+            "foxglove_port",
+            -1,
+            "a live Foxglove WebSocket view of every episode on this port (-1: none, 0: any free port)",
+            min_value=-1,
+            max_value=65535,
+        )
         if len(self.camera_names) != len(self.camera_topics):
             raise ParameterError(
                 "camera_topics",
@@ -295,6 +303,17 @@ class RunnerNode(Node):
         # the rollout API's default).
         sinks: list[Any] = []
         trace_dir = self.trace_dir or None
+        self.live_view = None
+        if self.foxglove_port >= 0:
+            from robokernel_ros.live import LiveView, live_option
+
+            try:
+                options = live_option("foxglove_port", self.foxglove_port)
+            except ValueError as exc:
+                raise ParameterError("foxglove_port", self.foxglove_port, str(exc)) from None
+            self.live_view = LiveView(options, name="robokernel runner").start()
+            sinks.append(self.live_view.episode_sink)
+            self.get_logger().info(f"live Foxglove view: {self.live_view.url}")
         if self.env_kind == "sim":
             cell = SimWorkcell(trace_dir=trace_dir, episode_sinks=sinks)
             out = cell.add_robot(self.robot_name, self.robot)
@@ -628,6 +647,8 @@ class RunnerNode(Node):
         if self._unsubscribe is not None:
             self._unsubscribe()
         remote.close_private_link()
+        if getattr(self, "live_view", None) is not None:
+            self.live_view.close()
         super().destroy_node()
 
 

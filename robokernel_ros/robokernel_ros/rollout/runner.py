@@ -205,6 +205,8 @@ class RolloutPlan:
     wbc_install_torque_control: bool = False  # the torque shim for the call (rollout.torque)
     wbc_gains: dict[str, Any] = field(default_factory=dict)  # robot -> wbc_gains as asked
     torque_gains: dict[str, Any] = field(default_factory=dict)  # robot -> resolved, by preflight
+    live: Any = None  # live.LiveOptions: a Foxglove view of every episode; None: none
+    live_view: Any = field(default=None, repr=False, compare=False)  # started by the first episode
 
     @property
     def robot(self) -> str:
@@ -270,6 +272,7 @@ def plan_run(
     image_size: Any = None,
     safety: Any = None,
     progress: Any = None,
+    live: Any = None,
     call: str = "run_policy",
     wbc_install_torque_control: Any = False,
     wbc_gains: Any = None,
@@ -287,6 +290,7 @@ def plan_run(
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
     kwargs.update(torque.plan_options(wbc_install_torque_control, wbc_gains, (robot,)))
+    kwargs["live"] = _live_option(live)
     return RolloutPlan(
         call=call,
         robots=(robot,),
@@ -337,6 +341,7 @@ def plan_eval(
     image_size: Any = None,
     safety: Any = None,
     progress: Any = None,
+    live: Any = None,
     call: str = "eval_policy",
     wbc_install_torque_control: Any = False,
     wbc_gains: Any = None,
@@ -350,6 +355,7 @@ def plan_eval(
     kwargs: dict[str, Any] = {}
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
+    kwargs["live"] = _live_option(live)
     benchmark = None
     if spec is not None:
         if registry is None:
@@ -427,6 +433,7 @@ def plan_multi(
     cameras: Any = None,
     image_size: Any = None,
     safety: Any = None,
+    live: Any = None,
     call: str = "run_multi_policy",
     wbc_install_torque_control: Any = False,
     wbc_gains: Any = None,
@@ -482,6 +489,7 @@ def plan_multi(
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=None, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
     kwargs.update(torque.plan_options(wbc_install_torque_control, wbc_gains, names, per_robot=True))
+    kwargs["live"] = _live_option(live)
     return RolloutPlan(
         call=call,
         robots=tuple(names),
@@ -948,6 +956,33 @@ def _attach_bag(bus: EventBus, trace_dir: Path, storage: str) -> Callable[[Any],
     return finish
 
 
+def _live_option(value: Any) -> Any:
+    if value is None or value is False:
+        return None  # no import of foxglove-sdk for a call without a live view
+    from robokernel_ros.live import live_option
+
+    return live_option("live", value)
+
+
+def _attach_live(bus: EventBus, plan: RolloutPlan, episode: int) -> Callable[[Any], dict[str, Any]]:
+    """Feed the call's Foxglove view (started by its first episode) from the episode's bus;
+    the finisher reports the episode's live stats (port, messages, dropped, mcap_path)."""
+    if plan.live_view is None:
+        from robokernel_ros.live import LiveView
+
+        plan.live_view = LiveView(plan.live).start()
+    detach = plan.live_view.attach(bus, run_dir=plan.trace_dir, n_steps=plan.n_steps,
+                                   n_episodes=plan.n_episodes, episode=episode)  # fmt: skip
+    return lambda record: {"live": detach()}
+
+
+def _close_live(plan: RolloutPlan) -> None:
+    """Stop the call's Foxglove server (frees its port); a no-op without one."""
+    if plan.live_view is not None:
+        plan.live_view.close()
+        plan.live_view = None
+
+
 @dataclass
 class EpisodeSinkContext:
     """What an episode sink (e.g. the rosbag mirror) gets before each episode."""
@@ -1144,6 +1179,8 @@ class PolicyRunner:
         trace = TraceStore(plan.trace_dir) if plan.trace_dir is not None else None
         if plan.bag is not None and plan.trace_dir is not None:
             finishers.append(_attach_bag(bus, plan.trace_dir, plan.bag))
+        if plan.live is not None:
+            finishers.append(_attach_live(bus, plan, episode))
         sink_ctx = EpisodeSinkContext(bus, plan.trace_dir, plan.robots, episode, plan.call)
         for sink in self.episode_sinks:
             try:
@@ -1376,6 +1413,7 @@ class PolicyRunner:
                                    split=None, joint_names=joints, carry_state=False)  # fmt: skip
         finally:
             self._close_policies(plan, policies)
+            _close_live(plan)
         result.update(reports[plan.robot])
         result["duration"] = plan.duration
         result["control_frequency"] = plan.control_hz
@@ -1451,6 +1489,7 @@ class PolicyRunner:
         finally:
             progress.close()
             self._close_policies(plan, policies)
+            _close_live(plan)
         if plan.policies[plan.robot][2] is None and len(episodes) > 1:
             report["policy_load_cache_hit"] = False  # built once, reused across episodes
         for k, val in policy.binding_report().items():
@@ -1496,6 +1535,7 @@ class PolicyRunner:
                                    carry_state=False)  # fmt: skip
         finally:
             self._close_policies(plan, policies)
+            _close_live(plan)
         result["policies"] = {r: reports[r] for r in plan.robots}
         return public(result)
 
