@@ -53,6 +53,13 @@ class EstopMachine(RuleBasedStateMachine):
             return
         self.running = False
 
+    @rule(silence=st.floats(TIMEOUT + 0.01, 1.5), pressed=st.booleans())
+    def source_replaced_after_silence(self, silence: float, pressed: bool) -> None:
+        """The source dies, nothing is heard for longer than the timeout, a new one starts."""
+        self.running = False
+        self.time_passes(silence, 0.0)
+        self.source_start(pressed)
+
     @rule()
     def source_terminate(self) -> None:
         if not self.running:
