@@ -105,6 +105,10 @@ def _timeout(value: float) -> float | None:
 class RunnerNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("runner", **kwargs)
+        self._watches: dict[
+            str, remote.ServerWatch
+        ] = {}  # policy servers' heartbeats, by namespace
+        self._watches_lock = threading.Lock()
         self.env_kind = declare(
             self, "env", "sim", "environment: sim (MuJoCo in-process) or ros", choices=ENVS
         )
@@ -442,9 +446,19 @@ class RunnerNode(Node):
             )
             try:
                 remote.RemotePolicy.preflight(config)
-                remote.check_server_ready(self, namespace, self.server_ready_timeout_s)
+                self._server_watch(namespace).wait_ready(self.server_ready_timeout_s)
             except (ValueError, RuntimeError) as exc:
                 raise Refused(f"policy_provider='remote': {exc}") from exc
+
+    def _server_watch(self, namespace: str) -> remote.ServerWatch:
+        """One heartbeat subscription per policy server, kept for the node's life: destroying
+        a subscription while the multi-threaded executor spins races its wait set (rclpy's
+        "cannot use Destroyable because destruction was requested" ended the process)."""
+        with self._watches_lock:
+            watch = self._watches.get(namespace)
+            if watch is None:
+                watch = self._watches[namespace] = remote.ServerWatch(self, namespace)
+            return watch
 
     def _on_run_policy(self, request: RunPolicy.Request, response: RunPolicy.Response) -> Any:
         def call() -> Mapping[str, Any]:
