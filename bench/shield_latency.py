@@ -5,7 +5,7 @@
 One run measures, at 500 Hz and at 1 kHz, 7-joint std_msgs/Float64MultiArray commands
 (within the Panda's limits, so the shield forwards them) through a bare relay node and
 through the safety_shield node (config/joint_limits_panda.yaml: position, velocity and
-acceleration guards active), each with rclpy's SingleThreadedExecutor and with the
+acceleration guards active; estop_required with the probe's released heartbeat), each with rclpy's SingleThreadedExecutor and with the
 EventsExecutor (spin_once(timeout_sec) in a loop: its spin() is broken in this build).
 The publisher and the subscriber live in one probe process (one clock); the middle node
 is its own process. Printed per run: p50 / p99 / max one-way latency, drops (sent but not
@@ -67,9 +67,9 @@ def role_relay(executor: str) -> None:
 def role_probe(rate: float, seconds: float, warmup: float) -> None:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from robokernel_ros.nodes._common import COMMAND_QOS
+    from robokernel_ros.nodes._common import COMMAND_QOS, ESTOP_QOS
     from sensor_msgs.msg import JointState
-    from std_msgs.msg import Float64MultiArray
+    from std_msgs.msg import Bool, Float64MultiArray
 
     sys.setswitchinterval(0.0002)  # publisher and subscriber threads share the GIL
     rclpy.init()
@@ -91,6 +91,10 @@ def role_probe(rate: float, seconds: float, warmup: float) -> None:
         js_pub.publish(msg)
 
     node.create_timer(0.01, joint_states)
+    # the released heartbeat of an e-stop source (estop_panel's 10 Hz): the shield runs
+    # as shipped, estop_required
+    estop_pub = node.create_publisher(Bool, "/bench_shield/estop", ESTOP_QOS)
+    node.create_timer(0.1, lambda: estop_pub.publish(Bool(data=False)))
     exe = SingleThreadedExecutor()
     exe.add_node(node)
     stop = threading.Event()
@@ -185,8 +189,6 @@ def _middle(kind: str, executor: str) -> list[str]:
         f"output_topic:={OUT}",
         "-p",
         "autostart:=true",
-        "-p",
-        "estop_wait_s:=0.0",
         "-p",
         f"executor:={executor}",
     ]

@@ -27,6 +27,7 @@ setup(
             "runner = robokernel_ros.nodes.runner:main",
             "policy_server = robokernel_ros.nodes.policy_server:main",
             "safety_shield = robokernel_ros.nodes.safety_shield:main",
+            "estop_panel = robokernel_ros.nodes.estop_panel:main",
             "sim_robot = robokernel_ros.nodes.sim_robot:main",
             "bag_recorder = robokernel_ros.nodes.bag_recorder:main",
         ],

@@ -1,4 +1,5 @@
-"""The simulated workcell: sim_robot + safety_shield + policy_server + runner.
+"""The simulated workcell: sim_robot + safety_shield + estop_panel + policy_server
++ runner.
 
     ros2 launch robokernel_ros sim_workcell.launch.py [namespace:=robokernel]
         [policy_params:=<policy_server params file>] [trace_dir:=runs]
@@ -51,6 +52,16 @@ def generate_launch_description():
                 ],
                 # The shield's e-stop input is the workcell's <ns>/estop topic.
                 remappings=[("~/estop", "estop")],
+                output="screen",
+            ),
+            # The operator e-stop: the shield and the runner hear only <ns>/estop and
+            # forward nothing until this source is live and released.
+            Node(
+                package="robokernel_ros",
+                executable="estop_panel",
+                name="estop_panel",
+                namespace=namespace,
+                parameters=[os.path.join(config, "estop_panel.yaml")],
                 output="screen",
             ),
             Node(

@@ -1,5 +1,5 @@
 """The workcell next to a robot whose ros2_control is already up: safety_shield +
-policy_server + runner (no sim_robot).
+estop_panel + policy_server + runner (no sim_robot).
 
     ros2 launch robokernel_ros workcell.launch.py [namespace:=robokernel]
         [shield_params:=...] [limits_file:=...] [policy_params:=...] [runner_params:=...]
@@ -60,6 +60,16 @@ def generate_launch_description():
                     {"limits_file": LaunchConfiguration("limits_file")},
                 ],
                 remappings=[("~/estop", "estop")],
+                output="screen",
+            ),
+            # The operator e-stop: the shield and the runner hear only <ns>/estop and
+            # forward nothing until this source is live and released.
+            Node(
+                package="robokernel_ros",
+                executable="estop_panel",
+                name="estop_panel",
+                namespace=namespace,
+                parameters=[os.path.join(config, "estop_panel.yaml")],
                 output="screen",
             ),
             Node(

@@ -1,13 +1,16 @@
 """`robokernel`: the rollout API from a shell.
 
     robokernel eval --robot so101 --policy mock --episodes 5 [--async-rtc] [--video DIR] [--seed N] [--json]
+    robokernel eval --robot so101 --episodes 50 --output DIR [--video]   (--resume DIR continues it)
+    robokernel replay RUN_DIR_BAG_OR_DATASET [--episode N]
     robokernel benchmark go2_walk_forward --episodes 3
     robokernel benchmark --list
 
 Subcommands live in a registry: a module adds one with `register_subcommand(name,
 help, add_arguments, run)`, where run(args) returns the exit status. Exit status: 0
 when the call succeeded, 1 when it was refused or failed (the message goes to
-stderr), 2 for a command-line usage error.
+stderr, naming the CLI flag), 2 for a command-line usage error, 130 when interrupted
+(Ctrl-C: the running episode is closed and the report of what ran is printed).
 """
 
 from __future__ import annotations
@@ -15,11 +18,22 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from robokernel_ros.cli_output import (
+    TRACE_DIR_DEFAULT,
+    episodes_to_run,
+    interruptible,
+    json_stdout,
+    load_resume,
+    output_conflict,
+    write_output,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "robokernel_ros.scoring.cli",
     "robokernel_ros.bag.cli",
     "robokernel_ros.safety.cli",
+    "robokernel_ros.cli_replay",
 ]
 
 
@@ -68,6 +83,37 @@ def _load_subcommand_modules() -> None:
 
 # ------------------------------------------------------------------ shared helpers
 
+# API parameter names that the shell spells differently (the rest: argparse's dest -> flag)
+API_FLAGS = {
+    "model": "--robot",
+    "robot_name": "--robot-name",
+    "policy_provider": "--policy",
+    "n_episodes": "--episodes",
+    "n_steps": "--max-steps",
+    "async_rtc": "--async-rtc",
+}
+_flags: dict[str, str] = {}  # the running subcommand's parameter name -> flag
+
+
+def flag_names(text: str) -> str:
+    """An error message with the running subcommand's parameter names (`model=...`,
+    `trace_dir=...`) spelled as its CLI flags (`--robot=...`, `--trace-dir=...`)."""
+    if not _flags:
+        return text
+    pattern = r"(?<![\w\-.\[\'\"])(" + "|".join(map(re.escape, _flags)) + r")(?==)"
+    return re.sub(pattern, lambda m: _flags[m.group(1)], text)
+
+
+def _parser_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    flags = {}
+    for action in parser._actions:  # argparse has no public list of a parser's options
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        # cameras= is a dict in Python, --add-camera NAME[=SPEC] on the shell: the
+        # messages about it give both spellings (rollout.cameras)
+        if longs and action.dest not in ("help", "cameras"):
+            flags[action.dest] = longs[0]
+    return {**flags, **{k: v for k, v in API_FLAGS.items() if v in flags.values()}}
+
 
 def json_arg(text: str) -> Any:
     """argparse type: a JSON value (e.g. --policy-config '{"amplitude": 0.5}')."""
@@ -82,7 +128,7 @@ def emit(out: dict[str, Any], *, as_json: bool) -> int:
     from robokernel_ros.rollout import envelope_json, envelope_text
 
     if out["status"] != "success":
-        print(f"error: {envelope_text(out)}", file=sys.stderr)
+        print(f"error: {flag_names(envelope_text(out))}", file=sys.stderr)
         if as_json:
             print(
                 json.dumps(
@@ -117,11 +163,19 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=None, help="base seed (episode i runs with seed + i)"
     )
     p.add_argument(
-        "--video", default=None, metavar="DIR", help="write one MP4 per episode into DIR"
+        "--video",
+        nargs="?",
+        const="",  # bare --video: DIR/videos of --output
+        default=None,
+        metavar="DIR|FILE.mp4",
+        help="one MP4 per episode: DIR/<command>_<id>_ep<i>.mp4 (<id> unique per call), "
+        "or FILE_ep<i>.mp4 for FILE.mp4",
     )
     p.add_argument("--video-fps", type=float, default=30.0)
     p.add_argument("--camera", default=None, help="camera to record (default: the free camera)")
-    p.add_argument("--trace-dir", default="runs/", help="run directories go here (default runs/)")
+    p.add_argument(
+        "--trace-dir", default=TRACE_DIR_DEFAULT, help="run directories go here (default runs/)"
+    )
     p.add_argument("--no-trace", action="store_true", help="record no trace")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -130,6 +184,8 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
                    help="torque motors track the policy's joint targets through a PD shim")  # fmt: skip
     p.add_argument("--wbc-gains", type=json_arg, default=None, metavar="JSON",
                    help='shim gains {joint: {"kp": .., "kd": ..}} over the model\'s defaults')  # fmt: skip
+    p.add_argument("--live", nargs="?", type=_live_port, const=8765, default=None, metavar="PORT",
+                   help="serve a live Foxglove view on ws://127.0.0.1:PORT (default 8765; 0: any)")  # fmt: skip
     p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
                    help="run the episodes on N Ray workers (default 1: in this process, no Ray)")  # fmt: skip
     p.add_argument("--ray-address", default=None, metavar="ADDR",
@@ -150,6 +206,31 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _live_port(text: str) -> int:
+    """argparse type of --live: a TCP port."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: must be a TCP port in [0, 65535] (0: any free port)"
+        )
+    return port
+
+
+def usage_error(command: str, message: str) -> int:
+    """A usage error found after parsing: said like argparse's, exit status 2."""
+    print(f"robokernel {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _flag_conflict(args: argparse.Namespace) -> str | None:
+    if args.camera is not None and not args.video:
+        return f"--camera={args.camera!r}: chooses the camera --video records; give --video too"
+    return None
+
+
 def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "policy_provider": args.policy,
@@ -166,13 +247,38 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
     }
     if args.wbc_gains is not None:
         kwargs["wbc_gains"] = args.wbc_gains
+    if args.live is not None:
+        kwargs["live"] = args.live
+        where = (
+            f"ws://127.0.0.1:{args.live}" if args.live else "a free port (the report's live.url)"
+        )
+        print(
+            f"live view: {where} (Foxglove: Open connection > Foxglove WebSocket)", file=sys.stderr
+        )
     if args.video:
         kwargs["video"] = {
-            "path": str(Path(args.video) / f"{label}.mp4"),
+            "path": video_path(args.video, label),
             "fps": args.video_fps,
             "camera": args.camera,
         }
     return kwargs
+
+
+def video_path(value: str, label: str) -> str:
+    """--video: a file when it ends in .mp4 (episode i: <stem>_ep<i>.mp4), else a folder that
+    gets <label>_<id>_ep<i>.mp4, <id> unique per call (the run-id format, sortable), so
+    that a second evaluation into the same folder never replaces the first's videos."""
+    from robokernel_ros.kernel.trace import new_run_id
+
+    path = Path(value)
+    if path.suffix.lower() == ".mp4":
+        return str(path)
+    return str(path / f"{label}_{new_run_id()}.mp4")
+
+
+def _emit_interruptible(out: dict[str, Any], state: dict[str, Any], *, as_json: bool) -> int:
+    code = emit(out, as_json=as_json)
+    return 130 if state["interrupted"] else code
 
 
 # ------------------------------------------------------------------ eval
@@ -180,7 +286,9 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
 
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--robot", required=True, help="packaged model (so101, panda, go2) or an MJCF path"
+        "--robot",
+        default=None,
+        help="packaged model (so101, panda, go2) or an MJCF path (required, but for --resume)",
     )
     p.add_argument(
         "--robot-name", default=None, help="name of the robot in the scene (default: from --robot)"
@@ -195,26 +303,130 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
         help="overlap inference with execution (realtime, virtual clock)",
     )
     p.add_argument("--instruction", default="")
+    p.add_argument(
+        "--output",
+        metavar="DIR",
+        default=None,
+        help="one folder for this evaluation: DIR/eval_info.json (per-episode records and "
+        "the aggregate, like lerobot-eval's), DIR/runs/, and DIR/videos/ with a bare --video",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="DIR",
+        default=None,
+        help="continue the evaluation an --output DIR holds (after a crash or Ctrl-C): the "
+        "finished episodes are kept, the others run; eval_info.json covers them all",
+    )
+    p.add_argument(
+        "--add-camera",
+        dest="cameras",
+        action="append",
+        default=None,
+        metavar="NAME[=SPEC]",
+        help="render this camera for the policy (repeatable): a preset of the packaged robot "
+        "(so101, panda, go2: front, top, side), a camera the scene has, or "
+        'NAME=\'{"pos": [x, y, z], "lookat": [x, y, z], "fovy": 45}\'',
+    )
+    p.add_argument(
+        "--image-size",
+        default=None,
+        metavar="HxW",
+        help="camera image size (default: the policy's)",
+    )
+
+
+def _camera_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """--add-camera / --image-size as eval_policy's cameras= / image_size=."""
+    from robokernel_ros.rollout.cameras import camera_option
+
+    out: dict[str, Any] = {}
+    if args.cameras:
+        out["cameras"] = dict(camera_option(args.robot, text) for text in args.cameras)
+    if args.image_size is not None:
+        height, sep, width = str(args.image_size).lower().partition("x")
+        if not (sep and height.isdigit() and width.isdigit() and int(height) and int(width)):
+            raise ValueError(f"--image-size={args.image_size!r}: must be HxW, e.g. 96x96")
+        out["image_size"] = (int(height), int(width))
+    return out
 
 
 def _eval_run(args: argparse.Namespace) -> int:
     from robokernel_ros.rollout import SimWorkcell
 
+    if args.resume:
+        refused = load_resume(args)
+        if refused:
+            return refused
+    if not args.robot:
+        raise SystemExit(usage_error("eval", "the following arguments are required: --robot"))
+    conflict = _flag_conflict(args) or output_conflict(args)
+    if conflict:
+        return usage_error("eval", conflict)
+    out_dir = None
+    if args.output:
+        from robokernel_ros.rollout.output import (
+            EVAL_CONFIG,
+            RUNS_DIR,
+            VIDEOS_DIR,
+            output_folder,
+            write_json,
+        )
+
+        try:
+            out_dir = Path(args.output) if args.resume else output_folder(args.output)
+        except ValueError as exc:
+            print(f"error: {flag_names(str(exc))}", file=sys.stderr)
+            return 1
+        if not args.no_trace:
+            args.trace_dir = str(out_dir / RUNS_DIR)
+        if args.video == "":
+            args.video = str(out_dir / VIDEOS_DIR)
+        if not args.resume:  # written first: --resume after a crash reads it
+            saved = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+            write_json(out_dir / EVAL_CONFIG, saved)
+    blocks = episodes_to_run(args, out_dir)
     name = args.robot_name or Path(args.robot).stem
     with SimWorkcell(trace_dir=None) as cell:
         added = cell.add_robot(name, args.robot)
         if added["status"] != "success":
             return emit(added, as_json=args.json)
-        out = cell.eval_policy(
-            name,
-            max_steps=args.max_steps,
-            control_frequency=args.control_frequency,
-            action_horizon=args.action_horizon,
-            async_rtc=bool(args.async_rtc),
-            instruction=args.instruction,
-            **_common_kwargs(args, "eval"),
-        )
-        return emit(out, as_json=args.json)
+        kwargs = _common_kwargs(args, "eval")
+        config = kwargs["policy_config"]
+        if (
+            args.async_rtc
+            and args.policy == "mock"
+            and (config is None or (isinstance(config, dict) and "execution_horizon" not in config))
+        ):
+            # the mock acts one step at a time unless told: with --async-rtc it emits
+            # chunks of --action-horizon actions, so that the first try of the flag works
+            kwargs["policy_config"] = {**(config or {}), "execution_horizon": args.action_horizon}
+        try:
+            kwargs.update(_camera_kwargs(args))
+        except ValueError as exc:
+            return usage_error("eval", str(exc))
+        outs = []
+        with interruptible(cell) as state, json_stdout(args.json):
+            for first, count in blocks:  # --resume: the episodes that did not finish
+                kwargs.update(n_episodes=count, seed=(args.seed or 0) + first)
+                outs.append(
+                    cell.eval_policy(
+                        name,
+                        max_steps=args.max_steps,
+                        control_frequency=args.control_frequency,
+                        action_horizon=args.action_horizon,
+                        async_rtc=bool(args.async_rtc),
+                        instruction=args.instruction,
+                        **kwargs,
+                    )
+                )
+                if state["interrupted"] or outs[-1]["status"] != "success":
+                    break
+        code = 0
+        for out in outs:
+            code = _emit_interruptible(out, state, as_json=args.json) or code
+        if out_dir is not None:
+            write_output(out_dir, outs, args, kwargs)
+        return 130 if state["interrupted"] else code
 
 
 # ------------------------------------------------------------------ benchmark
@@ -226,8 +438,20 @@ def _benchmark_arguments(p: argparse.ArgumentParser) -> None:
     _add_policy_args(p)
 
 
+def _shorten(text: str, width: int = 60) -> str:
+    """A table cell: the first sentence, cut at a word to `width` characters (--json: all)."""
+    text = " ".join(str(text).split()).split(". ")[0]
+    if len(text) <= width:
+        return text
+    return text[: width - 1].rsplit(" ", 1)[0] + "…"
+
+
 def _benchmark_run(args: argparse.Namespace) -> int:
     from robokernel_ros.rollout import SimWorkcell
+
+    conflict = _flag_conflict(args)
+    if conflict:
+        return usage_error("benchmark", conflict)
 
     with SimWorkcell(trace_dir=None) as cell:
         cell.register_builtin_benchmarks()
@@ -238,7 +462,7 @@ def _benchmark_run(args: argparse.Namespace) -> int:
                 from robokernel_ros.rollout.results import summary_table
 
                 rows = [
-                    (b["name"], b["robot_model"], b["max_steps"], b["description"])
+                    (b["name"], b["robot_model"], b["max_steps"], _shorten(b["description"]))
                     for b in envelope_json(out)["benchmarks"]
                 ]
                 print(summary_table(rows, ("name", "robot", "max_steps", "description")))
@@ -252,10 +476,11 @@ def _benchmark_run(args: argparse.Namespace) -> int:
             except json.JSONDecodeError as exc:
                 print(f"error: {path}: not valid JSON: {exc}", file=sys.stderr)
                 return 1
-        out = cell.evaluate_benchmark(
-            spec, **_common_kwargs(args, str(args.name).replace("/", "_"))
-        )
-        return emit(out, as_json=args.json)
+        with interruptible(cell) as state, json_stdout(args.json):
+            out = cell.evaluate_benchmark(
+                spec, **_common_kwargs(args, str(args.name).replace("/", "_"))
+            )
+        return _emit_interruptible(out, state, as_json=args.json)
 
 
 register_subcommand(
@@ -269,16 +494,39 @@ register_subcommand(
 # ------------------------------------------------------------------ main
 
 
+EXIT_STATUS = (
+    "exit status: 0 done; 1 refused or failed (the reason on stderr, naming the flag); "
+    "2 usage error (an unknown flag or a bad value argparse sees); 130 interrupted (Ctrl-C)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     _load_subcommand_modules()
-    parser = argparse.ArgumentParser(prog="robokernel", description="robokernel_ros from a shell")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser = argparse.ArgumentParser(
+        prog="robokernel", description="robokernel_ros from a shell", epilog=EXIT_STATUS
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log at INFO level, with tracebacks"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in SUBCOMMANDS.values():
-        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        p = sub.add_parser(
+            command.name, help=command.help, description=command.help, epilog=EXIT_STATUS
+        )
         command.add_arguments(p)
-        p.set_defaults(_run=command.run)
+        p.set_defaults(_run=command.run, _flags=_parser_flags(p))
     return parser
+
+
+class _NoTraceback(logging.Filter):
+    """Without --verbose a logged exception shows its message, not its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc} (-v: the traceback)"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -288,11 +536,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    quiet_tracebacks = None
+    if not args.verbose:
+        quiet_tracebacks = _NoTraceback()
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(quiet_tracebacks)
+    _flags.clear()
+    _flags.update(args._flags)
     try:
         return int(args._run(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        _flags.clear()
+        if quiet_tracebacks is not None:
+            for handler in logging.getLogger().handlers:
+                handler.removeFilter(quiet_tracebacks)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,7 @@ def workcell_graph(
             "safety_shield", "safety_shield", ["shield_so101.yaml"],
             {"limits_file": str(config_dir() / "joint_limits_so101.yaml")}, [("~/estop", "estop")],
         ),
+        NodeProcess("estop_panel", "estop_panel", ["estop_panel.yaml"]),  # <ns>/estop
         NodeProcess("policy_server", "policy_server", [policy_params]),
         NodeProcess("runner", "runner", ["runner_ros_so101.yaml"], {"trace_dir": trace_dir}),
     ]  # fmt: skip
@@ -207,6 +208,13 @@ def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
         if not client.wait_for_service(timeout_sec=60):
             print(f"demo: the runner did not come up (logs in {log_dir})", file=sys.stderr)
             return 1
+        deadline = time.monotonic() + 60  # the shield forwards once the panel is live
+        while not (shield_state and shield_state[-1].state == "active"):
+            if time.monotonic() > deadline:
+                why = shield_state[-1].reason if shield_state else "no state"
+                print(f"demo: the shield is not active ({why}; logs in {log_dir})", file=sys.stderr)
+                return 1
+            time.sleep(0.05)
         try:
             remote.check_server_ready(node, NAMESPACE, timeout_s=60)
         except RuntimeError as exc:

@@ -9,8 +9,10 @@ Exit status: 0, 1 when refused (message on stderr), 2 for a usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 
 
@@ -51,24 +53,33 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print the export report as one JSON object"
     )
+    parser.add_argument(
+        "--verbose",
+        dest="export_verbose",
+        action="store_true",
+        help="show the libraries' output (lerobot's and the encoder's logs, progress bars)",
+    )
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from ..cli import flag_names
     from .export import export_lerobot
 
+    verbose = bool(getattr(args, "export_verbose", False) or getattr(args, "verbose", False))
     try:
-        report = export_lerobot(
-            args.paths,
-            repo_id=args.repo_id,
-            root=args.root,
-            use_videos=not args.images,
-            robot_type=args.robot_type,
-            convention=args.convention,
-            fps=args.fps,
-            env_state=[n for n in args.env_state.split(",") if n] if args.env_state else None,
-        )
-    except ValueError as exc:
-        print(f"robokernel export-lerobot: error: {exc}", file=sys.stderr)
+        with quiet_libraries(enabled=not verbose):
+            report = export_lerobot(
+                args.paths,
+                repo_id=args.repo_id,
+                root=args.root,
+                use_videos=not args.images,
+                robot_type=args.robot_type,
+                convention=args.convention,
+                fps=args.fps,
+                env_state=[n for n in args.env_state.split(",") if n] if args.env_state else None,
+            )
+    except (ValueError, OSError) as exc:
+        print(f"robokernel export-lerobot: error: {flag_names(str(exc))}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(asdict(report)))
@@ -78,6 +89,72 @@ def run_export(args: argparse.Namespace) -> int:
             f"({report.repo_id}, LeRobotDataset {report.codebase_version}; cameras: {', '.join(report.cameras) or 'none'})"
         )
     return 0
+
+
+@contextlib.contextmanager
+def quiet_libraries(*, enabled: bool = True) -> Iterator[None]:
+    """Silence what the libraries an export drives write (lerobot's torchcodec warnings,
+    datasets' progress bars, the video encoder's log lines from C): other loggers below
+    ERROR, warnings, progress bars, and file descriptor 2 (kept in a temporary file and
+    written out only if the export fails). robokernel_ros's own log records still show."""
+    if not enabled:
+        yield
+        return
+    import logging
+    import os
+    import tempfile
+    import warnings
+
+    class _Ours(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return record.name.startswith("robokernel_ros") or record.levelno >= logging.ERROR
+
+    sys.stderr.flush()
+    real_err = os.fdopen(os.dup(2), "w", buffering=1)  # noqa: SIM115 - closed in finally
+    captured = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 - closed in finally
+    root = logging.getLogger()
+    added = None
+    if not root.handlers:  # else the first library to call basicConfig would print freely
+        added = logging.StreamHandler(real_err)
+        added.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(added)
+    handlers = [h for h in root.handlers if isinstance(h, logging.StreamHandler)]
+    streams = {h: h.stream for h in handlers}
+    ours = _Ours()
+    saved_fd = os.dup(2)
+    saved_stderr = sys.stderr
+    ok = False
+    try:
+        for h in handlers:
+            h.addFilter(ours)
+            if h.stream in (sys.stderr, sys.__stderr__):
+                h.setStream(real_err)
+        sys.stderr = real_err
+        os.dup2(captured.fileno(), 2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                import datasets
+
+                datasets.disable_progress_bars()
+            except ImportError:
+                pass
+            yield
+        ok = True
+    finally:
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        sys.stderr = saved_stderr
+        for h in handlers:
+            h.removeFilter(ours)
+            h.setStream(streams[h])
+        if added is not None:
+            root.removeHandler(added)
+        if not ok:  # the libraries' output may say why: show it
+            captured.seek(0)
+            real_err.write(captured.read().decode(errors="replace"))
+        captured.close()
+        real_err.close()
 
 
 def run_recover(args: argparse.Namespace) -> int:

@@ -149,7 +149,7 @@ def export_lerobot(
     """Write the episodes under `paths` (bags, run directories, folders of them) to a new
     LeRobotDataset at `root`. All episodes must share keys, cameras and control rate.
     `convention`, `fps` and `env_state`: see the module docstring."""
-    from ..scoring.report import expand_paths
+    from ..scoring.report import expand_paths, load_episode
 
     if convention not in EXPORT_CONVENTIONS:
         raise ValueError(f"convention={convention!r}: must be one of {list(EXPORT_CONVENTIONS)}")
@@ -174,7 +174,9 @@ def export_lerobot(
     shape: dict[str, Any] | None = None
     frame_shapes: dict[str, tuple[int, ...]] = {}
     for src in sources:
-        trace = load_trace(src)
+        trace = load_episode(src)  # an unreadable or empty recording refuses the export
+        if trace.truncated:
+            _log.warning("%s: the recording is cut short; exporting the steps it holds", src)
         this = _episode_shape(trace)
         if shape is None:
             shape = this
@@ -247,14 +249,19 @@ def export_lerobot(
 
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    dataset = LeRobotDataset.create(
-        repo_id=repo_id,
-        fps=fps,
-        features=features,
-        root=root,
-        robot_type=robot_type,
-        use_videos=use_videos,
-    )
+    try:
+        dataset = LeRobotDataset.create(
+            repo_id=repo_id,
+            fps=fps,
+            features=features,
+            root=root,
+            robot_type=robot_type,
+            use_videos=use_videos,
+        )
+    except OSError as exc:
+        raise ValueError(
+            f"root={str(root)!r}: cannot create the dataset folder ({exc.strerror or exc})"
+        ) from None
     frames_total = 0
     with _scheduling_kept():
         try:

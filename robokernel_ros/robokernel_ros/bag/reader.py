@@ -8,9 +8,11 @@ result is marked `truncated`. `robokernel_ros.bag.recover` reports and repairs s
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sqlite3
+import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +21,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..kernel.events import EPISODE_END, EPISODE_START, OBSERVATION, Event
-from ..kernel.trace import Trace
+from ..kernel.events import OBSERVATION, Event
+from ..kernel.trace import EVENTS_FILE, Trace, meta_from_events
 from . import cdr
 from . import types as T
 from .mirror import BAG_DIR, DEFAULT_PREFIX, META_KEY, camera_topic
@@ -43,7 +45,7 @@ class BagInfo:
     path: Path  # the bag folder
     storage: str  # "mcap" | "sqlite3"
     storage_file: Path
-    complete: bool  # metadata.yaml present (the writer closed the bag)
+    complete: bool  # metadata.yaml present and (MCAP) the file ends with its end magic
     custom_data: dict[str, str] = field(default_factory=dict)
 
 
@@ -92,6 +94,8 @@ def bag_info(path: str | Path) -> BagInfo:
         )
     if storage_file is None or not storage_file.exists():
         raise ValueError(f"path={str(path)!r}: the bag's storage file is missing")
+    if complete and storage == "mcap" and not _mcap_whole(storage_file):
+        complete = False  # metadata.yaml kept but the file was cut: read it record by record
     return BagInfo(
         path=p, storage=storage, storage_file=storage_file, complete=complete, custom_data=custom
     )
@@ -132,33 +136,132 @@ def scan_storage(info: BagInfo) -> tuple[list[RawMessage], dict[str, Any]]:
     return _scan_mcap(info.storage_file)
 
 
+_MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+def _mcap_whole(file: Path) -> bool:
+    """The MCAP file ends with its end magic (a writer that closed it; not cut short)."""
+    size = file.stat().st_size
+    if size < 2 * len(_MCAP_MAGIC):
+        return False
+    with open(file, "rb") as f:
+        f.seek(size - len(_MCAP_MAGIC))
+        return f.read() == _MCAP_MAGIC
+
+
+def _mcap_records(buf: memoryview) -> Iterator[tuple[int, memoryview, int]]:
+    """(opcode, body, end offset) of every complete record in `buf`; stops at the first cut one."""
+    pos, size = 0, len(buf)
+    while pos + 9 <= size:
+        opcode, length = struct.unpack_from("<BQ", buf, pos)
+        end = pos + 9 + length
+        if end > size:
+            return
+        yield opcode, buf[pos + 9 : end], end
+        pos = end
+
+
+def _chunk_records(body: memoryview, whole: bool) -> tuple[memoryview, str, int]:
+    """(records section, compression, its offset in `body`) of a Chunk record's body.
+
+    `whole`: the record is complete.
+    A cut chunk yields the part of its records section that is in the file (uncompressed
+    or zstd: a zstd stream decodes up to where it was cut; lz4 is not salvaged).
+    """
+    (clen,) = struct.unpack_from("<I", body, 28)
+    compression = bytes(body[32 : 32 + clen]).decode()
+    start = 32 + clen + 8
+    data = body[start:]
+    if whole:
+        (rlen,) = struct.unpack_from("<Q", body, 32 + clen)
+        data = body[start : start + rlen]
+    if compression == "":
+        return data, compression, start
+    if compression == "zstd":
+        import zstandard
+
+        obj = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            return memoryview(obj.decompress(bytes(data))), compression, start
+        except zstandard.ZstdError:
+            return memoryview(b""), compression, start
+    if compression == "lz4" and whole:
+        import lz4.frame
+
+        return memoryview(lz4.frame.decompress(bytes(data))), compression, start
+    return memoryview(b""), compression, start
+
+
 def _scan_mcap(file: Path) -> tuple[list[RawMessage], dict[str, Any]]:
-    from mcap.records import Channel, Message, Schema
-    from mcap.stream_reader import StreamReader
+    """Every message in a complete record of the MCAP file, read record by record.
+
+    A chunk cut by the end of the file gives the messages it holds completely (the
+    writer appends records to the chunk in order, so its readable part is a prefix).
+    """
+    from mcap.data_stream import ReadDataStream
+    from mcap.opcode import Opcode
+    from mcap.records import Channel, Schema
+
+    def read(cls: Any, body: memoryview) -> Any:
+        return cls.read(ReadDataStream(io.BytesIO(body)))
 
     schemas: dict[int, str] = {}
     channels: dict[int, tuple[str, str]] = {}
     messages: list[RawMessage] = []
-    size = file.stat().st_size
-    stop_reason = "end of file"
-    with open(file, "rb") as f:
-        reader = StreamReader(f, record_size_limit=1 << 30)
-        try:
-            for record in reader.records:
-                if isinstance(record, Schema):
-                    schemas[record.id] = record.name
-                elif isinstance(record, Channel):
-                    channels[record.id] = (record.topic, schemas.get(record.schema_id, ""))
-                elif isinstance(record, Message):
-                    topic, msgtype = channels.get(record.channel_id, ("", ""))
-                    if topic:
-                        messages.append(RawMessage(topic, msgtype, record.log_time, record.data))
-        except Exception as exc:  # the mcap reader raises several types on a cut file
-            stop_reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        readable = f.tell()
+
+    def inner(opcode: int, body: memoryview) -> None:
+        if opcode == Opcode.SCHEMA:
+            schema = read(Schema, body)
+            schemas[schema.id] = schema.name
+        elif opcode == Opcode.CHANNEL:
+            channel = read(Channel, body)
+            channels[channel.id] = (channel.topic, schemas.get(channel.schema_id, ""))
+        elif opcode == Opcode.MESSAGE and len(body) >= 22:
+            channel_id, _, log_time = struct.unpack_from("<HIQ", body, 0)
+            topic, msgtype = channels.get(channel_id, ("", ""))
+            if topic:
+                messages.append(RawMessage(topic, msgtype, log_time, bytes(body[22:])))
+
+    buf = memoryview(file.read_bytes())
+    size = len(buf)
+    if bytes(buf[:8]) != _MCAP_MAGIC:
+        return [], {"file_bytes": size, "stopped": "not an MCAP file", "read_bytes": 0}
+    pos, stop_reason = 8, "end of file"
+    while True:
+        if pos + 9 > size:
+            if pos < size:
+                stop_reason = f"cut inside a record header at byte {pos}"
+            break
+        opcode, length = struct.unpack_from("<BQ", buf, pos)
+        end = pos + 9 + length
+        whole = end <= size
+        body = buf[pos + 9 : min(end, size)]
+        if opcode == Opcode.CHUNK and len(body) >= 32:
+            before, consumed = len(messages), 0
+            records, compression, offset = _chunk_records(body, whole)
+            for rec_opcode, rec_body, rec_end in _mcap_records(records):
+                inner(rec_opcode, rec_body)
+                consumed = rec_end
+            if not whole:
+                kind = f"a {compression}" if compression else "an uncompressed"
+                stop_reason = (
+                    f"cut inside {kind} chunk at byte {pos}: "
+                    f"{len(messages) - before} complete message(s) of it salvaged"
+                )
+                # the readable part ends after the last complete record of the chunk
+                pos = pos + 9 + offset + consumed if not compression else size
+        elif not whole:
+            stop_reason = f"cut inside a record (opcode {opcode:#x}) at byte {pos}"
+        elif opcode == Opcode.FOOTER:
+            break
+        else:
+            inner(opcode, body)
+        if not whole:
+            break
+        pos = end
     # Chunks keep messages in write order; sort by time the way rosbags' reader does.
     messages.sort(key=lambda m: m.timestamp)
-    return messages, {"file_bytes": size, "stopped": stop_reason, "read_bytes": min(readable, size)}
+    return messages, {"file_bytes": size, "stopped": stop_reason, "read_bytes": min(pos, size)}
 
 
 def _scan_sqlite(file: Path) -> tuple[list[RawMessage], dict[str, Any]]:
@@ -276,17 +379,6 @@ def image_array(msg: Any) -> np.ndarray:
     raise ValueError(f"encoding={msg.encoding!r}: only rgb8, bgr8 and mono8 frames are read")
 
 
-def meta_from_events(events: list[Event], run_id: str) -> dict[str, Any]:
-    """The run directory's meta.json rebuilt from the events (episode.start, then episode.end)."""
-    meta: dict[str, Any] = {"run_id": run_id}
-    for event in events:
-        if event.kind == EPISODE_START:
-            meta = {"run_id": run_id, **event.data}
-        elif event.kind == EPISODE_END:
-            meta.update(event.data)
-    return meta
-
-
 def load_bag_trace(path: str | Path, *, prefix: str = DEFAULT_PREFIX) -> BagTrace:
     """Read a mirrored episode from a bag folder; equal to loading its run directory."""
     info = bag_info(path)
@@ -329,7 +421,10 @@ def load_bag_trace(path: str | Path, *, prefix: str = DEFAULT_PREFIX) -> BagTrac
 
 
 def _accepts(path: Path) -> bool:
-    return is_bag(path)
+    # a run directory is read from its events.jsonl; from its bag only when that is all it has
+    return is_bag(path) or (
+        path.is_dir() and not (path / EVENTS_FILE).exists() and is_bag(path / BAG_DIR)
+    )
 
 
 def register() -> None:

@@ -7,7 +7,11 @@ metadata.yaml. Every MCAP chunk flushed before the kill (the mirror flushes at l
 every `flush_interval_s`) and every committed sqlite3 row is still readable;
 `recover_bag` reads them, says how many messages of which topics it recovered and
 where the episode stopped, and with `repair=` writes them to a complete bag that
-every rosbag2 tool opens.
+every rosbag2 tool opens. A bag whose metadata.yaml survived but whose MCAP file was
+cut short (copied half-way, disk full) is read the same way: every complete record,
+including the complete messages of the chunk the cut went through.
+
+Exit status: 0 when messages were recovered, 1 when nothing was (or the path is not a bag).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 
 from . import types as T
 from .mirror import DEFAULT_PREFIX, FORMAT_KEY, FORMAT_VERSION, QOS_RELIABLE
-from .reader import bag_info, iter_raw, scan_storage
+from .reader import METADATA_FILE, bag_info, iter_raw, scan_storage
 
 
 @dataclass
@@ -51,7 +55,7 @@ class RecoveryReport:
         return asdict(self)
 
     def summary(self) -> str:
-        state = "complete" if self.complete else "recovered from an unclosed bag"
+        state = "complete" if self.complete else "recovered from an unclosed or cut bag"
         lines = [
             f"{self.path}: {state} ({self.storage})",
             f"  messages: {self.messages}",
@@ -96,6 +100,10 @@ def recover_bag(
     events.sort(key=lambda e: e.seq)
     last = events[-1] if events else None
     notes: list[str] = []
+    if not info.complete and (info.path / METADATA_FILE).is_file():
+        notes.append(f"{METADATA_FILE} is present but {info.storage_file.name} is cut short")
+    if not messages:
+        notes.append("no complete message in the file: nothing to recover")
     if events:
         seqs = [int(e.seq) for e in events]
         missing = (seqs[-1] - seqs[0] + 1) - len(set(seqs))
@@ -127,6 +135,9 @@ def recover_bag(
         writer = Writer(out, version=9, storage_plugin=plugin)
         writer.open()
         writer.set_custom_data(FORMAT_KEY, FORMAT_VERSION)
+        for key, value in info.custom_data.items():  # kept from a metadata.yaml that survived
+            if key != FORMAT_KEY:
+                writer.set_custom_data(key, value)
         writer.set_custom_data("robokernel.recovered_from", str(info.path))
         conns: dict[str, Any] = {}
         for msg in messages:
@@ -157,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(report.to_dict()) if args.json else report.summary())
-    return 0
+    return 0 if report.messages else 1
 
 
 if __name__ == "__main__":

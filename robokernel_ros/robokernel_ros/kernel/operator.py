@@ -32,6 +32,7 @@ class OperatorChannel:
         self._lock = threading.Lock()
         self._estopped = False
         self._stop_requested = False
+        self.stop_reason = ""  # the first stop's reason ("" when none was given)
         self._reset_confirmed = threading.Event()
         self._wake = threading.Event()  # set on every call: interrupts the loop's waits
         self._verdict: dict[str, Any] | None = None
@@ -40,10 +41,14 @@ class OperatorChannel:
         self._late_verdict: Callable[[dict[str, Any]], None] | None = None
 
     # -- operator side ---------------------------------------------------------------
-    def stop(self) -> None:
+    def stop(self, reason: str = "") -> None:
+        """End the episode at the next step boundary; `reason` (e.g. "interrupted") goes
+        into the operator.stop event and the episode's status."""
         with self._lock:
+            if not self._stop_requested:
+                self.stop_reason = str(reason)
             self._stop_requested = True
-            self._notice("operator.stop", {})
+            self._notice("operator.stop", {"reason": str(reason)} if reason else {})
 
     def estop(self) -> None:
         with self._lock:
@@ -100,6 +105,7 @@ class OperatorChannel:
         """Forget the previous episode's stop, verdict and notices (the e-stop stays latched)."""
         with self._lock:
             self._stop_requested = False
+            self.stop_reason = ""
             self._verdict = None
             self._notices = []
             self.has_notices = False

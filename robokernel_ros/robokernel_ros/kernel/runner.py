@@ -750,9 +750,10 @@ class _Episode:
             if stopping:
                 if op.has_notices:
                     self.publish_operator_notices(step)
+                why = f" ({op.stop_reason})" if op.stop_reason else ""
                 return (
                     EpisodeOutcome.STOPPED,
-                    f"stopped: operator stop; hold action executed at step {step - 1}",
+                    f"stopped: operator stop{why}; hold action executed at step {step - 1}",
                 )
             if self.consecutive_holds >= max_holds:
                 return (

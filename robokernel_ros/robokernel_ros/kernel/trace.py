@@ -535,10 +535,23 @@ def iter_event_lines(events_file: Path) -> Iterable[tuple[Event | None, bool]]:
             yield None, True
 
 
+def meta_from_events(events: list[Event], run_id: str) -> dict[str, Any]:
+    """The run directory's meta.json rebuilt from the events (episode.start, then episode.end),
+    as the TraceWriter writes it."""
+    meta: dict[str, Any] = {"run_id": run_id}
+    for event in events:
+        if event.kind == EPISODE_START:
+            meta = {"run_id": run_id, **event.data}
+        elif event.kind == EPISODE_END:
+            meta.update(event.data)
+    return meta
+
+
 def _load_run_dir(path: Path) -> Trace:
+    """A run directory; without meta.json (lost, not copied) its meta comes from the events."""
     run_dir = path.parent if path.is_file() else path
     meta_path = run_dir / META_FILE
-    meta: dict[str, Any] = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta: dict[str, Any] | None = json.loads(meta_path.read_text()) if meta_path.exists() else None
     events: list[Event] = []
     truncated = False
     for event, cut in iter_event_lines(run_dir / EVENTS_FILE):
@@ -546,6 +559,8 @@ def _load_run_dir(path: Path) -> Trace:
             truncated = True
         elif event is not None:
             events.append(event)
+    if meta is None:
+        meta = meta_from_events(events, run_dir.name)
     run_id = str(meta.get("run_id") or run_dir.name)
     for event in events:
         event.run_id = run_id

@@ -15,7 +15,10 @@ Names (relative to the node's namespace, `/robokernel` in the launch files):
             evaluate_benchmark, replay_episode, run_multi_policy   (robokernel_interfaces)
             stop, clear_fault, reset_done (std_srvs/Trigger), verdict (SubmitVerdict)
   topics    estop (std_msgs/Bool, reliable + transient_local depth 1: the one the shield
-            listens to; true latches the e-stop), verdict (robokernel_interfaces/Verdict),
+            listens to, from the estop_panel node; true latches the e-stop; with
+            `estop_required`, default for env=ros, rollouts start only while its source is
+            live and released, and a source silent for `estop_timeout_s` latches it: the
+            shield's EstopCircuit), verdict (robokernel_interfaces/Verdict),
             events (KernelEvent, every kernel event live, reliable depth 100)
 
 Environment (`env` parameter): "sim" hosts the MuJoCo workcell in-process with the
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -62,6 +66,7 @@ from robokernel_ros.nodes._common import (
     run_multithreaded,
 )
 from robokernel_ros.policies import remote
+from robokernel_ros.safety.estop import EstopCircuit
 
 ENVS = ("sim", "ros")
 
@@ -100,6 +105,10 @@ def _timeout(value: float) -> float | None:
 class RunnerNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("runner", **kwargs)
+        self._watches: dict[
+            str, remote.ServerWatch
+        ] = {}  # policy servers' heartbeats, by namespace
+        self._watches_lock = threading.Lock()
         self.env_kind = declare(
             self, "env", "sim", "environment: sim (MuJoCo in-process) or ros", choices=ENVS
         )
@@ -182,6 +191,32 @@ class RunnerNode(Node):
         self.publish_events = declare(
             self, "publish_events", True, "publish kernel events on events"
         )
+        # env=ros drives a robot: fail closed on the e-stop source like the shield does;
+        # env=sim (MuJoCo in-process, no robot) keeps the optional e-stop topic.
+        estop_required = declare(
+            self,
+            "estop_required",
+            self.env_kind == "ros",
+            "rollouts start only while the estop source is live and released, and latch "
+            "when it goes silent (default: true for env=ros, false for env=sim)",
+        )
+        estop_timeout_s = declare(
+            self,
+            "estop_timeout_s",
+            0.5,
+            "estop_required: the e-stop source is lost (latched) when silent this long",
+            min_value=0.0,
+            min_exclusive=True,
+            max_value=60.0,
+        )
+        self.foxglove_port = declare(
+            self,
+            "foxglove_port",
+            -1,
+            "a live Foxglove WebSocket view of every episode on this port (-1: none, 0: any free port)",
+            min_value=-1,
+            max_value=65535,
+        )
         if len(self.camera_names) != len(self.camera_topics):
             raise ParameterError(
                 "camera_topics",
@@ -198,8 +233,10 @@ class RunnerNode(Node):
                     f"must be [] or one value per joint ({len(self.joints)})",
                 )
 
-        self._estop_input = False
-        self._estop_latched = False
+        # The e-stop decision, the shield's (robokernel_ros.safety.estop), under this lock.
+        self._estop = EstopCircuit(
+            required=estop_required, timeout_s=estop_timeout_s, wait_s=0.0, now=time.monotonic()
+        )
         self._estop_lock = threading.Lock()
         self.cell = self._make_workcell()
 
@@ -237,6 +274,14 @@ class RunnerNode(Node):
             ESTOP_QOS,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
+        # The source's liveness is checked by a thread, not an executor timer: a 20 Hz timer
+        # would wake this node's MultiThreadedExecutor for nothing but the clock.
+        self._estop_stop = threading.Event()
+        if estop_required:
+            period = max(0.005, min(0.05, estop_timeout_s / 10))
+            threading.Thread(
+                target=self._estop_watch, args=(period,), name="estop_watch", daemon=True
+            ).start()
         self.create_subscription(
             Verdict, "verdict", self._on_verdict_topic, 10, callback_group=quick
         )
@@ -262,6 +307,17 @@ class RunnerNode(Node):
         # the rollout API's default).
         sinks: list[Any] = []
         trace_dir = self.trace_dir or None
+        self.live_view = None
+        if self.foxglove_port >= 0:
+            from robokernel_ros.live import LiveView, live_option
+
+            try:
+                options = live_option("foxglove_port", self.foxglove_port)
+            except ValueError as exc:
+                raise ParameterError("foxglove_port", self.foxglove_port, str(exc)) from None
+            self.live_view = LiveView(options, name="robokernel runner").start()
+            sinks.append(self.live_view.episode_sink)
+            self.get_logger().info(f"live Foxglove view: {self.live_view.url}")
         if self.env_kind == "sim":
             cell = SimWorkcell(trace_dir=trace_dir, episode_sinks=sinks)
             out = cell.add_robot(self.robot_name, self.robot)
@@ -366,17 +422,31 @@ class RunnerNode(Node):
 
     def _guard_start(self, provider: str, config: dict[str, Any]) -> None:
         """ROS-side refusals before the facade is called: latched e-stop, server not ready."""
-        if self._estop_latched:
+        with self._estop_lock:
+            latched = self._estop.latched
+        if latched:
             raise Refused(
                 "refused: the e-stop is latched; release it (estop false) and call clear_fault first"
             )
+        # A source that is arming (one sample so far) becomes live within a period or two.
+        deadline = time.monotonic() + 2 * self._estop.timeout_s
+        while True:
+            with self._estop_lock:
+                now = time.monotonic()
+                ready = self._estop.may_forward(now)
+                reason = self._estop.reason(now)
+            if ready or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        if not ready:
+            raise Refused(f"refused: {reason}")
         if provider == "remote":
             namespace = config.setdefault(
                 "namespace", self.get_namespace() if self.get_namespace() != "/" else ""
             )
             try:
                 remote.RemotePolicy.preflight(config)
-                remote.check_server_ready(self, namespace, self.server_ready_timeout_s)
+                self._server_watch(namespace).wait_ready(self.server_ready_timeout_s)
             except (ValueError, RuntimeError) as exc:
                 raise Refused(f"policy_provider='remote': {exc}") from exc
 
@@ -388,6 +458,16 @@ class RunnerNode(Node):
                 f"workers={workers!r}: this runner drives a ROS robot (env=ros), one body that episodes "
                 "cannot share; parallel episodes need a simulated robot (env=sim) or evaluate_benchmark"
             )
+
+    def _server_watch(self, namespace: str) -> remote.ServerWatch:
+        """One heartbeat subscription per policy server, kept for the node's life: destroying
+        a subscription while the multi-threaded executor spins races its wait set (rclpy's
+        "cannot use Destroyable because destruction was requested" ended the process)."""
+        with self._watches_lock:
+            watch = self._watches.get(namespace)
+            if watch is None:
+                watch = self._watches[namespace] = remote.ServerWatch(self, namespace)
+            return watch
 
     def _on_run_policy(self, request: RunPolicy.Request, response: RunPolicy.Response) -> Any:
         def call() -> Mapping[str, Any]:
@@ -503,13 +583,21 @@ class RunnerNode(Node):
 
     def _on_estop(self, msg: Bool) -> None:
         with self._estop_lock:
-            self._estop_input = bool(msg.data)
-            if not msg.data:
-                return
-            first = not self._estop_latched
-            self._estop_latched = True
-        if first:
-            self.get_logger().warn("e-stop pressed: latched; every rollout ends estopped")
+            latched = self._estop.sample(bool(msg.data), time.monotonic(), "estop topic: pressed")
+        if latched:
+            self._latched()
+
+    def _estop_watch(self, period: float) -> None:
+        while not self._estop_stop.wait(period):
+            with self._estop_lock:
+                latched = self._estop.tick(time.monotonic())
+            if latched:
+                self._latched()
+
+    def _latched(self) -> None:
+        self.get_logger().warn(
+            f"e-stop latched by {self._estop.latched_by}; every rollout ends estopped"
+        )
         # The workcell latches too: every in-flight episode ends "estopped" at once, the
         # rollouts stop (no further episodes) and new ones are refused until clear_fault.
         self.cell.estop()
@@ -524,11 +612,10 @@ class RunnerNode(Node):
         self, request: Trigger.Request, response: Trigger.Response
     ) -> Trigger.Response:
         with self._estop_lock:
-            if self._estop_input:
-                response.success = False
-                response.message = "refused: the e-stop input is still pressed (last estop value true); release it first"
+            ok, message = self._estop.clear(time.monotonic())
+            if not ok:
+                response.success, response.message = False, message
                 return response
-            self._estop_latched = False
             self.cell.clear_fault()
         response.success = True
         response.message = "e-stop cleared on the runner"
@@ -574,6 +661,7 @@ class RunnerNode(Node):
             self.get_logger().warn(f"verdict refused: {text}")
 
     def destroy_node(self) -> None:
+        self._estop_stop.set()
         try:
             self.cell.stop_policy("")
         except Exception:  # noqa: BLE001 - best effort at shutdown
@@ -584,6 +672,8 @@ class RunnerNode(Node):
         if self._unsubscribe is not None:
             self._unsubscribe()
         remote.close_private_link()
+        if getattr(self, "live_view", None) is not None:
+            self.live_view.close()
         super().destroy_node()
 
 

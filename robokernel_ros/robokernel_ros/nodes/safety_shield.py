@@ -30,12 +30,27 @@ Watchdog: no valid command for `command_timeout_s` -> one hold command and a rep
 timeout (interventions guard "watchdog", counter `timeouts`); the next valid command
 resumes.
 
-E-stop: `~/estop` topic (std_msgs/Bool, true = pressed; reliable + transient_local
-depth 1, so a shield that starts or restarts receives the last value) or the `~/estop`
-service (std_srvs/Trigger) latch it. While latched nothing but hold passes. `~/clear_fault`
-(std_srvs/Trigger) unlatches it, and is refused while the e-stop input is still
-pressed. With `latch_file` set, the latch is also kept in that file, so a shield that
-is restarted after the e-stop input was released still comes up latched.
+E-stop, a normally-closed circuit (robokernel_ros.safety.estop.EstopCircuit, where the
+choice of a heartbeat over DDS liveliness is argued): `~/estop` topic (std_msgs/Bool,
+true = pressed; reliable + transient_local depth 1, so a shield that starts or restarts
+receives the last value at once). With `estop_required:=true` (the default) nothing
+passes until a live source has said released: the source (nodes/estop_panel.py, or a
+hardware bridge) republishes its state every period; two samples make it live, the
+last one must be at most `estop_timeout_s` old. A source that goes silent latches the
+e-stop ("e-stop source lost"), checked on a timer and before every command, so a
+source killed mid-stream is answered by a hold within estop_timeout_s + one command
+period. A pressed sample, the `~/estop` service (std_srvs/Trigger) or a lost source
+latch it; while latched nothing but hold passes. `~/clear_fault` (std_srvs/Trigger)
+unlatches it, and is refused while the input is pressed and, when required, until the
+source is live and released (no pressed sample within estop_timeout_s). With
+`estop_required:=false` the shield forwards unless the e-stop is latched, after
+`estop_wait_s` with no publisher (the behaviour before the circuit; a silent source is
+not noticed). An e-stop publisher whose QoS this subscription cannot match (best
+effort, volatile) is never heard: it is reported in `~/state` and the log (rclpy's
+incompatible-QoS event). With `latch_file` set, the latch is also kept in that file,
+so a shield that is restarted after the e-stop input was released still comes up
+latched. `~/state` says why nothing is forwarded (`reason`: no joint state yet,
+waiting for the e-stop source, latched and by what, source silent, incompatible QoS).
 
 Lifecycle (rclpy.lifecycle): configure validates the parameters and loads the limits
 (`safety.limits`: a `limits_file` in the joint_limits layout of ros2_control, MoveIt or
@@ -65,7 +80,9 @@ from pathlib import Path
 from typing import Any
 
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.event_handler import QoSRequestedIncompatibleQoSInfo, SubscriptionEventCallbacks
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import DurabilityPolicy, ReliabilityPolicy, qos_policy_name_from_kind
 from rclpy.wait_for_message import wait_for_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
@@ -75,6 +92,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from robokernel_interfaces.msg import ShieldIntervention, ShieldState
 from robokernel_ros.kernel import FiniteGuard, Intervention, LimitGuard, SafetyShield, run_guards
 from robokernel_ros.kernel.shield import GuardContext
+from robokernel_ros.safety.estop import LOST, EstopCircuit
 from robokernel_ros.safety.limits import (
     LIMIT_KEYS,
     NOT_ENFORCED,
@@ -139,15 +157,9 @@ class SafetyShieldNode(LifecycleNode):
         self.passed = self.clipped = self.refused = self.held = self.timeouts = 0
         self._active = False
         self._configured = False
-        self._estop_input = False
-        self._latched = False
-        self._latch_source = ""
         self._last_state: tuple | None = None
         self._configure_error: ParameterError | None = None
         self._have_js = False
-        self._t_start = time.monotonic()
-        self._estop_seen = False  # an e-stop sample (latched or not) has arrived
-        self._estop_wait = self.get_parameter("estop_wait_s").value
         # Lifecycle-managed entities (created in on_configure).
         self._shield: SafetyShield | None = None
         self._limits: dict[str, JointLimit] = {}
@@ -159,21 +171,40 @@ class SafetyShieldNode(LifecycleNode):
 
         latch_file = self.get_parameter("latch_file").value
         self._latch_path = Path(latch_file) if latch_file else None
+        latched_by = ""
         if self._latch_path is not None and self._latch_path.exists():
-            self._latched = True
-            self._latch_source = f"latch_file {self._latch_path}"
+            latched_by = f"latch_file {self._latch_path}"
             self._logger.warning(
                 f"e-stop latched at start: {self._latch_path} exists (an earlier e-stop was "
                 "never cleared); call ~/clear_fault to release"
             )
+        # The e-stop decision (robokernel_ros.safety.estop): node-level, every lifecycle state.
+        self._estop = EstopCircuit(
+            required=self.get_parameter("estop_required").value,
+            timeout_s=self.get_parameter("estop_timeout_s").value,
+            wait_s=self.get_parameter("estop_wait_s").value,
+            now=time.monotonic(),
+            latched_by=latched_by,
+        )
+        self._estop_incompatible = 0  # e-stop publishers seen with a QoS we cannot match
+        self._estop_incompatible_text = ""
+        self._published_estop = (False, "")  # (input, source state) last sent on ~/state
 
         # Always present, whatever the lifecycle state.
         self._pub_state = self.create_publisher(ShieldState, "~/state", STATUS_QOS)
         self._pub_iv = self.create_publisher(ShieldIntervention, "~/interventions", EVENT_QOS)
-        self._estop_sub = self.create_subscription(Bool, "~/estop", self._on_estop_topic, ESTOP_QOS)
+        self._estop_sub = self.create_subscription(
+            Bool,
+            "~/estop",
+            self._on_estop_topic,
+            ESTOP_QOS,
+            event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_estop_qos),
+        )
         self.create_service(Trigger, "~/estop", self._on_estop_service)
         self.create_service(Trigger, "~/clear_fault", self._on_clear_fault)
         self.create_timer(self.get_parameter("state_period_s").value, self._publish_state)
+        # liveness of the e-stop source, checked besides every command
+        self.create_timer(max(0.005, min(0.05, self._estop.timeout_s / 10)), self._on_estop_tick)
         self._publish_state()
 
     # -- parameters --------------------------------------------------------------------------
@@ -270,14 +301,30 @@ class SafetyShieldNode(LifecycleNode):
         )
         declare(
             self,
+            "estop_required",
+            True,
+            "forward only while a live ~/estop source says released (a normally-closed "
+            "circuit); false: forward unless pressed, and after estop_wait_s with no source",
+        )
+        declare(
+            self,
+            "estop_timeout_s",
+            0.5,
+            "estop_required: the source is lost (the e-stop latches) when silent this long",
+            min_value=0.0,
+            min_exclusive=True,
+            max_value=60.0,
+        )
+        declare(
+            self,
             "estop_wait_s",
             1.0,
-            "after start, forward nothing until an ~/estop sample arrived or this long passed "
-            "(time for a latched e-stop to be delivered by DDS)",
+            "estop_required false: after start, forward nothing until an ~/estop sample "
+            "arrived or this long passed (time for a latched e-stop to be delivered by DDS)",
             min_value=0.0,
             max_value=60.0,
         )
-        declare(self, "executor", "single_threaded", "rclpy executor", choices=EXECUTORS)
+        declare(self, "executor", "events", "rclpy executor", choices=EXECUTORS)
         # ros2_control's joint_limits.<joint>.<key> parameters, for the joints named.
         joints = self.get_parameter("joints").value or []
         for joint in joints:
@@ -579,9 +626,17 @@ class SafetyShieldNode(LifecycleNode):
 
     def _gate(self, now: float) -> bool:
         """True when a command may be reviewed; else it is refused here."""
-        if self._latched:
+        estop = self._estop
+        latched = estop.latched
+        legacy_wait = not estop.required and estop.input is None
+        forward = estop.may_forward(
+            now, self._estop_sub.get_publisher_count() if legacy_wait else 0
+        )
+        if estop.latched and not latched:  # the source was lost just now
+            self._latched_now()
+        if estop.latched:
             self._refuse(
-                now, "estop", "", math.nan, math.nan, f"e-stop latched ({self._latch_source})"
+                now, "estop", "", math.nan, math.nan, f"e-stop latched ({estop.latched_by})"
             )
             return False
         if not self._have_js:
@@ -595,7 +650,7 @@ class SafetyShieldNode(LifecycleNode):
                 "no joint state yet for every joint; nothing is forwarded",
             )
             return False
-        if self._awaiting_estop_value(now):
+        if not forward:
             self.refused += 1
             self._intervene(
                 "waiting",
@@ -603,7 +658,7 @@ class SafetyShieldNode(LifecycleNode):
                 math.nan,
                 math.nan,
                 "refused",
-                "waiting up to estop_wait_s for the last value of ~/estop (a latched e-stop)",
+                estop.reason(now, self._estop_sub.get_publisher_count()),
             )
             return False
         if not self._seeded:
@@ -882,30 +937,77 @@ class SafetyShieldNode(LifecycleNode):
 
     # -- e-stop --------------------------------------------------------------------------------
 
-    def _latch(self, source: str) -> None:
-        if self._latched:
-            return
-        self._latched = True
-        self._latch_source = source
+    def _latch(self, by: str) -> None:
+        if self._estop.latch(by):
+            self._latched_now()
+
+    def _latched_now(self) -> None:
+        """The circuit has just latched: keep it in the latch file, hold, report."""
+        by = self._estop.latched_by
         if self._latch_path is not None:
             try:
                 self._latch_path.parent.mkdir(parents=True, exist_ok=True)
-                self._latch_path.write_text(f"e-stop latched by {source}\n")
+                self._latch_path.write_text(f"e-stop latched by {by}\n")
             except OSError as exc:
                 self._logger.error(f"latch_file {self._latch_path}: cannot write ({exc})")
-        self._logger.warning(f"e-stop latched by {source}")
+        self._logger.warning(f"e-stop latched by {by}")
         if self._active:
             self._hold_values = None  # hold where the robot is now
             self._send_hold(time.monotonic())
-        self._intervene("estop", "", math.nan, math.nan, "held", f"e-stop latched by {source}")
+        if by == LOST:  # value: the source's silence when noticed; limit: estop_timeout_s
+            value, limit = self._estop.lost_after_s, self._estop.timeout_s
+        else:
+            value = limit = math.nan
+        self._intervene("estop", "", value, limit, "held", f"e-stop latched by {by}")
         self._publish_state()
 
     def _on_estop_topic(self, msg: Bool) -> None:
-        self._estop_seen = True
-        self._estop_input = bool(msg.data)
-        if self._estop_input:
-            self._latch("~/estop topic")
+        pressed = bool(msg.data)
+        by = f"~/estop topic: pressed ({self._estop_publishers_text()})" if pressed else ""
+        now = time.monotonic()
+        if self._estop.sample(pressed, now, by):
+            self._latched_now()
+        elif (
+            pressed != self._published_estop[0]
+            or self._estop.source_state(now) != (self._published_estop[1])
+        ):
+            self._publish_state()
+
+    def _on_estop_tick(self) -> None:
+        now = time.monotonic()
+        if self._estop.tick(now):
+            self._latched_now()
+        elif self._estop.source_state(now) != self._published_estop[1]:
+            self._publish_state()
+
+    def _on_estop_qos(self, info: QoSRequestedIncompatibleQoSInfo) -> None:
+        """A publisher on ~/estop offers a QoS this subscription cannot match: it is never
+        heard. Reported in ~/state and the log, with the publishers' names where known."""
+        self._estop_incompatible = int(info.total_count)
+        policy = qos_policy_name_from_kind(info.last_policy_kind)
+        self._estop_incompatible_text = (
+            f"an e-stop publisher with an incompatible QoS ({policy}) is not heard; the "
+            "e-stop topic is reliable + transient_local depth 1"
+        )
+        self._logger.error(
+            f"{self._estop_sub.topic_name}: {self._estop_incompatible_text} "
+            f"(publishers: {self._estop_publishers_text(incompatible=True)})"
+        )
         self._publish_state()
+
+    def _estop_publishers_text(self, incompatible: bool = False) -> str:
+        """The e-stop publishers' node names (only those this subscription cannot match
+        when `incompatible`). A node discovered a moment ago may still be unnamed."""
+        infos = self.get_publishers_info_by_topic(self._estop_sub.topic_name)
+        if incompatible:
+            infos = [
+                i
+                for i in infos
+                if i.qos_profile.reliability != ReliabilityPolicy.RELIABLE
+                or i.qos_profile.durability != DurabilityPolicy.TRANSIENT_LOCAL
+            ]
+        names = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos]
+        return ", ".join(sorted(names)) or "none"
 
     def _on_estop_service(self, request: Trigger.Request, response: Trigger.Response):
         self._latch("~/estop service")
@@ -914,24 +1016,13 @@ class SafetyShieldNode(LifecycleNode):
         return response
 
     def _on_clear_fault(self, request: Trigger.Request, response: Trigger.Response):
-        if self._estop_input:
-            response.success = False
-            response.message = (
-                "refused: the e-stop input is still pressed (last ~/estop value true); "
-                "release it, then clear"
-            )
-        elif not self._latched:
-            response.success = True
-            response.message = "no fault latched"
-        else:
-            self._latched = False
-            self._latch_source = ""
+        was_latched = self._estop.latched
+        response.success, response.message = self._estop.clear(time.monotonic())
+        if response.success and was_latched:
             if self._latch_path is not None:
                 self._latch_path.unlink(missing_ok=True)
             self._reset_motion()  # resume from the measured state, watchdog disarmed
             self._logger.info("fault cleared")
-            response.success = True
-            response.message = "e-stop cleared"
             self._publish_state()
         return response
 
@@ -965,34 +1056,37 @@ class SafetyShieldNode(LifecycleNode):
             )
 
     def state_name(self) -> str:
-        if not self._active:
-            return "inactive"
-        if self._latched:
-            return "estopped"
-        if not self._have_js or self._shield is None:
-            return "waiting"
-        if self._awaiting_estop_value(time.monotonic()):
-            return "waiting"
-        return "active"
+        return self._state_and_reason(time.monotonic())[0]
 
-    def _awaiting_estop_value(self, now: float) -> bool:
-        """True while the last value of ~/estop may still be on its way: for
-        estop_wait_s after start, and up to 5x that while an e-stop publisher is already
-        matched (its transient_local sample is then due; discovery on a busy machine
-        can take longer than estop_wait_s, and a latched e-stop must not be missed)."""
-        if self._estop_seen:
-            return False
-        waited = now - self._t_start
-        if waited < self._estop_wait:
-            return True
-        return waited < 5 * self._estop_wait and self._estop_sub.get_publisher_count() > 0
+    def _state_and_reason(self, now: float) -> tuple[str, str]:
+        """(state, why nothing is forwarded: '' while active)."""
+        estop = self._estop
+        if not self._active:
+            return "inactive", (
+                "not configured" if not self._configured else "inactive (lifecycle)"
+            )
+        if estop.latched:
+            return "estopped", estop.reason(now)
+        if not self._have_js or self._shield is None:
+            return "waiting", "no joint state yet for every joint"
+        reason = estop.reason(now, self._estop_sub.get_publisher_count())
+        if reason and self._estop_incompatible_text:
+            names = self._estop_publishers_text(incompatible=True)
+            reason += f"; {self._estop_incompatible_text} (publishers: {names})"
+        return ("waiting", reason) if reason else ("active", "")
 
     def _publish_state(self) -> None:
+        now = time.monotonic()
         msg = ShieldState()
         msg.stamp = self.get_clock().now().to_msg()
-        msg.state = self.state_name()
-        msg.estop_latched = self._latched
-        msg.estop_input = self._estop_input
+        msg.state, msg.reason = self._state_and_reason(now)
+        msg.estop_latched = self._estop.latched
+        msg.estop_input = bool(self._estop.input)
+        msg.estop_required = self._estop.required
+        msg.estop_source = self._estop.source_state(now)
+        msg.estop_latched_by = self._estop.latched_by
+        msg.estop_incompatible_qos = self._estop_incompatible
+        self._published_estop = (msg.estop_input, msg.estop_source)
         msg.have_limits = self._shield is not None
         msg.have_joint_state = self._have_js
         msg.passed, msg.clipped, msg.refused = self.passed, self.clipped, self.refused

@@ -23,6 +23,51 @@ from typing import Any
 
 DEFAULT_IMAGE_SIZE = (96, 96)  # MujocoEnv's default (height, width)
 
+# Fixed cameras for the packaged robots, by name (the shell's --add-camera NAME): a robot
+# at the origin, seen from its front (+x), from above and from its left (+y).
+CAMERA_PRESETS: dict[str, dict[str, dict[str, list[float]]]] = {
+    "so101": {
+        "front": {"pos": [0.55, 0.0, 0.35], "lookat": [0.1, 0.0, 0.1]},
+        "top": {"pos": [0.15, 0.0, 0.8], "lookat": [0.15, 0.0, 0.0]},
+        "side": {"pos": [0.15, 0.55, 0.3], "lookat": [0.15, 0.0, 0.1]},
+    },
+    "panda": {
+        "front": {"pos": [1.8, 0.0, 1.2], "lookat": [0.3, 0.0, 0.5]},
+        "top": {"pos": [0.4, 0.0, 2.0], "lookat": [0.4, 0.0, 0.0]},
+        "side": {"pos": [0.3, 1.8, 1.0], "lookat": [0.3, 0.0, 0.5]},
+    },
+    "go2": {
+        "front": {"pos": [1.5, 0.0, 0.6], "lookat": [0.0, 0.0, 0.25]},
+        "top": {"pos": [0.0, 0.0, 2.5], "lookat": [0.0, 0.0, 0.0]},
+        "side": {"pos": [0.0, 1.8, 0.6], "lookat": [0.0, 0.0, 0.25]},
+    },
+}
+
+
+def camera_option(model: str, text: str) -> tuple[str, dict[str, Any] | None]:
+    """One --add-camera value -> (name, cameras= spec).
+
+    NAME: the preset of that name for the packaged `model` (CAMERA_PRESETS), else a camera
+    the scene already has (spec None); NAME={"pos": [x, y, z], "lookat": [x, y, z],
+    "fovy": 45} (or "xyaxes") defines a camera."""
+    name, sep, spec = str(text).partition("=")
+    name = name.strip()
+    if not name:
+        raise ValueError(f'--add-camera={text!r}: give NAME or NAME={{"pos": [...], ...}}')
+    if sep:
+        try:
+            parsed = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--add-camera={text!r}: the spec is not JSON ({exc})") from None
+        if not isinstance(parsed, dict) or "pos" not in parsed:
+            raise ValueError(
+                f"--add-camera={text!r}: the spec must be an object with pos and lookat "
+                '(or xyaxes), e.g. {"pos": [0.5, 0, 0.3], "lookat": [0, 0, 0.1]}'
+            )
+        return name, parsed
+    preset = CAMERA_PRESETS.get(str(model), {}).get(name)
+    return name, (dict(preset) if preset is not None else None)
+
 
 def policy_camera_needs(
     provider: str, config: Mapping[str, Any], obj: Any
@@ -120,10 +165,11 @@ def resolve_cameras(plan: Any, scene: Any) -> None:
                 f"({h}x{w}) and the scene has no such camera (its cameras: {existing}); add it with "
                 f"add_camera({cam!r}, pos=..., lookat=...) or cameras={{{cam!r}: {{'pos': [...], 'lookat': [...]}}}}, "
                 "or map the policy's camera to a scene camera in policy_config"
+                f"{_shell_hint(cam)}"
             )
         raise ValueError(
             f"cameras: {cam!r} is not a camera of the scene (its cameras: {existing}); "
-            f"define it as cameras={{{cam!r}: {{'pos': [...], 'lookat': [...]}}}}"
+            f"define it as cameras={{{cam!r}: {{'pos': [...], 'lookat': [...]}}}}{_shell_hint(cam)}"
         )
     for cam, spec in asked.items():
         if spec is None:
@@ -147,6 +193,15 @@ def resolve_cameras(plan: Any, scene: Any) -> None:
         return
     plan.env_cameras = tuple(names)
     plan.env_image_size = tuple(image_size) if image_size is not None else DEFAULT_IMAGE_SIZE
+
+
+def _shell_hint(cam: str) -> str:
+    presets = sorted({name for cams in CAMERA_PRESETS.values() for name in cams})
+    return (
+        f"; from the shell: --add-camera {cam} on a packaged robot when {cam!r} is one of its "
+        f'presets ({", ".join(presets)}), else --add-camera \'{cam}={{"pos": [x, y, z], '
+        '"lookat": [x, y, z]}\''
+    )
 
 
 def _same_camera(scene: Any, cam: str, spec: Mapping[str, Any]) -> None:

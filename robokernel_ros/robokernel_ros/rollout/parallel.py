@@ -350,10 +350,14 @@ class _ParallelEval:
 
 @contextlib.contextmanager
 def _interrupt_stops(control: RolloutControl) -> Iterator[None]:
-    """In the main thread, the first Ctrl-C (SIGINT) stops the eval as stop_policy does (the
-    finished episodes are reported, the running ones end "stopped"); a second one raises."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    """In the main thread, with Python's default SIGINT handler in place, the first Ctrl-C
+    stops the eval as stop_policy does (the finished episodes are reported, the running
+    ones end "stopped"); a second one raises KeyboardInterrupt."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield  # not ours to handle: the caller installed its own (the CLI's stops the call too)
         return
 
     def stop(signum: int, frame: Any) -> None:

@@ -65,8 +65,11 @@ class Progress:
                 Event(PROGRESS, steps, data, 0.0, data["elapsed_s"], self.done - 1, "")
             )
         if self._bar is not None:
+            # postfix first, then one forced render: no frame shows this episode's count
+            # next to the previous one's successes (update alone may skip rendering)
+            self._bar.set_postfix(success=f"{self.successes}/{self.done}", refresh=False)
             self._bar.update(1)
-            self._bar.set_postfix(success=f"{self.successes}/{self.done}")
+            self._bar.refresh()
 
     def close(self) -> None:
         if self._bar is not None:

@@ -206,6 +206,13 @@ def health_note(result: Mapping[str, Any]) -> str:
     return ""
 
 
+def wilson_interval(successes: int, n: int) -> tuple[float, float]:
+    """The success rate's 95 % interval (scoring's Wilson interval: one definition)."""
+    from robokernel_ros.scoring.scorers import wilson_interval as wilson
+
+    return wilson(successes, n)
+
+
 def aggregate(
     episodes: Sequence[Mapping[str, Any]],
     *,
@@ -231,6 +238,7 @@ def aggregate(
         "n_episodes": n,
         "successes": sum(successes),
         "success_rate": (sum(successes) / n) if n else 0.0,
+        "success_rate_ci95": list(wilson_interval(sum(successes), n)) if n else None,
         "avg_reward": (sum(rewards) / n) if n else 0.0,
         "pass_hat_k": pass_hat_k(successes),
         "total_steps": sum(int(e.get("steps_advanced") or 0) for e in episodes),

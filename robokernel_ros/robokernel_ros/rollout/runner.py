@@ -49,6 +49,10 @@ _log = logging.getLogger(__name__)
 DEFAULT_TRACE_DIR = "runs/"
 
 
+class AsyncRtcRefused(RuntimeError):
+    """async_rtc=True with a policy whose one-action chunks could never be applied."""
+
+
 class RecordingFrameError(RuntimeError):
     """Raised by an on_frame callback when a frame could not be recorded: data loss, fatal."""
 
@@ -104,7 +108,7 @@ class RolloutControl:
             self._stop.set()
             op = self._operator
         if op is not None:
-            op.stop()
+            op.stop(self.stop_reason)
 
     def estop(self) -> None:
         """E-stop: the running episode ends "estopped" at once, an episode that has not
@@ -210,6 +214,8 @@ class RolloutPlan:
     wbc_install_torque_control: bool = False  # the torque shim for the call (rollout.torque)
     wbc_gains: dict[str, Any] = field(default_factory=dict)  # robot -> wbc_gains as asked
     torque_gains: dict[str, Any] = field(default_factory=dict)  # robot -> resolved, by preflight
+    live: Any = None  # live.LiveOptions: a Foxglove view of every episode; None: none
+    live_view: Any = field(default=None, repr=False, compare=False)  # started by the first episode
 
     @property
     def robot(self) -> str:
@@ -275,6 +281,7 @@ def plan_run(
     image_size: Any = None,
     safety: Any = None,
     progress: Any = None,
+    live: Any = None,
     call: str = "run_policy",
     wbc_install_torque_control: Any = False,
     wbc_gains: Any = None,
@@ -292,6 +299,7 @@ def plan_run(
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
     kwargs.update(torque.plan_options(wbc_install_torque_control, wbc_gains, (robot,)))
+    kwargs["live"] = _live_option(live)
     return RolloutPlan(
         call=call,
         robots=(robot,),
@@ -347,6 +355,7 @@ def plan_eval(
     batch_inference: Any = False,
     max_batch: Any = 8,
     max_wait_ms: Any = 5.0,
+    live: Any = None,
     call: str = "eval_policy",
     wbc_install_torque_control: Any = False,
     wbc_gains: Any = None,
@@ -363,6 +372,7 @@ def plan_eval(
                                      observer=observer, on_frame=on_frame, reset_between=reset_between))  # fmt: skip
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=progress, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
+    kwargs["live"] = _live_option(live)
     benchmark = None
     if spec is not None:
         if registry is None:
@@ -394,6 +404,11 @@ def plan_eval(
     policy = _provider_and_config(policy_provider, policy_config, policy_object)
     if kwargs["batch_inference"]:
         _check_batching(policy, kwargs["workers"])
+    if kwargs["live"] is not None and kwargs["workers"] > 1:
+        raise ValueError(
+            f"live={live!r}: the live view follows the episodes of this process and workers="
+            f"{kwargs['workers']} runs them in Ray workers; use workers=1 to watch an eval live"
+        )
     kwargs.update(torque.plan_options(wbc_install_torque_control, wbc_gains, (robot,)))
     return RolloutPlan(
         call=call,
@@ -443,6 +458,7 @@ def plan_multi(
     cameras: Any = None,
     image_size: Any = None,
     safety: Any = None,
+    live: Any = None,
     call: str = "run_multi_policy",
     wbc_install_torque_control: Any = False,
     wbc_gains: Any = None,
@@ -498,6 +514,7 @@ def plan_multi(
     _common(kwargs, observer=observer, on_frame=on_frame, video=video, trace_dir=trace_dir, safety=safety,
             progress=None, bag=bag, cameras=cameras, image_size=image_size)  # fmt: skip
     kwargs.update(torque.plan_options(wbc_install_torque_control, wbc_gains, names, per_robot=True))
+    kwargs["live"] = _live_option(live)
     return RolloutPlan(
         call=call,
         robots=tuple(names),
@@ -978,6 +995,33 @@ def _attach_bag(bus: EventBus, trace_dir: Path, storage: str) -> Callable[[Any],
     return finish
 
 
+def _live_option(value: Any) -> Any:
+    if value is None or value is False:
+        return None  # no import of foxglove-sdk for a call without a live view
+    from robokernel_ros.live import live_option
+
+    return live_option("live", value)
+
+
+def _attach_live(bus: EventBus, plan: RolloutPlan, episode: int) -> Callable[[Any], dict[str, Any]]:
+    """Feed the call's Foxglove view (started by its first episode) from the episode's bus;
+    the finisher reports the episode's live stats (port, messages, dropped, mcap_path)."""
+    if plan.live_view is None:
+        from robokernel_ros.live import LiveView
+
+        plan.live_view = LiveView(plan.live).start()
+    detach = plan.live_view.attach(bus, run_dir=plan.trace_dir, n_steps=plan.n_steps,
+                                   n_episodes=plan.n_episodes, episode=episode)  # fmt: skip
+    return lambda record: {"live": detach()}
+
+
+def _close_live(plan: RolloutPlan) -> None:
+    """Stop the call's Foxglove server (frees its port); a no-op without one."""
+    if plan.live_view is not None:
+        plan.live_view.close()
+        plan.live_view = None
+
+
 @dataclass
 class EpisodeSinkContext:
     """What an episode sink (e.g. the rosbag mirror) gets before each episode."""
@@ -1121,6 +1165,15 @@ class PolicyRunner:
 
         horizon = max(plan.action_horizons.values())
         resolved = chunk_emitting if plan.async_rtc is None else plan.async_rtc
+        if plan.async_rtc is True and not chunk_emitting:
+            # realtime drops the actions a chunk's latency overran: a one-action chunk always
+            # arrives after its step, so nothing would ever be applied
+            raise AsyncRtcRefused(
+                f"async_rtc=True (--async-rtc): the {plan.policies[plan.robot][0]!r} policy returns "
+                "one action per call, which always arrives a step late and is dropped; give it "
+                "chunks (--policy-config '{\"execution_horizon\": 8}', policy_config= in Python) "
+                "or leave async_rtc off"
+            )
         if resolved:
             # Prefetch at half the horizon; the aligned merge is the seam swap. run_policy
             # paced (fast_mode=False) runs on the wall clock; everything else is virtual time.
@@ -1174,6 +1227,8 @@ class PolicyRunner:
         trace = TraceStore(plan.trace_dir) if plan.trace_dir is not None else None
         if plan.bag is not None and plan.trace_dir is not None:
             finishers.append(_attach_bag(bus, plan.trace_dir, plan.bag))
+        if plan.live is not None:
+            finishers.append(_attach_live(bus, plan, episode))
         sink_ctx = EpisodeSinkContext(bus, plan.trace_dir, plan.robots, episode, plan.call)
         for sink in self.episode_sinks:
             try:
@@ -1201,7 +1256,7 @@ class PolicyRunner:
         t0 = time.monotonic()
         try:
             if control.stop_requested:
-                operator.stop()
+                operator.stop(control.stop_reason)
             record = runner.run(
                 plan.n_steps, seed=seed, instruction=plan.instructions[plan.robot], meta=meta
             )
@@ -1236,7 +1291,8 @@ class PolicyRunner:
         elif outcome == "watchdog":
             stopped_reason = f"error: {record.status}"
         elif outcome in ("stopped", "estopped"):
-            stopped_reason = outcome
+            # a Ctrl-C of the process (SIGINT) says so; other stops keep the outcome
+            stopped_reason = "interrupted" if control.stop_reason == "interrupted" else outcome
         elif menv.stop_reason is not None:
             stopped_reason = "predicate"
         elif outcome == "truncated" and record.steps >= plan.n_steps:
@@ -1406,6 +1462,7 @@ class PolicyRunner:
                                    split=None, joint_names=joints, carry_state=False)  # fmt: skip
         finally:
             self._close_policies(plan, policies)
+            _close_live(plan)
         result.update(reports[plan.robot])
         result["duration"] = plan.duration
         result["control_frequency"] = plan.control_hz
@@ -1468,7 +1525,8 @@ class PolicyRunner:
         finally:
             progress.close()
             session.close()
-        return eval_report(plan, control, episodes, session.policy_report(len(episodes)),
+            _close_live(plan)
+        return eval_report(plan, control, episodes, session.policy_report(),
                            chunk_prefetch=session.chunk_prefetch, policy_rtc=session.policy_rtc,
                            elapsed_s=time.monotonic() - t0)  # fmt: skip
 
@@ -1493,6 +1551,7 @@ class PolicyRunner:
                                    carry_state=False)  # fmt: skip
         finally:
             self._close_policies(plan, policies)
+            _close_live(plan)
         result["policies"] = {r: reports[r] for r in plan.robots}
         return public(result)
 
@@ -1511,7 +1570,11 @@ class EvalSession:
             plan, scene
         )
         self.policy = self.policies[plan.robot]
-        self.timing, _ = runner._timing(plan, self.policy.is_chunk_emitting())
+        try:
+            self.timing, _ = runner._timing(plan, self.policy.is_chunk_emitting())
+        except AsyncRtcRefused:
+            runner._close_policies(plan, self.policies)
+            raise
         self.chunk_prefetch = self.timing.mode == "realtime"
         self.policy_rtc = bool(getattr(self.policy, "supports_rtc", False))
         self.episodes_run = 0
@@ -1533,11 +1596,9 @@ class EvalSession:
         self.episodes_run += 1
         return result
 
-    def policy_report(self, n_episodes: int) -> dict[str, Any]:
+    def policy_report(self) -> dict[str, Any]:
         """The aggregate's policy fields: the load report and the binding flags."""
         report = dict(self.reports[self.plan.robot])
-        if self.plan.policies[self.plan.robot][2] is None and n_episodes > 1:
-            report["policy_load_cache_hit"] = False  # built once, reused across episodes
         for k, val in self.policy.binding_report().items():
             report[k] = bool(val)
         return report
@@ -1586,7 +1647,8 @@ def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) 
     note = health_note(result)
     if aggregate_report:
         head = (
-            f"{result.get('policy')} on {result.get('robot_name')}: {result.get('n_episodes')} episodes, "
+            f"{result.get('policy')} on {result.get('robot_name')}: {result.get('n_episodes')} "
+            f"episode{'' if result.get('n_episodes') == 1 else 's'}, "
             f"success_rate={result.get('success_rate', 0.0):.3f}, avg_reward={result.get('avg_reward', 0.0):.3f}, "
             f"{result.get('total_steps')} steps"
         )

@@ -154,7 +154,26 @@ def trace_dir(name: str, value: Any) -> Path | None:
     path = Path(value)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name}={str(value)!r}: exists and is not a folder")
+    writable_folder(name, path)
     return path
+
+
+def writable_folder(name: str, path: Path) -> None:
+    """Refuse a folder that cannot be created or written, probed with a temporary folder in
+    its nearest existing ancestor (nothing is left behind)."""
+    import tempfile
+
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(f"{probe} is not a folder")
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".robokernel-probe-"))
+    except OSError as exc:
+        raise ValueError(
+            f"{name}={str(path)!r}: cannot create or write a folder there ({exc.strerror or exc})"
+        ) from None
 
 
 def resolve_horizon(

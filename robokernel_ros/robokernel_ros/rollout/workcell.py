@@ -30,6 +30,7 @@ from .replay import ReplayPolicy, bind_dataset_names, resolve_recording
 from .results import envelope, error_envelope, summary_table
 from .runner import (
     DEFAULT_TRACE_DIR,
+    AsyncRtcRefused,
     EpisodeSink,
     PolicyRunner,
     RecordingFrameError,
@@ -221,7 +222,7 @@ class SimWorkcell:
                 result = runner.execute_run(plan, control)
                 status, text = result_status(result)
             out = envelope(status, text, result)
-        except (CriterionError, RecordingFrameError) as exc:
+        except (CriterionError, RecordingFrameError, AsyncRtcRefused) as exc:
             out = error_envelope(
                 f"{plan.call} failed: {exc}", {"robot_name": plan.robot, "error": str(exc)}
             )
@@ -358,6 +359,15 @@ class SimWorkcell:
         return error_envelope(
             text, {"stopped": [], "running": [c.describe() for c in inflight], "last": last}
         )
+
+    def interrupt(self) -> None:
+        """Stop every rollout because the process was interrupted (Ctrl-C): the running
+        episode ends "stopped" at its next step boundary with stopped_reason "interrupted"
+        (its trace and bag closed as after any stop), and no further episode starts."""
+        with self._lock:
+            targets = list(self._inflight.values())
+        for c in targets:
+            c.stop("interrupted")
 
     def list_policies_running(self) -> dict[str, Any]:
         """The robots being driven now (queued or running, any launch shape)."""
@@ -794,6 +804,21 @@ def _episode_table(report: Mapping[str, Any]) -> str:
         )  # fmt: skip
         for e in report.get("episodes", [])
     ]
-    return summary_table(
-        rows, ("episode", "outcome", "success", "steps", "applied", "reward", "stopped_reason")
+    header = ("episode", "outcome", "success", "steps", "applied", "reward", "stopped_reason")
+    ci = report.get("success_rate_ci95")
+    if not ci:
+        return summary_table(rows, header)
+    # the summary row: the success rate with its 95 % (Wilson) interval
+    rows.append(
+        (
+            "all",
+            f"{report.get('successes')}/{report.get('n_episodes')} succeeded",
+            float(report.get("success_rate", 0.0)),
+            report.get("total_steps"),
+            report.get("actions_applied"),
+            float(report.get("avg_reward", 0.0)),
+            f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}]",
+        )
     )
+    lines = summary_table(rows, header).splitlines()
+    return "\n".join([*lines[:-1], lines[1], lines[-1]])

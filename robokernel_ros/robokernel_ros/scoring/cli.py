@@ -1,8 +1,10 @@
-"""`robokernel score PATH... [--json] [--plot OUT.png] [--scorers NAMES] [--success CLAUSE]`.
+"""`robokernel score PATH... [--json] [--plot OUT.png] [--scorers NAMES] [--success CLAUSE]`,
+`robokernel compare A B [--json]` and `robokernel report DIR... [--out OUT] [--episodes I,J]`.
 
-Importing this module registers `score` on the `robokernel` CLI's subcommand registry;
-`main(argv)` runs it on its own (`python -m robokernel_ros.scoring`). Exit status: 0,
-1 when refused (the message goes to stderr), 2 for a usage error.
+Importing this module registers them on the `robokernel` CLI's subcommand registry;
+`main(argv)` runs score on its own (`python -m robokernel_ros.scoring`). Exit status: 0,
+1 when refused or when a recording could not be scored (unreadable or empty: named on
+stderr, left out of the aggregate), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -32,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..cli import flag_names
     from ..kernel.trace import load_trace
+    from ..rollout.predicates import CriterionError
     from .plot import plot_episode
     from .report import expand_paths, format_table, score_paths
     from .scorers import PredicateScorer, get_scorers
@@ -52,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(f"--plot: needs exactly one episode, got {len(episodes)}")
             result["plot"] = str(plot_episode(load_trace(episodes[0]), args.plot))
     except ValueError as exc:
-        print(f"robokernel score: error: {exc}", file=sys.stderr)
+        print(f"robokernel score: error: {flag_names(str(exc))}", file=sys.stderr)
+        return 1
+    except CriterionError as exc:  # the --success clause on a recorded state
+        print(f"robokernel score: error: --success: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print(
@@ -64,7 +72,16 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(result))
         if "plot" in result:
             print(f"plot: {result['plot']}")
-    return 0
+    for episode in result["episodes"]:
+        if episode.get("recording_cut"):
+            print(
+                f"robokernel score: note: {episode['path']}: the recording is cut short; "
+                "scored the steps it holds",
+                file=sys.stderr,
+            )
+    for skipped in result["skipped"]:
+        print(f"robokernel score: error: skipped {skipped['error']}", file=sys.stderr)
+    return 1 if result["skipped"] else 0
 
 
 def _finite(obj: Any) -> bool:
@@ -93,8 +110,82 @@ def main(argv: list[str] | None = None) -> int:
     return run(parser.parse_args(argv))
 
 
+def _compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", metavar="A", help="an eval --output folder, or a folder of runs")
+    parser.add_argument("b", metavar="B", help="the other evaluation, on the same seeds")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from .compare import compare, format_comparison, load_episodes
+
+    try:
+        result = compare(load_episodes(args.a), load_episodes(args.b))
+    except ValueError as exc:
+        print(f"robokernel compare: error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result) if args.json else format_comparison(result, args.a, args.b))
+    return 0
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="DIR",
+        help="evaluations: eval --output folders or folders of runs",
+    )
+    parser.add_argument("--out", metavar="OUT", help="folder for the PNGs and index.html "
+                        "(default DIR/report for one DIR)")  # fmt: skip
+    parser.add_argument(
+        "--episodes",
+        default="0",
+        metavar="I,J",
+        help="episodes (0-based) whose joint trajectories are plotted (default 0)",
+    )
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from .pictures import write_report
+
+    if args.out is None and len(args.paths) > 1:
+        print("robokernel report: error: --out: needed for several evaluations", file=sys.stderr)
+        return 2
+    try:
+        chosen = [int(x) for x in str(args.episodes).split(",") if x.strip()]
+    except ValueError:
+        print(
+            f"robokernel report: error: --episodes={args.episodes!r}: must be I,J,...",
+            file=sys.stderr,
+        )
+        return 2
+    out = args.out or str(Path(args.paths[0]) / "report")
+    try:
+        written = write_report(args.paths, out, episodes=chosen)
+    except ValueError as exc:
+        print(f"robokernel report: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {written['html']} ({len(written['pngs'])} pictures)")
+    return 0
+
+
 def _register() -> None:
     from ..cli import register_subcommand
+
+    register_subcommand(
+        "compare",
+        "two evaluations on the same seeds, episode by episode (McNemar, paired returns)",
+        _compare_arguments,
+        run_compare,
+        replace=True,
+    )
+    register_subcommand(
+        "report",
+        "pictures of evaluations: PNGs and one self-contained HTML page",
+        _report_arguments,
+        run_report,
+        replace=True,
+    )
 
     register_subcommand(
         "score",

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..kernel.events import ACTION, EPISODE_START
 from ..kernel.trace import EVENTS_FILE, Trace, load_trace
 from .scorers import Scorer, aggregate, get_scorers, score_trace
 
@@ -14,9 +15,10 @@ from .scorers import Scorer, aggregate, get_scorers, score_trace
 def _is_trace(path: Path) -> bool:
     if (path / EVENTS_FILE).is_file():
         return True
+    from ..bag.mirror import BAG_DIR
     from ..bag.reader import is_bag
 
-    return is_bag(path)
+    return is_bag(path) or is_bag(path / BAG_DIR)  # a run directory left with its bag only
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
@@ -41,16 +43,45 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
+def load_episode(path: str | Path) -> Trace:
+    """`load_trace(path)`, refused by name (ValueError) when it cannot be read or holds no
+    episode (no episode.start and no executed step: e.g. a bag cut before its first
+    complete record). A recording cut short but holding steps loads (`trace.truncated`)."""
+    try:
+        trace = load_trace(path)
+    except ValueError:
+        raise
+    except Exception as exc:  # the storage libraries raise their own types on damaged files
+        raise ValueError(f"path={str(path)!r}: unreadable ({type(exc).__name__}: {exc})") from exc
+    if not any(e.kind in (EPISODE_START, ACTION) for e in trace.events):
+        cut = " (the file is cut short; see `robokernel bag-recover`)" if trace.truncated else ""
+        raise ValueError(
+            f"path={str(path)!r}: empty: no recorded episode ({len(trace.events)} events){cut}"
+        )
+    return trace
+
+
 def score_paths(
     paths: Sequence[str | Path], scorers: Sequence[Scorer] | None = None
 ) -> dict[str, Any]:
-    """{"episodes": [per-episode figures], "aggregate": {...}} for the episodes under `paths`."""
+    """{"episodes": [per-episode figures], "aggregate": {...}, "skipped": [...]} for the
+    episodes under `paths`. An unreadable or empty recording is left out of both and
+    listed in "skipped" as {"path", "error"}."""
     chosen = list(scorers) if scorers is not None else get_scorers()
     episodes = []
+    skipped: list[dict[str, str]] = []
     for path in expand_paths(paths):
-        trace: Trace = load_trace(path)
+        try:
+            trace = load_episode(path)
+        except ValueError as exc:
+            skipped.append({"path": str(path), "error": str(exc)})
+            continue
         episodes.append(score_trace(trace, chosen))
-    return {"episodes": [public(e) for e in episodes], "aggregate": aggregate(episodes, chosen)}
+    return {
+        "episodes": [public(e) for e in episodes],
+        "aggregate": aggregate(episodes, chosen),
+        "skipped": skipped,
+    }
 
 
 def public(figures: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +113,10 @@ TABLE_COLUMNS = (
     ("time_to_success_s", "t_success[s]"),
     ("holds", "holds"),
     ("stale_action_ratio", "stale"),
-    ("effective_control_hz", "rate[Hz]"),
+    (
+        "effective_control_hz",
+        "wall steps/s",
+    ),  # executed steps per wall second, not the control rate
     ("chunk_latency_p50_ms", "lat p50[ms]"),
     ("chunk_latency_p99_ms", "lat p99[ms]"),
     ("shield_interventions", "shield"),

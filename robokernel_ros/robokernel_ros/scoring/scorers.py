@@ -91,7 +91,7 @@ def score_trace(trace: Trace, scorers: Sequence[Scorer] | None = None) -> dict[s
     """Every scorer's figures for one episode, merged into one dict (plus run_id, path)."""
     out: dict[str, Any] = {"run_id": trace.meta.get("run_id", ""), "path": str(trace.path)}
     if trace.truncated:
-        out["truncated"] = True
+        out["recording_cut"] = True  # the file was cut short (not the outcome "truncated")
     produced: dict[str, list[str]] = {}
     for scorer in scorers if scorers is not None else get_scorers():
         figures = scorer.score(trace)
@@ -136,7 +136,10 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # exact at the ends: 0 of n has lower bound 0 (not 5.6e-17), n of n upper bound 1
+    lower = 0.0 if successes <= 0 else max(0.0, centre - half)
+    upper = 1.0 if successes >= n else min(1.0, centre + half)
+    return (lower, upper)
 
 
 # --- trace helpers -------------------------------------------------------------------------

@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from os import PathLike
 from typing import Any
 
 from ..kernel.events import ACTION, CHUNK_MERGE, EPISODE_START, OBSERVATION, SAFETY_INTERVENTION
-from ..kernel.trace import Trace
+from ..kernel.trace import Trace, load_trace
 
 ShadowFn = Callable[[Mapping[str, Any]], Sequence[Mapping[str, float]]]
 
@@ -89,9 +90,12 @@ def _as_fn(policy: Any, trace: Trace) -> ShadowFn:
     )
 
 
-def shadow_replay(trace: Trace, policy: Any) -> ShadowReport:
+def shadow_replay(trace: Trace | str | PathLike[str], policy: Any) -> ShadowReport:
     """Compare `policy` (a Policy, an Agent-like object with get_actions, or a callable
-    observation -> list of actions) with the actions the recorded episode executed."""
+    observation -> list of actions) with the actions the recorded episode executed.
+    `trace`: a loaded Trace, or the path of a run directory or bag (`load_trace`)."""
+    if isinstance(trace, str | PathLike):
+        trace = load_trace(trace)
     fn = _as_fn(policy, trace)
     observations: dict[int, Any] = {}
     report = ShadowReport()

@@ -113,5 +113,14 @@ def test_run_policy_with_the_lerobot_provider(tmp_path_factory: pytest.TempPathF
         )
         assert second["status"] == "success", second
         assert report_json(second)["policy_load_cache_hit"] is True
+        # an eval of several episodes on a cached checkpoint says so too (issue #17, defect 10)
+        evaluated = cell.eval_policy(
+            "arm", policy_provider="lerobot", policy_config=config, n_episodes=2, max_steps=3,
+            async_rtc=False,
+        )  # fmt: skip
+        assert evaluated["status"] == "success", evaluated
+        j = report_json(evaluated)
+        assert j["policy_load_cache_hit"] is True
+        assert [e["policy_load_cache_hit"] for e in j["episodes"]] == [True, True]
     finally:
         cell.close()

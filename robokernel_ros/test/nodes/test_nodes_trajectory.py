@@ -47,7 +47,9 @@ def test_runner_drives_sim_robot_through_the_shield_with_joint_trajectories(
                 "controller": "joint_trajectory",
                 "output_topic": TRAJECTORY_TOPIC,
             },
+            [("~/estop", "estop")],  # the panel's <ns>/estop
         ),
+        NodeProcess("estop_panel", "estop_panel", ["estop_panel.yaml"]),
         NodeProcess(
             "runner",
             "runner",

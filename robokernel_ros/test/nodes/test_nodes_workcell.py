@@ -1,5 +1,6 @@
 """The simulated workcell graph (sim_workcell.launch.py's nodes, from the same config files)
-as real processes: e-stop during a rollout, policy_server killed mid-episode, runner SIGKILL."""
+as real processes: the panel's e-stop during a rollout (one press stops the runner and the
+shield), the panel killed (both latch), policy_server killed mid-episode, runner SIGKILL."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ pytest.importorskip("rclpy")
 
 from robokernel_ros.demo import NAMESPACE, workcell_graph  # noqa: E402
 from robokernel_ros.kernel import load_trace  # noqa: E402
-from robokernel_ros.nodes._common import ESTOP_QOS, STATUS_QOS  # noqa: E402
+from robokernel_ros.nodes._common import STATUS_QOS  # noqa: E402
 from robokernel_ros.nodes.runner import EVENTS_QOS  # noqa: E402
 from robokernel_ros.policies import remote  # noqa: E402
-from std_msgs.msg import Bool  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from robokernel_interfaces.msg import KernelEvent, ShieldState  # noqa: E402
@@ -59,11 +59,10 @@ def test_estop_ends_the_episode_nothing_passes_and_start_is_refused_until_clear_
     workcell, ros
 ) -> None:
     procs, trace_dir, events, shield = workcell
-    estop = ros.node.create_publisher(Bool, f"{NS}/estop", ESTOP_QOS)
     started = ros.call(StartPolicy, f"{NS}/start_policy", _start())
     assert started.ok, started.message
     assert ros.wait_until(lambda: shield[-1].passed + shield[-1].clipped > 10, 15)
-    estop.publish(Bool(data=True))
+    assert ros.call(Trigger, f"{NS}/estop_panel/press", timeout_s=10).success
     assert ros.wait_until(lambda: _ends(events), 10)
     assert _ends(events)[-1]["outcome"] == "estopped"
     assert ros.wait_until(lambda: shield[-1].estop_latched, 5)
@@ -77,15 +76,52 @@ def test_estop_ends_the_episode_nothing_passes_and_start_is_refused_until_clear_
     assert not refused.ok and "e-stop is latched" in refused.message
     held = ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)
     assert not held.success and "still pressed" in held.message
-    estop.publish(Bool(data=False))
-    time.sleep(0.5)
-    cleared = ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)
+    assert ros.call(Trigger, f"{NS}/estop_panel/release", timeout_s=10).success
+    cleared = _clear_fault(ros)
     assert cleared.success, cleared.message
     assert ros.wait_until(lambda: not shield[-1].estop_latched, 5)
     again = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
         robot_name="arm", policy_provider="remote", n_steps=40, async_rtc=1), timeout_s=60)  # fmt: skip
     assert again.ok, again.message
     assert json.loads(again.report_json)["actions_applied"] > 0
+
+
+def _clear_fault(ros) -> Trigger.Response:
+    """clear_fault, repeated (bounded) while refused only because the release is less than
+    estop_timeout_s old at the runner or the shield."""
+    deadline = time.monotonic() + 10
+    while True:
+        reply = ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)
+        if reply.success or "pressed sample arrived" not in reply.message:
+            return reply
+        assert time.monotonic() < deadline, reply.message
+        time.sleep(0.05)
+
+
+def test_panel_sigkill_latches_the_runner_and_the_shield(workcell, ros, processes) -> None:
+    procs, trace_dir, events, shield = workcell
+    started = ros.call(StartPolicy, f"{NS}/start_policy", _start())
+    assert started.ok, started.message
+    assert ros.wait_until(lambda: shield[-1].passed + shield[-1].clipped > 10, 15)
+    processes.kill(procs["estop_panel"])
+    assert ros.wait_until(lambda: _ends(events), 10)
+    assert _ends(events)[-1]["outcome"] == "estopped"
+    assert ros.wait_until(lambda: shield[-1].estop_latched, 5)
+    assert shield[-1].estop_latched_by == "e-stop source lost"
+    refused = ros.call(StartPolicy, f"{NS}/start_policy", _start(), timeout_s=10)
+    assert not refused.ok and "e-stop is latched" in refused.message
+    held = ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)
+    assert not held.success and "e-stop source" in held.message, held.message
+    # a new panel: live after two samples, then clear_fault resumes runner and shield
+    panel = next(n for n in workcell_graph(trace_dir=str(trace_dir)) if n.name == "estop_panel")
+    processes.start("estop_panel_again", panel.argv())
+    deadline = time.monotonic() + 10
+    while not (cleared := ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)).success:
+        assert "e-stop source" in cleared.message and time.monotonic() < deadline, cleared.message
+        time.sleep(0.05)
+    again = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
+        robot_name="arm", policy_provider="remote", n_steps=40, async_rtc=1), timeout_s=60)  # fmt: skip
+    assert again.ok, again.message
 
 
 def test_policy_server_killed_mid_episode_ends_in_watchdog_and_the_next_rollout_works(

@@ -46,7 +46,12 @@ CASES = {
 def test_shield_refuses_outside_the_tightest_limit_of_each_layout(processes, peer, case):
     joints, limits_file, urdf, measured, joint, value, bound, log_line = CASES[case]
     name = f"shield_{case}"
-    params = ["autostart:=true", "estop_wait_s:=0.0", "clip_tolerance:=0.05"]
+    params = [
+        "autostart:=true",
+        "estop_required:=false",
+        "estop_wait_s:=0.0",
+        "clip_tolerance:=0.05",
+    ]
     if urdf is not None:
         latched = peer.publisher(String, "/rk_arm/robot_description", LATCHED_QOS)
         latched.publish(String(data=urdf.read_text()))

@@ -100,6 +100,10 @@ class Peer:
     def estop_publisher(self, shield: str):
         return self.node.create_publisher(Bool, f"/{shield}/estop", ESTOP_QOS)
 
+    def estop_source(self, shield: str, pressed: bool = False, period: float = 0.1):
+        """A released (or pressed) heartbeat on the shield's ~/estop, as estop_panel sends."""
+        return EstopSource(self.node, f"/{shield}/estop", pressed, period)
+
     def publish_joint_states(
         self,
         names: list[str],
@@ -151,6 +155,42 @@ class Peer:
     def configure_activate(self, shield: str) -> None:
         assert self.change_state(shield, Transition.TRANSITION_CONFIGURE)
         assert self.change_state(shield, Transition.TRANSITION_ACTIVATE)
+
+
+class EstopSource:
+    """An e-stop source in the test's node: its state every `period`, at once on a change."""
+
+    def __init__(self, node: Node, topic: str, pressed: bool, period: float) -> None:
+        self.node = node
+        self.pressed = pressed
+        self.pub = node.create_publisher(Bool, topic, ESTOP_QOS)
+        self.timer = node.create_timer(period, self._beat)
+        self._beat()
+
+    def _beat(self) -> None:
+        self.pub.publish(Bool(data=self.pressed))
+
+    def press(self) -> None:
+        self.pressed = True
+        self._beat()
+
+    def release(self) -> None:
+        self.pressed = False
+        self._beat()
+
+
+def clear_fault(peer: Peer, shield: str, timeout: float = 10.0) -> Trigger.Response:
+    """~/clear_fault, repeated while the shield refuses it only because the source is not
+    live yet or was pressed less than estop_timeout_s ago; any other refusal fails."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = peer.trigger(f"/{shield}/clear_fault")
+        if reply.success:
+            return reply
+        waiting = "pressed sample arrived" in reply.message or "e-stop source" in reply.message
+        assert waiting, reply.message
+        assert time.monotonic() < deadline, f"clear_fault still refused: {reply.message}"
+        time.sleep(0.05)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str = "condition") -> None:

@@ -1,9 +1,11 @@
 """Faults, all in real processes over DDS: an e-stop latched under a 1 kHz command flood,
 a command source killed mid-stream (watchdog), a shield killed and restarted while the
-e-stop is latched (transient_local topic, and the latch file)."""
+e-stop is latched (transient_local topic, under CPU load on every core, and the latch
+file). The e-stop source is a released heartbeat from the test's node (EstopSource)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -12,12 +14,12 @@ from pathlib import Path
 from shield_harness import (
     SHIELD,
     SO101_JOINTS,
+    clear_fault,
     is_hold,
     shield_args,
     wait_state,
     wait_until,
 )
-from std_msgs.msg import Bool
 
 FLOOD = str(Path(__file__).with_name("shield_flood.py"))
 MEASURED = [0.1, -0.2, 0.3, 0.0, 0.5, 0.2]
@@ -43,7 +45,7 @@ def test_shield_estop_latched_under_1khz_flood(processes, peer):
     name = "shield_estop"
     out = peer.record_commands()
     states = peer.record_states(name)
-    estop = peer.estop_publisher(name)
+    source = peer.estop_source(name)
     peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
     processes.python(name, SHIELD, *shield_args(name, "autostart:=true"))
     wait_state(states, lambda s: s.state == "active", what="shield active")
@@ -51,7 +53,7 @@ def test_shield_estop_latched_under_1khz_flood(processes, peer):
     wait_until(lambda: len(_non_holds(out)) >= 50, 20, "commands flowing through the shield")
 
     # Press the e-stop (latched topic): from the first hold on, only holds.
-    estop.publish(Bool(data=True))
+    source.press()
     wait_state(states, lambda s: s.state == "estopped" and s.estop_input, what="estopped")
     first_hold = _first_hold(out)
     time.sleep(0.5)  # the flood goes on: ~500 commands refused
@@ -68,11 +70,11 @@ def test_shield_estop_latched_under_1khz_flood(processes, peer):
     assert st.estop_latched and st.held >= st.refused - 1
 
     # Release the input: still latched until clear_fault.
-    estop.publish(Bool(data=False))
+    source.release()
     wait_state(states, lambda s: not s.estop_input, what="input released")
     time.sleep(0.2)
     assert _non_holds(out, first_hold) == []
-    assert peer.trigger(f"/{name}/clear_fault").success
+    clear_fault(peer, name)
     n_cleared = len(out)
     wait_until(lambda: _non_holds(out, n_cleared), 10, "commands pass again after clear_fault")
     wait_state(states, lambda s: s.state == "active", what="active after clear")
@@ -82,6 +84,7 @@ def test_shield_estop_service_latches(processes, peer):
     name = "shield_estop_srv"
     out = peer.record_commands()
     states = peer.record_states(name)
+    peer.estop_source(name)
     peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
     processes.python(name, SHIELD, *shield_args(name, "autostart:=true"))
     wait_state(states, lambda s: s.state == "active", what="shield active")
@@ -103,6 +106,7 @@ def test_shield_watchdog_holds_when_source_killed(processes, peer):
     out = peer.record_commands()
     states = peer.record_states(name)
     ivs = peer.record_interventions(name)
+    peer.estop_source(name)
     peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
     processes.python(
         name, SHIELD, *shield_args(name, "autostart:=true", f"command_timeout_s:={timeout}")
@@ -125,33 +129,57 @@ def test_shield_watchdog_holds_when_source_killed(processes, peer):
     assert any(m.guard == "watchdog" and m.action == "held" for _, m in ivs)
 
 
-def test_shield_restart_stays_latched_from_topic(processes, peer):
-    name = "shield_restart"
+def _busy_loops(processes, seconds: float = 30.0) -> list:
+    """One busy-loop process per core (CPU load while the shield restarts)."""
+    loop = f"import time\nt = time.monotonic() + {seconds}\nwhile time.monotonic() < t: pass"
+    return [
+        processes.start(f"busy{k}", [sys.executable, "-c", loop]) for k in range(os.cpu_count())
+    ]
+
+
+def restart_stays_latched_from_topic(processes, peer, name: str, load: bool) -> int:
+    """A shield killed while the e-stop is pressed and restarted (under CPU load on every
+    core when `load`) forwards nothing but holds until released and cleared. Returns the
+    number of commands answered while latched."""
     out = peer.record_commands()
     states = peer.record_states(name)
-    estop = peer.estop_publisher(name)
+    source = peer.estop_source(name)
     peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
     first = processes.python(name, SHIELD, *shield_args(name, "autostart:=true"))
     wait_state(states, lambda s: s.state == "active", what="shield active")
-    estop.publish(Bool(data=True))
+    source.press()
     wait_state(states, lambda s: s.estop_latched, what="latched")
     processes.kill(first, signal.SIGKILL)
 
     n = len(out)
     states.clear()
+    busy = _busy_loops(processes) if load else []
     processes.python(name + "_2", SHIELD, *shield_args(name, "autostart:=true"))
-    _flood(processes, "flood", f"/{name}/commands", 200.0)
-    wait_state(
-        states, lambda s: s.estop_latched and s.state == "estopped", what="restarted latched"
+    flood = _flood(processes, "flood", f"/{name}/commands", 200.0)
+    st = wait_state(
+        states,
+        lambda s: s.estop_latched and s.state == "estopped",
+        timeout=60,
+        what="restarted latched",
     )
-    wait_until(lambda: len(out) >= n + 20, 20, "holds answering the flood")
+    assert "pressed" in st.estop_latched_by, st.estop_latched_by
+    wait_until(lambda: len(out) >= n + 20, 60, "holds answering the flood")
+    for proc in busy:
+        processes.kill(proc)
     assert _non_holds(out, n) == [], "a restarted shield must honour the latched e-stop"
+    answered = len(out) - n
     assert not peer.trigger(f"/{name}/clear_fault").success
-    estop.publish(Bool(data=False))
+    source.release()
     wait_state(states, lambda s: not s.estop_input, what="released")
-    assert peer.trigger(f"/{name}/clear_fault").success
+    clear_fault(peer, name)
     m = len(out)
     wait_until(lambda: _non_holds(out, m), 10, "commands pass after clear_fault")
+    processes.kill(flood)
+    return answered
+
+
+def test_shield_restart_stays_latched_from_topic(processes, peer):
+    restart_stays_latched_from_topic(processes, peer, "shield_restart", load=True)
 
 
 def test_shield_restart_stays_latched_from_latch_file(processes, peer, tmp_path):
@@ -159,6 +187,7 @@ def test_shield_restart_stays_latched_from_latch_file(processes, peer, tmp_path)
     latch = tmp_path / "estop.latch"
     out = peer.record_commands()
     states = peer.record_states(name)
+    peer.estop_source(name)
     peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
     params = ("autostart:=true", f"latch_file:={latch}")
     first = processes.python(name, SHIELD, *shield_args(name, *params))
@@ -175,7 +204,7 @@ def test_shield_restart_stays_latched_from_latch_file(processes, peer, tmp_path)
     assert not st.estop_input
     wait_until(lambda: len(out) >= n + 20, 20, "holds answering the flood")
     assert _non_holds(out, n) == []
-    assert peer.trigger(f"/{name}/clear_fault").success
+    clear_fault(peer, name)  # the restarted shield first hears the source live
     assert not latch.exists()
     m = len(out)
     wait_until(lambda: _non_holds(out, m), 10, "commands pass after clear_fault")

@@ -33,7 +33,7 @@ def test_shield_lifecycle_transitions(processes, peer):
     states = peer.record_states(name)
     ivs = peer.record_interventions(name)
     cmd = peer.publisher(Float64MultiArray, f"/{name}/commands")
-    processes.python(name, SHIELD, *shield_args(name))
+    processes.python(name, SHIELD, *shield_args(name, "estop_required:=false"))
 
     # Unconfigured: the always-on surface exists, nothing is forwarded.
     assert peer.lifecycle_state(name) == "unconfigured"
@@ -106,6 +106,8 @@ def test_shield_autostart_refusal_exits_with_status_2(processes):
         (["autostart:=true", "joints:=[shoulder_pan,nope]"], "nope"),
         (["autostart:=true", "command_timeout_s:=0.0"], "command_timeout_s"),
         (["autostart:=true", "controller:=velocity_thing"], "controller"),
+        (["autostart:=true", "estop_required:='false'"], "estop_required"),
+        (["autostart:=true", "estop_timeout_s:=0.0"], "estop_timeout_s"),
     ]
     procs = []
     for k, (params, word) in enumerate(cases):

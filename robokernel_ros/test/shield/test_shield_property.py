@@ -81,6 +81,7 @@ def array_shield(processes, peer):
             "input_topic:=/prop_fc/in",
             "output_topic:=/prop_fc/out",
             "command_timeout_s:=30.0",
+            "estop_required:=false",  # not about the e-stop
             "estop_wait_s:=0.0",
         ),
     )
@@ -143,6 +144,7 @@ def trajectory_shield(processes, peer):
             "input_topic:=/prop_jt/in",
             "output_topic:=/prop_jt/out",
             "command_timeout_s:=30.0",
+            "estop_required:=false",  # not about the e-stop
             "estop_wait_s:=0.0",
         ),
     )

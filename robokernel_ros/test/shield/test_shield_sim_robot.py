@@ -87,7 +87,11 @@ def test_shield_in_front_of_sim_robot(processes, peer):
         "-p",
         f"initial_positions:=[{','.join(map(str, START))}]",
     )
-    processes.python(name, SHIELD, *shield_args(name, "autostart:=true", "command_timeout_s:=5.0"))
+    processes.python(
+        name,
+        SHIELD,
+        *shield_args(name, "autostart:=true", "command_timeout_s:=5.0", "estop_required:=false"),
+    )
     wait_state(states, lambda s: s.state == "active", timeout=30, what="shield active")
     pub = peer.publisher(Float64MultiArray, f"/{name}/commands")
     peer.wait_for_subscribers(pub)

@@ -1,0 +1,173 @@
+"""The eval command's folder and interruption handling on the shell (`robokernel eval
+--output DIR`, `--resume DIR`, Ctrl-C, `--json`); the files themselves are
+`robokernel_ros.rollout.output`'s."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+TRACE_DIR_DEFAULT = "runs/"
+
+
+@contextlib.contextmanager
+def interruptible(cell: Any) -> Any:
+    """Ctrl-C (SIGINT) while a rollout runs: the first stops it at the next step (the
+    episode ends "stopped", stopped_reason "interrupted", its trace and bag complete) and
+    the command prints what finished and exits 130; a second one aborts at once.
+
+    Yields a dict whose "interrupted" is True once a Ctrl-C arrived."""
+    state = {"interrupted": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if state["interrupted"]:
+            raise KeyboardInterrupt
+        state["interrupted"] = True
+        print("interrupted: stopping at the next step (Ctrl-C again to abort)", file=sys.stderr)
+        # from a thread: the handler runs in the main thread, which may hold the locks
+        threading.Thread(target=cell.interrupt, name="sigint-stop", daemon=True).start()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def json_stdout(as_json: bool) -> Any:
+    """With --json, stdout carries the JSON report only: what libraries print while the
+    rollout runs (lerobot's "Loading weights ...") goes to stderr."""
+    if not as_json:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def load_resume(args: argparse.Namespace) -> int:
+    """--resume DIR: the options of the evaluation in DIR (its eval_config.json)."""
+    from robokernel_ros.rollout.output import EVAL_CONFIG
+
+    path = Path(args.resume) / EVAL_CONFIG
+    if not path.is_file():
+        print(
+            f"error: --resume={args.resume!r}: no {EVAL_CONFIG} there (a folder that "
+            "eval --output wrote)",
+            file=sys.stderr,
+        )
+        return 1
+    saved = json.loads(path.read_text())
+    for key, value in saved.items():
+        if key not in ("resume", "json", "progress", "verbose", "output"):
+            setattr(args, key, value)
+    args.output = str(args.resume)
+    args.trace_dir = TRACE_DIR_DEFAULT  # set again from --output
+    if isinstance(args.video, str) and Path(args.video) == Path(args.resume) / "videos":
+        args.video = ""
+    return 0
+
+
+def episodes_to_run(args: argparse.Namespace, out_dir: Path | None) -> list[tuple[int, int]]:
+    """(first episode, count) blocks: all of them, or on --resume the unfinished ones (their
+    run directories, a stopped or cut episode's, move to DIR/unfinished/)."""
+    if not args.resume or out_dir is None or args.no_trace:
+        return [(0, args.episodes)]
+    from robokernel_ros.rollout.output import RUNS_DIR, finished_episodes
+
+    done, unfinished = finished_episodes(out_dir / RUNS_DIR, args.seed or 0, args.episodes)
+    for run_dir in unfinished:
+        (out_dir / "unfinished").mkdir(exist_ok=True)
+        run_dir.rename(out_dir / "unfinished" / run_dir.name)
+    missing = [i for i in range(args.episodes) if i not in done]
+    blocks: list[tuple[int, int]] = []
+    for i in missing:
+        if blocks and blocks[-1][0] + blocks[-1][1] == i:
+            blocks[-1] = (blocks[-1][0], blocks[-1][1] + 1)
+        else:
+            blocks.append((i, 1))
+    print(
+        f"resuming {out_dir}: {len(done)} of {args.episodes} episode(s) finished, "
+        f"running {len(missing)}",
+        file=sys.stderr,
+    )
+    return blocks
+
+
+def output_conflict(args: argparse.Namespace) -> str | None:
+    if args.video == "" and not args.output:
+        return "--video without a folder or file: give one, or --output DIR (videos in DIR/videos)"
+    if args.output and args.trace_dir != TRACE_DIR_DEFAULT:
+        return "--trace-dir with --output: the run directories go to DIR/runs; give one of them"
+    return None
+
+
+def write_output(
+    out_dir: Path, outs: list[dict[str, Any]], args: argparse.Namespace, kwargs: Any
+) -> None:
+    """DIR/eval_info.json over every finished episode; says where everything was written."""
+    from robokernel_ros.rollout import envelope_json
+    from robokernel_ros.rollout.output import (
+        EVAL_INFO,
+        RUNS_DIR,
+        eval_info,
+        finished_episodes,
+        records_from_report,
+        write_json,
+    )
+
+    reports = [r for r in map(envelope_json, outs) if isinstance(r, dict) and "episodes" in r]
+    base = args.seed or 0
+    videos = {
+        e.get("run_id"): e.get("video_path")
+        for r in reports
+        for e in r["episodes"]
+        if e.get("run_id")
+    }
+    previous = out_dir / EVAL_INFO  # --resume: the kept episodes' videos stay linked
+    if previous.is_file():
+        for rec in json.loads(previous.read_text()).get("per_episode", []):
+            if rec.get("run_id") and rec.get("video_path"):
+                videos.setdefault(rec["run_id"], rec["video_path"])
+    if args.no_trace:
+        records = [rec for r in reports for rec in records_from_report(r, base)]
+    else:
+        done, _ = finished_episodes(out_dir / RUNS_DIR, base, args.episodes)
+        records = list(done.values())
+        for rec in records:
+            rec["video_path"] = videos.get(rec["run_id"]) or rec["video_path"]
+    config = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    config["policy_config"] = kwargs.get("policy_config")
+    path = write_json(out_dir / EVAL_INFO, eval_info(records, config, reports))
+    report_page = None
+    if not args.no_trace and records:
+        from robokernel_ros.scoring.pictures import write_report
+
+        try:
+            report_page = write_report([out_dir], out_dir / "report")["html"]
+        except (ValueError, OSError) as exc:
+            logging.getLogger(__name__).warning("the report of %s failed: %s", out_dir, exc)
+    agg = json.loads(path.read_text())["aggregated"]
+    ci = agg["success_rate_ci95"]
+    where = [f"runs: {args.trace_dir}" if not args.no_trace else "no trace"]
+    if report_page:
+        where.append(f"report: {report_page}")
+    if any(r.get("video_paths") for r in reports):
+        where.append(f"videos: {Path(next(v for v in videos.values() if v)).parent}")
+    summary = (
+        f"{agg['n_episodes']} of {args.episodes} episode(s) in {out_dir}: "
+        f"{agg['successes']} succeeded"
+        + (f", 95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+        + f"; wrote {path} ({', '.join(where)})"
+    )
+    print(summary, file=sys.stderr if args.json else sys.stdout)

@@ -1,0 +1,97 @@
+"""The `live=` option of the rollout API (and `--live [PORT]`, `foxglove_port`), checked.
+
+    live_option("live", True)        -> LiveOptions(port=8765)
+    live_option("live", 0)           -> LiveOptions(port=0)   (a free port, see LiveView.port)
+    live_option("live", {"port": 9000, "image_hz": 5})
+    live_option("live", None / False) -> None                  (no live view)
+
+A refused value raises ValueError naming the parameter, the value and its domain; it
+starts nothing (the server starts with the call's first episode).
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_PORT = 8765  # Foxglove's own default for a WebSocket connection
+KEYS = ("port", "host", "queue_size", "image_hz", "mcap")
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """port: TCP port of the WebSocket server (0: a free one). host: the address it binds
+    (127.0.0.1: this machine only). queue_size: events the loop may get ahead of the sender
+    before the oldest is dropped (and counted). image_hz: at most this many camera frames
+    per second per camera are JPEG-encoded and sent (the loop's own rate is never touched).
+    mcap: also write the channels to <run_dir>/foxglove.mcap of each recorded episode."""
+
+    port: int = DEFAULT_PORT
+    host: str = "127.0.0.1"
+    queue_size: int = 4096
+    image_hz: float = 10.0
+    mcap: bool = True
+
+
+def _port(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise ValueError(
+            f"{name}={value!r}: must be a TCP port, a whole number in [0, 65535] (0: any free port)"
+        )
+    return value
+
+
+def _free(name: str, value: Any, options: LiveOptions) -> LiveOptions:
+    """Refuse a port something already listens on (a bind probe, released at once)."""
+    if options.port == 0:
+        return options
+    probe = socket.socket(socket.AF_INET6 if ":" in options.host else socket.AF_INET)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind((options.host, options.port))
+    except OSError as exc:
+        raise ValueError(
+            f"{name}={value!r}: cannot listen on {options.host}:{options.port} ({exc.strerror}); "
+            "pick another port, or 0 for any free one"
+        ) from None
+    finally:
+        probe.close()
+    return options
+
+
+def live_option(name: str, value: Any) -> LiveOptions | None:
+    """None/False: no live view; True: the default port; an int: that port; a dict of KEYS.
+
+    The port is also probed: one something already listens on is refused here."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return _free(name, value, LiveOptions())
+    if isinstance(value, int):
+        return _free(name, value, LiveOptions(port=_port(name, value)))
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"{name}={value!r}: must be True (port {DEFAULT_PORT}), a TCP port, a dict with keys "
+            f"{list(KEYS)}, or None/False for no live view"
+        )
+    unknown = sorted(set(value) - set(KEYS))
+    if unknown:
+        raise ValueError(f"{name}={value!r}: unknown keys {unknown} (known: {list(KEYS)})")
+    out = LiveOptions()
+    port = _port(f"{name}['port']", value.get("port", out.port))
+    host = value.get("host", out.host)
+    if not isinstance(host, str) or not host:
+        raise ValueError(f"{name}['host']={host!r}: must be a non-empty address string")
+    queue = value.get("queue_size", out.queue_size)
+    if isinstance(queue, bool) or not isinstance(queue, int) or queue < 16:
+        raise ValueError(f"{name}['queue_size']={queue!r}: must be a whole number >= 16")
+    hz = value.get("image_hz", out.image_hz)
+    if isinstance(hz, bool) or not isinstance(hz, int | float) or not math.isfinite(hz) or hz <= 0:
+        raise ValueError(f"{name}['image_hz']={hz!r}: must be a finite number > 0")
+    mcap = value.get("mcap", out.mcap)
+    if not isinstance(mcap, bool):
+        raise ValueError(f"{name}['mcap']={mcap!r}: must be a boolean")
+    options = LiveOptions(port=port, host=host, queue_size=queue, image_hz=float(hz), mcap=mcap)
+    return _free(name, value, options)

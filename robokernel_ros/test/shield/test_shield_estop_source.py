@@ -1,0 +1,149 @@
+"""The shield's e-stop source, in real processes over DDS: the estop_panel node SIGKILLed
+while commands flow (hold within estop_timeout_s + one command period, latched, clear
+refused until a new source is live), SIGTERM of the panel (pressed before it exits), no
+source ever (nothing forwarded, the state says why), an incompatible-QoS publisher
+(reported), and estop_required:=false (forwards without a source)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from shield_harness import (
+    SHIELD,
+    SO101_JOINTS,
+    clear_fault,
+    is_hold,
+    shield_args,
+    wait_state,
+    wait_until,
+)
+from std_msgs.msg import Bool
+
+PANEL = "robokernel_ros.nodes.estop_panel"
+FLOOD = str(Path(__file__).with_name("shield_flood.py"))
+MEASURED = [0.1, -0.2, 0.3, 0.0, 0.5, 0.2]
+TARGET = [m + 0.02 for m in MEASURED]
+TIMEOUT = 0.5  # estop_timeout_s (default)
+RATE = 50.0  # commands per second
+
+
+def _flood(processes, name: str, rate: float = RATE):
+    csv = ",".join(repr(v) for v in TARGET)
+    return processes.start(f"flood_{name}", [sys.executable, FLOOD, f"/{name}/commands",
+                                             str(rate), csv, "60"])  # fmt: skip
+
+
+def _panel(processes, name: str, tag: str = "panel"):
+    return processes.python(tag, PANEL, "--ros-args", "-r", f"__node:={name}_{tag}",
+                            "-p", f"estop_topic:=/{name}/estop")  # fmt: skip
+
+
+def _non_holds(out, start: int = 0) -> list:
+    return [m for _, m in out[start:] if not is_hold(m.data, MEASURED)]
+
+
+def _shield(processes, peer, name: str, *params: str):
+    out = peer.record_commands()
+    states = peer.record_states(name)
+    ivs = peer.record_interventions(name)
+    samples = peer.record(Bool, f"/{name}/estop")  # receipt times of the source's samples
+    peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
+    proc = processes.python(name, SHIELD, *shield_args(name, "autostart:=true", *params))
+    return proc, out, states, ivs, samples
+
+
+def test_shield_panel_sigkill_latches_within_the_timeout_and_clear_waits_for_a_new_source(
+    processes, peer
+):
+    name = "shield_src_kill"
+    _, out, states, ivs, samples = _shield(processes, peer, name)
+    panel = _panel(processes, name)
+    wait_state(states, lambda s: s.state == "active", what="active on the panel's heartbeat")
+    _flood(processes, name)
+    wait_until(lambda: len(_non_holds(out)) >= 20, 20, "commands flowing")
+
+    processes.kill(panel, signal.SIGKILL)
+    n_samples = len(samples)
+    st = wait_state(states, lambda s: s.estop_latched, timeout=10, what="latched: source lost")
+    assert st.estop_latched_by == "e-stop source lost" and st.state == "estopped", st
+    assert len(samples) == n_samples, "a killed panel sent a sample"
+    # The shield's own figure: the source's silence when it latched and held, on its
+    # clock: within estop_timeout_s + one command period (+ 20 ms of scheduling).
+    (lost,) = [m for _, m in ivs if m.detail == "e-stop latched by e-stop source lost"]
+    assert lost.action == "held" and lost.limit == TIMEOUT
+    assert TIMEOUT < lost.value <= TIMEOUT + 1.0 / RATE + 0.02, f"held {lost.value:.3f} s after"
+    # Seen from this process (its own scheduling included): the first hold after the last
+    # sample is not early, and only holds follow it.
+    t_last = samples[-1][0]
+    first = next(i for i, (t, m) in enumerate(out) if t > t_last and is_hold(m.data, MEASURED))
+    gap = out[first][0] - t_last
+    assert gap >= TIMEOUT - 0.05, f"held {gap:.3f} s after the last sample: too early"
+    assert _non_holds(out, first) == []
+    refused = peer.trigger(f"/{name}/clear_fault")
+    assert not refused.success and "e-stop source" in refused.message, refused.message
+    wait_until(lambda: len(out) >= first + 20, 10, "holds answering the flood")
+    assert _non_holds(out, first) == []
+
+    _panel(processes, name, "panel_2")  # a new source: live after two samples, released
+    clear_fault(peer, name)
+    m = len(out)
+    wait_until(lambda: _non_holds(out, m), 10, "commands pass after clear_fault")
+
+
+def test_shield_panel_sigterm_presses_before_it_exits(processes, peer):
+    name = "shield_src_term"
+    _, out, states, _, samples = _shield(processes, peer, name)
+    panel = _panel(processes, name)
+    wait_state(states, lambda s: s.state == "active", what="active")
+    processes.kill(panel, signal.SIGTERM)
+    assert samples[-1][1].data is True, "the panel's last word is pressed"
+    st = wait_state(states, lambda s: s.estop_latched, what="latched")
+    assert "pressed" in st.estop_latched_by and name + "_panel" in st.estop_latched_by, st
+    assert "SIGTERM: pressed published and acknowledged" in processes.log(panel)
+
+
+def test_shield_no_source_forwards_nothing_and_says_why_then_reports_incompatible_qos(
+    processes, peer
+):
+    name = "shield_src_none"
+    _, out, states, _, _ = _shield(processes, peer, name)
+    _flood(processes, name, rate=200.0)
+    st = wait_state(states, lambda s: s.refused >= 100, what="commands refused")
+    assert out == [], "nothing (not even a hold) may be forwarded without an e-stop source"
+    assert st.state == "waiting" and st.estop_source == "none" and st.estop_required
+    assert "waiting for the e-stop source: no sample" in st.reason, st.reason
+
+    # A best-effort publisher cannot be matched by the reliable e-stop subscription.
+    bad = peer.publisher(Bool, f"/{name}/estop", QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))  # fmt: skip
+    peer.node.create_timer(0.1, lambda: bad.publish(Bool(data=False)))
+    st = wait_state(states, lambda s: s.estop_incompatible_qos >= 1, what="incompatible reported")
+    assert "incompatible QoS (RELIABILITY)" in st.reason, st.reason
+    # the publisher's node name, once discovery has it (the periodic state refreshes it)
+    wait_state(states, lambda s: "(publishers: /shield_test_peer)" in s.reason, what="named")
+    time.sleep(0.5)
+    assert out == [] and states[-1][1].state == "waiting"
+
+
+def test_shield_estop_not_required_forwards_without_a_source(processes, peer):
+    name = "shield_src_optional"
+    _, out, states, _, _ = _shield(processes, peer, name, "estop_required:=false")
+    st = wait_state(states, lambda s: s.state == "active", what="active without a source")
+    assert not st.estop_required and st.reason == ""
+    _flood(processes, name)
+    wait_until(lambda: len(_non_holds(out)) >= 5, 20, "commands forwarded")
+
+
+def test_estop_panel_refuses_a_bad_parameter_with_status_2(processes):
+    cases = [("period_s:=0.0", "period_s"), ("start_pressed:='false'", "start_pressed")]
+    procs = [
+        (processes.python(f"panel_bad{k}", PANEL, "--ros-args", "-p", param), word)
+        for k, (param, word) in enumerate(cases)
+    ]
+    for proc, word in procs:
+        assert proc.wait(timeout=60) == 2, processes.log(proc)
+        log = processes.log(proc)
+        assert word in log and "Traceback" not in log, log
