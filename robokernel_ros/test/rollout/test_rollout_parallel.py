@@ -204,7 +204,9 @@ def test_ctrl_c_stops_the_workers_and_returns_the_report(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     report = json.loads(rest.strip().splitlines()[-1])
-    assert report["stopped"] is True and "stopped" in report["outcomes"]
+    assert report["stopped"] is True, report
+    # the episodes that ran end as they should: finished, or closed "stopped" by the interrupt
+    assert set(report["outcomes"]) <= {"truncated", "stopped"}, report
     assert len(report["outcomes"]) < 40
     assert time.monotonic() - t_interrupt < 15.0  # the stop itself, plus Ray's shutdown at exit
 
