@@ -50,6 +50,16 @@ if [ -f requirements/lerobot.txt ] && [ "${ROBOKERNEL_NO_LEROBOT:-0}" != 1 ] && 
   mark lerobot "$h"
 fi
 
+# A headless Chromium (Debian's package) renders `robokernel report`'s page in its test.
+# Installed when this runs as root with apt-get (CI, a fresh machine); elsewhere the test
+# says what is missing. ROBOKERNEL_NO_BROWSER=1 skips it.
+if [ "${ROBOKERNEL_NO_BROWSER:-0}" != 1 ] && ! command -v chromium >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing chromium (Debian package; headless, for the report page's test)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+    > "$VENV/apt_chromium.out" 2>&1 || { cat "$VENV/apt_chromium.out"; echo "setup: chromium install failed"; exit 1; }
+fi
+
 h=$(stage_hash requirements/*.txt scripts/fix_ros_wheels_cmake.py)
 if ! up_to_date cmake_fixup "$h"; then
   "$VENV/bin/python" scripts/fix_ros_wheels_cmake.py

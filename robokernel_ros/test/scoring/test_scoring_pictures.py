@@ -1,16 +1,19 @@
 """`robokernel report`: PNGs checked by their pixels, one self-contained HTML page.
 
-The page is not rendered in a headless browser here: the project's setup installs no
-Chromium (no Debian packages are installed by scripts/setup.sh); the test checks that
-every image is inlined as a PNG data URI that decodes, and that nothing is fetched."""
+Every image is inlined as a PNG data URI that decodes and nothing is fetched; a headless
+Chromium (Debian's package, which scripts/setup.sh installs when run as root) renders the
+page from disk and its screenshot shows the pictures."""
 
 from __future__ import annotations
 
 import base64
 import io
 import re
+import shutil
+import subprocess
 
 import numpy as np
+import pytest
 from PIL import Image
 from robokernel_ros.scoring.pictures import PALETTE
 
@@ -61,3 +64,31 @@ def test_report_pictures_and_page(tmp_path, record_episode, capsys):
             assert img.format == "PNG" and img.width > 100
     assert "http" not in page and 'src="' not in page.replace('src="data:', "")
     assert "1.000 [" in page and "0.500 [" in page  # the success rates with their intervals
+
+
+def test_the_report_page_renders_with_its_pictures_in_a_headless_browser(tmp_path, record_episode):
+    """Chromium (Debian's package, installed by scripts/setup.sh) loads index.html from disk
+    and its screenshot shows the success bars in the palette's colours, 2:1 as in the PNG."""
+    from robokernel_ros import cli
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium on PATH (scripts/setup.sh installs it when run as root)")
+    for _ in range(2):
+        record_episode(storage=None, root=tmp_path / "A", success_at=9)
+    record_episode(storage=None, root=tmp_path / "B", success_at=9)
+    record_episode(storage=None, root=tmp_path / "B", success_at=None)
+    out = tmp_path / "report"
+    assert cli.main(["report", str(tmp_path / "A"), str(tmp_path / "B"), "--out", str(out)]) == 0
+    shot = tmp_path / "page.png"
+    subprocess.run(
+        [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,900",
+         f"--screenshot={shot}", (out / "index.html").as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    page = np.asarray(Image.open(shot))
+    assert page.shape[1] == 1400
+    bar_a, bar_b = _pixels(page, PALETTE[0]), _pixels(page, PALETTE[1])
+    assert bar_a > 500 and bar_b > 0, "the success-rate picture did not load in the browser"
+    assert abs(bar_a / bar_b - 2.0) < 0.25  # the same 2:1 bars as the PNG itself
