@@ -102,9 +102,14 @@ def _timeout(value: float) -> float | None:
     return None if value == 0.0 else value
 
 
+# How long after the node's start a rollout start waits for the e-stop source to be discovered.
+_ESTOP_DISCOVERY_GRACE_S = 15.0
+
+
 class RunnerNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("runner", **kwargs)
+        self._started_at = time.monotonic()
         self._watches: dict[
             str, remote.ServerWatch
         ] = {}  # policy servers' heartbeats, by namespace
@@ -428,8 +433,13 @@ class RunnerNode(Node):
             raise Refused(
                 "refused: the e-stop is latched; release it (estop false) and call clear_fault first"
             )
-        # A source that is arming (one sample so far) becomes live within a period or two.
-        deadline = time.monotonic() + 2 * self._estop.timeout_s
+        # A source that is arming (one sample so far) becomes live within a period or two; in
+        # the node's first seconds the panel may not be discovered yet (DDS discovery takes
+        # seconds on a loaded machine): a start then waits for it, up to the grace.
+        deadline = max(
+            time.monotonic() + 2 * self._estop.timeout_s,
+            self._started_at + _ESTOP_DISCOVERY_GRACE_S,
+        )
         while True:
             with self._estop_lock:
                 now = time.monotonic()
