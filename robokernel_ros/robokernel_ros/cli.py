@@ -52,6 +52,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "robokernel_ros.scoring.cli",
     "robokernel_ros.bag.cli",
     "robokernel_ros.safety.cli",
+    "robokernel_ros.flywheel.cli",
 ]
 
 
