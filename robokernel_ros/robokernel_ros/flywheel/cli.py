@@ -1,6 +1,6 @@
 """`robokernel flywheel`: record, train, deploy, compare - in one command.
 
-    robokernel flywheel --out runs/flywheel [--episodes 150] [--train-steps 1500]
+    robokernel flywheel --out runs/flywheel [--episodes 100] [--demo-steps 40] [--train-steps 1500]
                         [--eval-episodes 20] [--eval-seed 100000] [--batch-size 32] [--json]
 
 Prints each stage's time as it ends, then the comparison table of the expert, the
@@ -19,7 +19,9 @@ from ..cli import register_subcommand
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="a new or empty folder: every artefact goes there")
-    p.add_argument("--episodes", type=int, default=150, help="expert episodes to collect (150)")
+    p.add_argument("--episodes", type=int, default=100, help="expert episodes to collect (100)")
+    p.add_argument("--demo-steps", type=int, default=40,
+                   help="steps per demonstration: reach, then hold the goal (40)")  # fmt: skip
     p.add_argument("--train-steps", type=int, default=1500, help="lerobot-train steps (1500)")
     p.add_argument("--batch-size", type=int, default=32, help="lerobot-train batch size (32)")
     p.add_argument("--eval-episodes", type=int, default=20, help="held-out seeds per policy (20)")
@@ -33,7 +35,8 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         cfg = FlywheelConfig(
-            out=args.out, episodes=args.episodes, train_steps=args.train_steps,
+            out=args.out, episodes=args.episodes, demo_steps=args.demo_steps,
+            train_steps=args.train_steps,
             eval_episodes=args.eval_episodes, collect_seed=args.collect_seed,
             eval_seed=args.eval_seed, batch_size=args.batch_size,
         )  # fmt: skip

@@ -26,6 +26,7 @@ lerobot and torch are imported only by the stages that need them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,13 +34,16 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..kernel.trace import load_trace
+from ..policies.scripted import observed_joint_positions
 from ..rollout import SimWorkcell, envelope_json, envelope_text
 from ..rollout.goals import GOAL_PREFIX
+from ..rollout.predicates import compile_criteria
 from ..rollout.results import summary_table
 from ..scoring import wilson_interval
 
@@ -60,6 +64,7 @@ ACT_CONFIG: dict[str, Any] = {
     "chunk_size": 10,
     "n_action_steps": 5,
     "optimizer_lr": 1e-3,
+    "use_vae": False,  # a deterministic expert: nothing for a latent to explain
 }
 SAFETY: dict[str, Any] = {"max_velocity": 3.0}  # rad/s: the shield the three policies pass
 CHECKPOINT = Path("train") / "checkpoints" / "last" / "pretrained_model"
@@ -76,7 +81,8 @@ class FlywheelConfig:
     """One flywheel run; validated where it is built (errors name the CLI flag)."""
 
     out: Path
-    episodes: int = 150
+    episodes: int = 100
+    demo_steps: int = 40
     train_steps: int = 1500
     eval_episodes: int = 20
     collect_seed: int = 0
@@ -87,6 +93,7 @@ class FlywheelConfig:
     expert: Mapping[str, Any] = field(default_factory=lambda: dict(EXPERT_CONFIG))
     safety: Mapping[str, Any] = field(default_factory=lambda: dict(SAFETY))
     train_timeout_s: float = 3600.0
+    torch_threads: int = 1  # lerobot-train's, and this process's while it evaluates
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
@@ -95,9 +102,11 @@ class FlywheelConfig:
                 f"--out={str(self.out)!r}: must be a new or empty folder (every artefact goes there)"
             )
         _count("--episodes", self.episodes)
+        _count("--demo-steps", self.demo_steps)
         _count("--train-steps", self.train_steps)
         _count("--eval-episodes", self.eval_episodes)
         _count("--batch-size", self.batch_size)
+        _count("--torch-threads", self.torch_threads)
         _count("--collect-seed", self.collect_seed, low=0)
         _count("--eval-seed", self.eval_seed, low=0)
         collected = range(self.collect_seed, self.collect_seed + self.episodes)
@@ -159,19 +168,40 @@ def _report(out: dict[str, Any], what: str) -> dict[str, Any]:
 
 
 def collect(cfg: FlywheelConfig) -> tuple[list[Path], int]:
-    """The expert's episodes -> (the successful episodes' run directories, episodes run)."""
+    """The expert's episodes -> (the run directories of those that reached the goal, episodes run).
+
+    The demonstrations run the benchmark forked to `demo_steps` steps whatever happens
+    (its success would end them the step the goal is within tolerance): they show the
+    expert reaching the goal and then holding it, so the policy learns where to stop.
+    An episode is kept when its last observation meets the benchmark's success clauses."""
     with _workcell() as cell:
+        spec = cell.benchmarks.get(cfg.benchmark)
+        success = compile_criteria("success", spec["success"])
+        demo = {**spec, "name": f"{spec['name']}_demo", "max_steps": cfg.demo_steps,
+                "success": [{"predicate": "step_at_least", "n": cfg.demo_steps}]}  # fmt: skip
         report = _report(
             cell.evaluate_benchmark(
-                cfg.benchmark, policy_provider=EXPERT, policy_config=dict(cfg.expert),
+                demo, policy_provider=EXPERT, policy_config=dict(cfg.expert),
                 n_episodes=cfg.episodes, seed=cfg.collect_seed, trace_dir=str(cfg.out / "demos"),
                 progress=False, safety=dict(cfg.safety), action_horizon=1,
             ),
             "collect",
         )  # fmt: skip
-    kept = [Path(e["trace_path"]) for e in report["episodes"] if e["success"]]
+    kept = []
+    for episode in report["episodes"]:
+        trace = load_trace(episode["trace_path"])
+        last = trace.of_kind("observation")[-1].data["obs"]
+        ctx = {
+            "obs": last,
+            "joints": observed_joint_positions(last),
+            "step": episode["steps_advanced"],
+        }
+        if any(c(ctx) for c in success):
+            kept.append(Path(episode["trace_path"]))
     if not kept:
-        raise RuntimeError(f"collect: the expert succeeded in none of {cfg.episodes} episodes")
+        raise RuntimeError(
+            f"collect: the expert reached the goal in none of {cfg.episodes} episodes"
+        )
     return kept, len(report["episodes"])
 
 
@@ -218,6 +248,10 @@ def train(cfg: FlywheelConfig, dataset: Mapping[str, Any]) -> Path:
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "WANDB_MODE": "disabled",
+        # One intra-op thread: on the loaded 2-core machine two threads that wait on each
+        # other made an ACT step 10x slower (567 vs 54 ms for this model and batch).
+        "OMP_NUM_THREADS": str(cfg.torch_threads),
+        "MKL_NUM_THREADS": str(cfg.torch_threads),
     }
     with log_path.open("w") as log:
         proc = subprocess.run(
@@ -250,7 +284,7 @@ def evaluate(
 ) -> PolicyResult:
     """evaluate_benchmark on the held-out seeds -> the policy's figures; runs in OUT/eval/name."""
     runs = cfg.out / "eval" / name
-    with _workcell() as cell:
+    with _workcell() as cell, _torch_threads(cfg.torch_threads if provider == "lerobot" else None):
         report = _report(
             cell.evaluate_benchmark(
                 cfg.benchmark, policy_provider=provider, policy_config=dict(config),
@@ -274,6 +308,22 @@ def evaluate(
         chunk_latency_max_ms=report.get("max_inference_ms"),
         runs=str(runs),
     )
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None) -> Iterator[None]:
+    """torch's intra-op threads set to n for the block (None: untouched)."""
+    if n is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def comparison_table(rows: list[PolicyResult]) -> str:
