@@ -1,6 +1,6 @@
 """Benchmark of the whole flywheel (issue 18): record, train, deploy, compare.
 
-    nice -n 10 python bench/flywheel.py [--quick] [--episodes 100] [--train-steps 1500]
+    nice -n 10 python bench/flywheel.py [--quick] [--episodes 100] [--train-steps 4000]
                                         [--eval-episodes 20] [--out DIR]
 
 `robokernel flywheel`'s stages, as the command runs them (`robokernel_ros.flywheel`):
@@ -45,7 +45,7 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     quick = {"episodes": 20, "train_steps": 200, "eval_episodes": 10}
-    full = {"episodes": 100, "train_steps": 1500, "eval_episodes": 20}
+    full = {"episodes": 100, "train_steps": 4000, "eval_episodes": 20}
     sizes = quick if args.quick else full
     for key in sizes:
         if getattr(args, key) is not None:

@@ -1,6 +1,6 @@
 """`robokernel flywheel`: record, train, deploy, compare - in one command.
 
-    robokernel flywheel --out runs/flywheel [--episodes 100] [--demo-steps 40] [--train-steps 1500]
+    robokernel flywheel --out runs/flywheel [--episodes 100] [--demo-steps 40] [--train-steps 4000]
                         [--eval-episodes 20] [--eval-seed 100000] [--batch-size 32] [--json]
 
 Prints each stage's time as it ends, then the comparison table of the expert, the
@@ -22,7 +22,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=int, default=100, help="expert episodes to collect (100)")
     p.add_argument("--demo-steps", type=int, default=40,
                    help="steps per demonstration: reach, then hold the goal (40)")  # fmt: skip
-    p.add_argument("--train-steps", type=int, default=1500, help="lerobot-train steps (1500)")
+    p.add_argument("--train-steps", type=int, default=4000, help="lerobot-train steps (4000)")
     p.add_argument("--batch-size", type=int, default=32, help="lerobot-train batch size (32)")
     p.add_argument("--eval-episodes", type=int, default=20, help="held-out seeds per policy (20)")
     p.add_argument("--collect-seed", type=int, default=0, help="first collected seed (0)")

@@ -83,7 +83,7 @@ class FlywheelConfig:
     out: Path
     episodes: int = 100
     demo_steps: int = 40
-    train_steps: int = 1500
+    train_steps: int = 4000
     eval_episodes: int = 20
     collect_seed: int = 0
     eval_seed: int = 100_000
