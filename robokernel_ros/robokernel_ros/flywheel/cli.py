@@ -24,6 +24,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                    help="steps per demonstration: reach, then hold the goal (40)")  # fmt: skip
     p.add_argument("--train-steps", type=int, default=4000, help="lerobot-train steps (4000)")
     p.add_argument("--batch-size", type=int, default=32, help="lerobot-train batch size (32)")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch intra-op threads for training and evaluation (1)")  # fmt: skip
     p.add_argument("--eval-episodes", type=int, default=20, help="held-out seeds per policy (20)")
     p.add_argument("--collect-seed", type=int, default=0, help="first collected seed (0)")
     p.add_argument("--eval-seed", type=int, default=100_000, help="first held-out seed (100000)")
@@ -39,6 +41,7 @@ def _run(args: argparse.Namespace) -> int:
             train_steps=args.train_steps,
             eval_episodes=args.eval_episodes, collect_seed=args.collect_seed,
             eval_seed=args.eval_seed, batch_size=args.batch_size,
+            torch_threads=args.torch_threads,
         )  # fmt: skip
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """Record, train, deploy: the stages of `robokernel flywheel`, each handing the next a path.
 
-    collect   the benchmark's scripted expert, N episodes in simulation -> run directories
+    collect   the benchmark's scripted expert, N episodes in simulation, each reaching the
+              goal then holding it -> the run directories of those that reached it
     export    export_lerobot(--convention lerobot, fps = the control rate, the goal as
               observation.environment_state) -> a LeRobotDataset
     train     LeRobot's own `lerobot-train` (ACT, small, CPU, nothing from a hub)
@@ -59,8 +60,6 @@ ACT_CONFIG: dict[str, Any] = {
     "dim_feedforward": 128,
     "n_encoder_layers": 1,
     "n_decoder_layers": 1,
-    "n_vae_encoder_layers": 1,
-    "latent_dim": 8,
     "chunk_size": 10,
     "n_action_steps": 5,
     "optimizer_lr": 1e-3,
