@@ -67,6 +67,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "robokernel_ros.bag.cli",
     "robokernel_ros.safety.cli",
     "robokernel_ros.cli_replay",
+    "robokernel_ros.flywheel.cli",
 ]
 
 

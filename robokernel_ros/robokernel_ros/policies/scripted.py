@@ -21,6 +21,10 @@ policy_config:
                   limits has nothing to clip (0.008 at 50 Hz is 20 rad/s^2)
   joint_map       {action_key: joint_name} when they differ (default: the same name)
   execution_horizon  actions per chunk (default 1: closed loop)
+
+The `scripted_goal` provider is the expert of a benchmark with a per-episode goal
+(`rollout/goals.py`): its one waypoint is the observation's `goal.<joint>` entries,
+read at every call; it takes the same keys but `targets`.
 """
 
 from __future__ import annotations
@@ -68,6 +72,19 @@ def observed_joint_positions(observation: Mapping[str, Any]) -> dict[str, float]
             except (TypeError, ValueError, IndexError):
                 continue
     return out
+
+
+GOAL_PREFIX = "goal."
+
+
+def goal_in(observation: Mapping[str, Any]) -> dict[str, float]:
+    """The `goal.<joint>` entries of an observation, by joint ({} when it has none)."""
+    n = len(GOAL_PREFIX)
+    return {
+        k[n:]: float(v)
+        for k, v in observation.items()
+        if isinstance(k, str) and k.startswith(GOAL_PREFIX)
+    }
 
 
 def _positive(config: Mapping[str, Any], key: str) -> None:
@@ -275,4 +292,44 @@ class ScriptedPolicy(Policy):
         return bool(self.waypoints) and self._near(joints, self.waypoints[-1]) and self.settled >= 1
 
 
+class GoalReachPolicy(ScriptedPolicy):
+    """The scripted policy whose one waypoint is the observed goal (see the module docstring)."""
+
+    provider = "scripted_goal"
+    _NO_TARGETS: list[list[float]] = [[0.0]]  # the parent's placeholder, replaced per call
+
+    def __init__(self, **config: Any) -> None:
+        self.preflight(config)
+        super().__init__(targets=self._NO_TARGETS, **config)
+
+    @classmethod
+    def preflight(cls, config: Mapping[str, Any]) -> None:
+        if "targets" in config and config["targets"] is not cls._NO_TARGETS:
+            raise ValueError(
+                f"policy_config['targets']={config['targets']!r}: provider 'scripted_goal' "
+                "reads its target from the observation's goal.<joint> entries"
+            )
+        super().preflight({**config, "targets": cls._NO_TARGETS})
+
+    def set_robot_state_keys(self, action_keys: Sequence[str]) -> None:
+        Policy.set_robot_state_keys(self, action_keys)
+
+    def get_actions(
+        self, observation: Mapping[str, Any], instruction: str = "", **kwargs: Any
+    ) -> list[Action]:
+        goal = goal_in(observation)
+        by_joint = {self.joint_of(k): k for k in self.action_keys}
+        unknown = sorted(set(goal) - set(by_joint))
+        if not goal or unknown:
+            raise ValueError(
+                f"scripted_goal: the observation's goal {sorted(goal)} names no action key of "
+                f"the robot ({list(self.action_keys)}); it needs goal.<joint> entries"
+            )
+        waypoint = {by_joint[j]: v for j, v in goal.items()}
+        if self.waypoints != [waypoint]:  # a new goal (a new episode): start over
+            self.waypoints, self.index, self.settled, self.completed = [waypoint], 0, 0, False
+        return super().get_actions(observation, instruction, **kwargs)
+
+
 register_provider("scripted", ScriptedPolicy, replace=True)
+register_provider("scripted_goal", GoalReachPolicy, replace=True)

@@ -11,7 +11,8 @@ A spec is a JSON-friendly dict::
      "max_steps": 500,            # the horizon (a spec= eval takes it from here)
      "success": [clause, ...],    # any of them ends the episode as a success
      "failure": [clause, ...],    # any of them ends it as a failure (checked first)
-     "reward": [{"reward": name, "weight": w, ...params}, ...]}
+     "reward": [{"reward": name, "weight": w, ...params}, ...],
+     "goal": {"joints": {joint: [lo, hi]}}}   # optional: a random target per episode (goals.py)
 
 `BenchmarkRegistry` is per workcell: importing the library registers nothing;
 `register_builtin_benchmarks()` opts in to the shipped ones.
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import predicates
+from .goals import validate_goal
 from .validation import positive_int, positive_number
 
 SPEC_KEYS = frozenset(
@@ -41,6 +43,7 @@ SPEC_KEYS = frozenset(
         "failure",
         "reward",
         "seed",
+        "goal",
     }
 )
 
@@ -67,7 +70,29 @@ GO2_WALK_FORWARD: dict[str, Any] = {
     ],
 }
 
-_BUILTINS: tuple[dict[str, Any], ...] = (GO2_WALK_FORWARD,)
+SO101_REACH_RANDOM: dict[str, Any] = {
+    "name": "so101_reach_random",
+    "description": (
+        "Bring the SO-101's shoulder_pan, shoulder_lift and elbow_flex within 0.1 rad of a "
+        "target drawn from the episode's seed and shown in the observation (goal.<joint>); "
+        "3 s at 25 Hz. Reward: minus the distance to the target (rad), every step."
+    ),
+    "robot": {"name": "arm", "model": "so101"},
+    "instruction": "reach the goal",
+    "control_frequency": 25.0,
+    "max_steps": 75,
+    "goal": {
+        "joints": {
+            "shoulder_pan": [-1.2, 1.2],
+            "shoulder_lift": [-1.0, 0.5],
+            "elbow_flex": [-1.0, 1.0],
+        }
+    },
+    "success": [{"predicate": "joint_near_goal", "tolerance": 0.1}],
+    "reward": [{"reward": "joint_goal_distance", "weight": -1.0}],
+}
+
+_BUILTINS: tuple[dict[str, Any], ...] = (GO2_WALK_FORWARD, SO101_REACH_RANDOM)
 
 
 def builtin_benchmark_specs() -> dict[str, dict[str, Any]]:
@@ -112,6 +137,8 @@ def validate_spec(spec: Any, *, name: str = "spec") -> dict[str, Any]:
     for key in ("success", "failure"):
         predicates.compile_criteria(f"{name}[{key!r}]", out.get(key))
     predicates.compile_rewards(f"{name}['reward']", out.get("reward"))
+    if out.get("goal") is not None:
+        out["goal"] = validate_goal(f"{name}['goal']", out["goal"])
     if not out.get("success") and not out.get("failure"):
         raise ValueError(f"{name}: a benchmark needs at least one success or failure clause")
     return out

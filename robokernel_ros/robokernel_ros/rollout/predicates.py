@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .goals import goal_in
+
 Context = Mapping[str, Any]
 
 
@@ -109,6 +111,13 @@ def joint_near_target(ctx: Context, targets: Mapping[str, float], tolerance: flo
     return all(abs(_joint_pos(ctx, j) - float(t)) <= float(tolerance) for j, t in targets.items())
 
 
+def joint_near_goal(ctx: Context, tolerance: float = 0.1) -> bool:
+    """Every joint of the episode's goal (the observation's `goal.<joint>` entries, see
+    `goals`) is within tolerance of its target; false when the observation has no goal."""
+    goal = goal_in(ctx.get("obs") or {})
+    return bool(goal) and joint_near_target(ctx, goal, tolerance)
+
+
 def body_beyond_x(ctx: Context, body: str, x: float) -> bool:
     return float(_body_pos(ctx, body)[0]) > float(x)
 
@@ -160,6 +169,12 @@ def base_orientation(ctx: Context, robot: str | None = None) -> float:
     return max(0.0, _up_z(_robot_state(ctx, robot)["base_quat"]))
 
 
+def joint_goal_distance(ctx: Context) -> float:
+    """The Euclidean distance (rad) of the goal's joints from their targets; 0 without a goal."""
+    goal = goal_in(ctx.get("obs") or {})
+    return math.sqrt(sum((_joint_pos(ctx, j) - t) ** 2 for j, t in goal.items()))
+
+
 PREDICATES: dict[str, Callable[..., bool]] = {
     f.__name__: f
     for f in (
@@ -167,6 +182,7 @@ PREDICATES: dict[str, Callable[..., bool]] = {
         base_below_z,
         base_tipped,
         joint_near_target,
+        joint_near_goal,
         body_beyond_x,
         body_above_z,
         body_near,
@@ -175,7 +191,8 @@ PREDICATES: dict[str, Callable[..., bool]] = {
     )
 }
 REWARDS: dict[str, Callable[..., float]] = {
-    f.__name__: f for f in (base_velocity_tracking, base_height, base_orientation)
+    f.__name__: f
+    for f in (base_velocity_tracking, base_height, base_orientation, joint_goal_distance)
 }
 
 

@@ -40,6 +40,7 @@ from robokernel_ros.policies.scripted import observed_joint_positions
 from . import torque
 from . import validation as v
 from .benchmarks import BenchmarkRegistry
+from .goals import with_goal
 from .predicates import Criterion, CriterionError, RewardTerm, compile_criteria, compile_rewards
 from .progress import Progress
 from .results import BINDING_FLAGS, ActionHealth, aggregate, health_note, public, rtc_aliases
@@ -1418,6 +1419,7 @@ class PolicyRunner:
                                  image_size=plan.env_image_size)  # fmt: skip
         else:
             env = scene.make_env(target, control_hz=plan.control_hz)
+        env = with_goal(env, plan.benchmark)  # a benchmark's per-episode goal, observed
         spec = env.env_spec
         policies: dict[str, Policy] = {}
         agents: dict[str, _RolloutAgent] = {}

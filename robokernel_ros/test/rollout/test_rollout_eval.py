@@ -170,9 +170,9 @@ def test_go2_walk_forward_fails_a_zero_policy_for_the_right_reason():
         specs["go2_walk_forward"]["max_steps"] = 1  # a forked copy ...
         cell.register_builtin_benchmarks()
         listed = envelope_json(cell.list_benchmarks())["benchmarks"]
-        assert [b["name"] for b in listed] == ["go2_walk_forward"] and listed[0][
-            "max_steps"
-        ] == 500  # ... not the registry
+        assert [b["name"] for b in listed] == ["go2_walk_forward", "so101_reach_random"] and listed[
+            0
+        ]["max_steps"] == 500  # ... not the registry
         out = cell.evaluate_benchmark(
             "go2_walk_forward",
             policy_provider="mock",
