@@ -562,6 +562,17 @@ def _ignore(_msg: Any) -> None:
     """The callback of a DirectReader's subscription (never called: no executor spins it)."""
 
 
+def acquire_link() -> _PrivateLink:
+    """This process's private link (taken with a reference: `release_link()` when done).
+    Its `rx_node` is spun by no executor: DirectReaders on it are taken by their caller."""
+    return _PrivateLink.acquire()
+
+
+def release_link() -> None:
+    """Drop a reference taken by `acquire_link()` (the last one closes the link)."""
+    _PrivateLink.release()
+
+
 def close_private_link() -> None:
     """Stop this process's remote-policy link (its executor thread and rclpy context),
     so a node hosting remote policies shuts down promptly and cleanly."""
