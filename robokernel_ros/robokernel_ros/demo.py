@@ -55,6 +55,17 @@ def config_dir() -> Path:
     return Path(get_package_share_directory("robokernel_ros")) / "config"
 
 
+DDS_PROFILE_VARS = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+
+
+def use_dds_profile(environ: dict[str, str] | Any = os.environ) -> None:
+    """Point Fast DDS at config/fastdds_shm.xml (a 16 MiB shared-memory segment, so
+    640x480 camera frames travel on shared memory) unless a profile is set already."""
+    if not any(environ.get(name) for name in DDS_PROFILE_VARS):
+        for name in DDS_PROFILE_VARS:
+            environ[name] = str(config_dir() / "fastdds_shm.xml")
+
+
 @dataclass
 class NodeProcess:
     """One node of the workcell graph, as `launch/*.launch.py` declares it."""
@@ -156,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    use_dds_profile()
     trace_dir = Path(args.trace_dir).resolve()
     log_dir = trace_dir / "logs"
     t0 = time.monotonic()
