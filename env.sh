@@ -17,7 +17,8 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST
 # unless a Fast DDS profile is chosen already.
 if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}" ] && [ -z "${FASTRTPS_DEFAULT_PROFILES_FILE:-}" ]; then
   export FASTDDS_DEFAULT_PROFILES_FILE="$_rk_root/robokernel_ros/config/fastdds_shm.xml"
-  export FASTRTPS_DEFAULT_PROFILES_FILE="$FASTDDS_DEFAULT_PROFILES_FILE"
+  # Fast DDS 2 (Humble, Jazzy) reads the older name; Fast DDS 3 warns that it is deprecated.
+  case "${ROS_DISTRO:-}" in humble | jazzy) export FASTRTPS_DEFAULT_PROFILES_FILE="$FASTDDS_DEFAULT_PROFILES_FILE" ;; esac
 fi
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 unset _rk_root

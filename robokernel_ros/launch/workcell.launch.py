@@ -26,7 +26,8 @@ def _dds_profile(config):
     names = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
     if any(os.environ.get(name) for name in names):
         return []
-    return [SetEnvironmentVariable(n, os.path.join(config, "fastdds_shm.xml")) for n in names]
+    name = names[os.environ.get("ROS_DISTRO", "") in ("humble", "jazzy")]  # Fast DDS 2: the old
+    return [SetEnvironmentVariable(name, os.path.join(config, "fastdds_shm.xml"))]
 
 
 def generate_launch_description():

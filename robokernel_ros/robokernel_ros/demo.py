@@ -62,8 +62,10 @@ def use_dds_profile(environ: dict[str, str] | Any = os.environ) -> None:
     """Point Fast DDS at config/fastdds_shm.xml (a 16 MiB shared-memory segment, so
     640x480 camera frames travel on shared memory) unless a profile is set already."""
     if not any(environ.get(name) for name in DDS_PROFILE_VARS):
-        for name in DDS_PROFILE_VARS:
-            environ[name] = str(config_dir() / "fastdds_shm.xml")
+        # Fast DDS 3 reads the first name (and warns about the second); 2 (Humble, Jazzy)
+        # the second.
+        old = environ.get("ROS_DISTRO", "") in ("humble", "jazzy")
+        environ[DDS_PROFILE_VARS[old]] = str(config_dir() / "fastdds_shm.xml")
 
 
 @dataclass
