@@ -176,6 +176,9 @@ class RosRobotEnv:
             except ValueError as exc:
                 self.node.get_logger().warn(f"camera {name}: {exc}", throttle_duration_sec=5.0)
                 continue
+            # Read-only: the same frame, handed out until a newer one arrives, is then
+            # recorded once by the kernel (and nobody can change it in place).
+            image.flags.writeable = False
             with self._lock:
                 self._images[name] = image
 
