@@ -34,8 +34,10 @@ robot's rate, so the executor only wakes for service calls and the operator chan
 a MultiThreadedExecutor of 4 threads (a waiting long call, a refused second one, a quick
 call, and clear_fault's wait for the shield's answer) keeps stop_policy,
 list_policies_running and the operator channel answering during a run.
-With env=ros every call is paced (fast_mode false: a robot's time is the wall clock)
-at the robot's rate (control_frequency defaults to the node's parameter).
+With env=ros, run_policy, start_policy and eval_policy are paced (fast_mode false by
+default: a robot's time is the wall clock) at the robot's rate (control_frequency
+defaults to the node's parameter); anything else stepping the robot (a replay) is held
+to that rate by the env's pacer.
 """
 
 from __future__ import annotations
@@ -363,8 +365,7 @@ class RunnerNode(Node):
             # async_rtc runs the kernel's realtime wall-clock mode (holds, watchdog), at
             # the robot's rate unless the call names one.
             kwargs.setdefault("fast_mode", False)
-            if not kwargs.get("control_frequency"):
-                kwargs["control_frequency"] = self.control_hz
+            kwargs.setdefault("control_frequency", self.control_hz)
 
     def _merge_extra(self, kwargs: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         clash = sorted(set(extra) & set(kwargs))

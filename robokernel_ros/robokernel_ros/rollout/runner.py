@@ -745,7 +745,6 @@ class _MonitoredEnv:
         self.stop_when_armed: list[bool] = [True] * len(plan.stop_when)
         self.reward_total = 0.0
         self.sim_time_s: float | None = None
-        self.t0 = time.monotonic()
         # success: the benchmark's clauses, the success_fn, or the policy's own task criterion
         self.success_checks: list[Criterion] = list(plan.success)
         if plan.success_fn is not None:
@@ -814,7 +813,6 @@ class _MonitoredEnv:
             obs = self.env.observe()
         else:
             obs = self.env.reset(seed=seed)
-        self.t0 = time.monotonic()
         self._stop_check()
         if self.plan.stop_when:
             try:
