@@ -13,5 +13,12 @@ if [ -f "$_rk_root/install/setup.bash" ] && [ -n "${BASH_VERSION:-}" ]; then
   . "$_rk_root/install/setup.bash"
 fi
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+# Camera frames on shared memory (a 16 MiB segment: robokernel_ros/config/fastdds_shm.xml),
+# unless a Fast DDS profile is chosen already.
+if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}" ] && [ -z "${FASTRTPS_DEFAULT_PROFILES_FILE:-}" ]; then
+  export FASTDDS_DEFAULT_PROFILES_FILE="$_rk_root/robokernel_ros/config/fastdds_shm.xml"
+  # Fast DDS 2 (Humble, Jazzy) reads the older name; Fast DDS 3 warns that it is deprecated.
+  case "${ROS_DISTRO:-}" in humble | jazzy) export FASTRTPS_DEFAULT_PROFILES_FILE="$FASTDDS_DEFAULT_PROFILES_FILE" ;; esac
+fi
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 unset _rk_root

@@ -19,11 +19,23 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 
+def _dds_profile(config):
+    """config/fastdds_shm.xml (camera frames on shared memory) unless a profile is set."""
+    from launch.actions import SetEnvironmentVariable
+
+    names = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+    if any(os.environ.get(name) for name in names):
+        return []
+    name = names[os.environ.get("ROS_DISTRO", "") in ("humble", "jazzy")]  # Fast DDS 2: the old
+    return [SetEnvironmentVariable(name, os.path.join(config, "fastdds_shm.xml"))]
+
+
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("robokernel_ros"), "config")
     namespace = LaunchConfiguration("namespace")
     return LaunchDescription(
         [
+            *_dds_profile(config),
             DeclareLaunchArgument(
                 "namespace", default_value="robokernel", description="namespace of every name"
             ),

@@ -55,6 +55,19 @@ def config_dir() -> Path:
     return Path(get_package_share_directory("robokernel_ros")) / "config"
 
 
+DDS_PROFILE_VARS = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+
+
+def use_dds_profile(environ: dict[str, str] | Any = os.environ) -> None:
+    """Point Fast DDS at config/fastdds_shm.xml (a 16 MiB shared-memory segment, so
+    640x480 camera frames travel on shared memory) unless a profile is set already."""
+    if not any(environ.get(name) for name in DDS_PROFILE_VARS):
+        # Fast DDS 3 reads the first name (and warns about the second); 2 (Humble, Jazzy)
+        # the second.
+        old = environ.get("ROS_DISTRO", "") in ("humble", "jazzy")
+        environ[DDS_PROFILE_VARS[old]] = str(config_dir() / "fastdds_shm.xml")
+
+
 @dataclass
 class NodeProcess:
     """One node of the workcell graph, as `launch/*.launch.py` declares it."""
@@ -157,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    use_dds_profile()
     trace_dir = Path(args.trace_dir).resolve()
     log_dir = trace_dir / "logs"
     t0 = time.monotonic()

@@ -143,6 +143,7 @@ class EpisodeRecorder:
         self.t0 = time.monotonic()
         self.safety_interventions = 0
         self.compat = CompatReport()
+        self._last_frames: dict[Any, Any] = {}  # the camera frames recorded last
 
     def start(self, data: dict[str, Any]) -> None:
         self.t0 = time.monotonic()
@@ -171,7 +172,10 @@ class EpisodeRecorder:
     def observation(self, step: int, observation: Any) -> None:
         """Publish the observation event: data["obs"] is a one-level snapshot (`snapshot`):
         top-level numpy values become lists, nested containers are shared with the env's
-        observation and encoded as they are; images go in data["images"] on image steps."""
+        observation and encoded as they are; images go in data["images"] on image steps,
+        unless every frame is the read-only array recorded last (an env whose cameras are
+        slower than its loop, like a ROS robot's, hands out each frame once read-only:
+        recorded once, the exporters repeat it as they do between image_every steps)."""
         if not self.bus.subscriber_count:
             self.seq += 1  # counted all the same, so seq numbers do not depend on listeners
             return
@@ -186,12 +190,28 @@ class EpisodeRecorder:
                 obs[k if type(k) is str else str(k)] = v
             if self.image_every and step % self.image_every == 0:
                 images = observation.get("images")
+                if images and self._seen_frames(images):
+                    images = None
         else:
             obs = snapshot(observation)
         data: dict[str, Any] = {"obs": obs}
         if images:
             data["images"] = dict(images)
         self.emit(ev.OBSERVATION, step, data)
+
+    def _seen_frames(self, images: Any) -> bool:
+        """True when `images` holds exactly the read-only arrays recorded last (then not
+        recorded again); else they become the last recorded ones."""
+        if type(images) is not dict and not isinstance(images, Mapping):
+            return False
+        last = self._last_frames
+        if len(last) == len(images) and all(
+            last.get(k) is v and type(v) is np.ndarray and not v.flags.writeable
+            for k, v in images.items()
+        ):
+            return True
+        self._last_frames = dict(images)
+        return False
 
     def interventions(self, step: int, interventions: Sequence[Intervention]) -> None:
         for iv in interventions:

@@ -47,7 +47,7 @@ from .recorder import (
 )
 from .shield import SafetyShield, ShieldResult, build_guards
 from .spec import EnvSpec, HoldActionSource, PrivilegedStateSource
-from .timing import Timing, delay_steps
+from .timing import Pacer, Timing, delay_steps
 from .trace import EVENTS_FILE, META_FILE, TraceStore, dumps_line, snapshot
 
 _log = logging.getLogger(__name__)
@@ -254,6 +254,15 @@ class EpisodeRunner:
         self.supports_rtc = getattr(agent, "supports_rtc", False) is True
         self._on_step = getattr(agent, "on_step", None)
         self._env_hold = env.hold_action if isinstance(env, HoldActionSource) else None
+        # The wall clock's one pacer: the env's own when it has one of this period (a
+        # robot's env guards its commands with it), else the kernel's.
+        env_pacer = getattr(env, "pacer", None)
+        period = 1.0 / spec.control_hz
+        self.pacer = (
+            env_pacer
+            if isinstance(env_pacer, Pacer) and abs(env_pacer.period - period) <= 1e-9 * period
+            else Pacer(period)
+        )
         self._last_observation: Any = None
         self.last_record: EpisodeRecord | None = None
 
@@ -629,14 +638,14 @@ class _Episode:
         wall = timing.clock == "wall"
         refill = timing.refill_steps if realtime else 0
         max_holds = timing.max_hold_steps
-        period = 1.0 / self.spec.control_hz
         on_step = r._on_step
         bus = r.bus
         compat = rec.compat
         record_privileged = r.record_privileged
         privileged_every = r.privileged_every
         plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
-        start = time.monotonic()
+        pacer = r.pacer
+        pacer.restart()
         step = 0
         self._final_observation = observation
         while step < self.max_steps:
@@ -761,17 +770,12 @@ class _Episode:
                     f"watchdog: {self.consecutive_holds} consecutive hold steps (max_hold_steps={max_holds}) at step {step}",
                 )
             if wall:
-                # Tick at control_hz on the monotonic clock; a late step does not sleep.
-                remaining = start + step * period - time.monotonic()
-                if remaining > 0:
-                    time.sleep(remaining)
-                elif remaining < -period:
-                    # More than a period late (a slow step, a descheduled process): the
-                    # schedule restarts a period from now rather than catching up, since
-                    # catching up would send a burst of commands that the robot's
-                    # controller, and the shield's rate guards, would see as a jump.
-                    start += period - remaining
-                    time.sleep(period)
+                # Tick at control_hz against absolute deadlines; a late step does not
+                # sleep, and one more than a period late (a slow step, a descheduled
+                # process) restarts the schedule a period from now rather than catching
+                # up, since catching up would send a burst of commands that the robot's
+                # controller, and the shield's rate guards, would see as a jump.
+                pacer.wait()
         return EpisodeOutcome.TRUNCATED, f"truncated: max_steps={self.max_steps} reached"
 
     def finish(

@@ -12,11 +12,19 @@ realtime: the robot keeps moving while the policy thinks. A chunk is requested w
   clock="wall": act runs in a worker thread and the loop ticks at control_hz on a
     monotonic clock; the arrival step is measured.
 In sync mode clock="wall" paces the loop at control_hz too (the world still waits).
+
+A wall-clock loop is paced by one `Pacer`: absolute deadlines t0 + k x period on the
+monotonic clock, so a late step does not push the later ones (no drift); more than a
+period late restarts the schedule a period from now rather than catching up with a
+burst of commands. An environment for a real robot may own the pacer (`env.pacer`): the
+kernel then waits on the env's, and the env's own guard against an unpaced caller
+(`Pacer.guard`) sees the schedule kept and does not sleep a second time.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -75,3 +83,65 @@ class Timing:
 def delay_steps(latency_s: float, control_hz: float) -> int:
     """Whole control steps that pass while a policy computes for `latency_s` seconds."""
     return max(0, math.ceil(latency_s * control_hz - DELAY_TOLERANCE))
+
+
+class Pacer:
+    """One wall clock for a control loop: absolute deadlines t0 + k x period.
+
+    `wait()` ends a tick: it sleeps until the next deadline (not at all when that has
+    passed); a tick more than a period late restarts the schedule so that the next
+    deadline is a period from now. The first `wait()` or `guard()` after `restart()`
+    starts the schedule at that moment. `guard()` is for the one who sends the commands
+    (an env's step): when nobody called `wait()` since the last command (an unpaced
+    caller), it waits itself, so commands never go out faster than the schedule; after
+    a `wait()` it returns at once. Not thread-safe: one loop drives it.
+    """
+
+    def __init__(self, period_s: float) -> None:
+        if not (
+            isinstance(period_s, int | float)
+            and not isinstance(period_s, bool)
+            and math.isfinite(period_s)
+            and period_s > 0
+        ):
+            raise ValueError(f"period_s={period_s!r}: must be a positive finite number")
+        self.period = float(period_s)
+        self.restarts = 0  # schedules restarted after a tick more than a period late
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget the schedule: the next wait() or guard() starts a new one."""
+        self._t0: float | None = None
+        self._k = 0
+        self._waited = False
+
+    def deadline(self) -> float | None:
+        """The monotonic time of the next tick (None before the schedule starts)."""
+        return None if self._t0 is None else self._t0 + self._k * self.period
+
+    def wait(self) -> float:
+        """Sleep until the next deadline; return how late the tick was (s, <= 0: on time)."""
+        now = time.monotonic()
+        if self._t0 is None:
+            self._t0, self._k = now, 0
+        self._k += 1
+        self._waited = True
+        remaining = self._t0 + self._k * self.period - now
+        if remaining > 0:
+            time.sleep(remaining)
+        elif remaining < -self.period:
+            self._t0 = now + self.period - self._k * self.period
+            self.restarts += 1
+            time.sleep(self.period)
+        return -remaining
+
+    def guard(self) -> None:
+        """Before a command: keep the schedule when nobody waited since the last one."""
+        if self._waited:
+            self._waited = False
+            return
+        if self._t0 is None:
+            self._t0, self._k = time.monotonic(), 0
+            return
+        self.wait()
+        self._waited = False

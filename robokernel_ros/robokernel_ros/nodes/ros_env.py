@@ -13,8 +13,21 @@ joint_trajectory_controller) and returns at once with the latest observation: on
 robot the kernel's realtime wall-clock mode paces the loop. A joint that an action does
 not name keeps its last target. The shield on the command topic has the last word.
 
-The node is lent by its owner (the runner), which spins it; the environment only
-creates and destroys its own subscriptions and publisher. Nothing here is MuJoCo.
+Thread model: the episode loop that calls `observe`/`step` takes the joint states and
+camera frames itself. Its subscriptions are `DirectReader`s (policies/remote.py) on this
+process's private link's rx node, which no executor spins: each `observe`/`step` takes
+what has arrived since the last one, without waiting, so no executor's Python spin code
+runs per joint-state message and competes with the loop for the GIL. Commands are
+published by the loop thread itself on the owner's node (the runner's; its remaps
+apply), and topic names are resolved against that node's namespace and remaps.
+
+Pacing: one clock, `pacer` (kernel.timing.Pacer, absolute deadlines t0 + k/control_hz).
+The kernel's wall-clock loop waits on it; `step` only guards it (`Pacer.guard`), so a
+caller that does not pace (a replay, a fast-mode rollout) is still held to the robot's
+rate, and a paced loop is not slept a second time.
+
+The node is lent by its owner (the runner); the environment only creates and destroys
+its own readers and publisher. Nothing here is MuJoCo.
 """
 
 from __future__ import annotations
@@ -25,13 +38,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from robokernel_ros.kernel import Capabilities, EnvSpec, StepResult
+from robokernel_ros.kernel.timing import Pacer
 from robokernel_ros.nodes._common import COMMAND_QOS, SENSOR_QOS
-from robokernel_ros.policies.remote import image_from_msg, is_compressed_topic
+from robokernel_ros.policies import remote
+from robokernel_ros.policies.remote import DirectReader, image_from_msg, is_compressed_topic
 
 CONTROLLERS = ("forward_command", "joint_trajectory")
 
@@ -82,7 +96,7 @@ class RosRobotEnv:
         self.reset_tolerance = float(reset_tolerance)
         self.reset_timeout_s = float(reset_timeout_s)
         self.pace = bool(pace)
-        self._last_step: float | None = None
+        self.pacer = Pacer(1.0 / self.control_hz)
         cameras = dict(camera_topics or {})
         self.env_spec = EnvSpec(
             action_keys=self.joints,
@@ -94,33 +108,30 @@ class RosRobotEnv:
             ),
         )
         self._lock = threading.Lock()
-        self._state_event = threading.Event()
+        self._take_lock = threading.Lock()  # one thread takes from the readers at a time
         self._positions: dict[str, float] = {}
         self._velocities: dict[str, float] = {}
-        self._state_at: float | None = None  # monotonic receipt time of the last joint state
-        self._images: dict[str, Any] = {}
+        self._state_at: float | None = None  # monotonic time the last joint state was taken
+        self._frames: dict[str, Any] = {}  # camera: the latest message, converted on observe
+        self._images: dict[str, Any] = {}  # camera: the latest frame as an array
         self._target: dict[str, float] | None = None
         self.commands_sent = 0
-        group = ReentrantCallbackGroup()
-        self._subs = [
-            node.create_subscription(
-                JointState,
-                joint_states_topic,
-                self._on_joint_state,
+        self._link = remote.acquire_link()
+        rx = self._link.rx_node
+        self._joint_reader = DirectReader(
+            rx, JointState, node.resolve_topic_name(joint_states_topic), SENSOR_QOS
+        )
+        self._camera_readers = {
+            name: DirectReader(
+                rx,
+                CompressedImage if is_compressed_topic(topic) else Image,
+                node.resolve_topic_name(topic),
                 SENSOR_QOS,
-                callback_group=group,
             )
-        ]
-        for name, topic in cameras.items():
-            self._subs.append(
-                node.create_subscription(
-                    CompressedImage if is_compressed_topic(topic) else Image,
-                    topic,
-                    lambda msg, n=name: self._on_image(n, msg),
-                    SENSOR_QOS,
-                    callback_group=group,
-                )
-            )
+            for name, topic in cameras.items()
+        }
+        for reader in (self._joint_reader, *self._camera_readers.values()):
+            self._link.readers.add(reader)  # closed with the link at shutdown
         if controller == "forward_command":
             from std_msgs.msg import Float64MultiArray
 
@@ -130,31 +141,53 @@ class RosRobotEnv:
 
             self._pub = node.create_publisher(JointTrajectory, command_topic, COMMAND_QOS)
 
-    # subscriptions ---------------------------------------------------------------------------
+    # readers -----------------------------------------------------------------------------------
 
-    def _on_joint_state(self, msg: JointState) -> None:
-        with self._lock:
-            for i, name in enumerate(msg.name):
-                if i < len(msg.position):
-                    self._positions[name] = float(msg.position[i])
-                if i < len(msg.velocity):
-                    self._velocities[name] = float(msg.velocity[i])
-            if all(j in self._positions for j in self.joints):
-                self._state_at = time.monotonic()
-                self._state_event.set()
-
-    def _on_image(self, name: str, msg: Image | CompressedImage) -> None:
+    def _take(self, timeout_s: float = 0.0) -> None:
+        """Take every joint state and frame that has arrived (waiting up to `timeout_s` for
+        a joint state when none has): the calling thread's own rcl take, no executor."""
+        if not self._take_lock.acquire(blocking=timeout_s > 0):
+            return  # another thread is taking right now: what it takes is as fresh
         try:
-            image = image_from_msg(msg)  # a compressed frame is decoded here
-        except ValueError as exc:
-            self.node.get_logger().warn(f"camera {name}: {exc}", throttle_duration_sec=5.0)
-            return
+            states = self._joint_reader.take(timeout_s)
+            frames = {name: r.take(0.0) for name, r in self._camera_readers.items()}
+        finally:
+            self._take_lock.release()
         with self._lock:
-            self._images[name] = image
+            for msg in states:
+                for i, name in enumerate(msg.name):
+                    if i < len(msg.position):
+                        self._positions[name] = float(msg.position[i])
+                    if i < len(msg.velocity):
+                        self._velocities[name] = float(msg.velocity[i])
+            if states and all(j in self._positions for j in self.joints):
+                self._state_at = time.monotonic()
+            for name, msgs in frames.items():
+                if msgs:
+                    self._frames[name] = msgs[-1]
+
+    def _convert_frames(self) -> None:
+        """The latest frame of each camera as an array (a compressed one decoded here)."""
+        with self._lock:
+            fresh, self._frames = self._frames, {}
+        for name, msg in fresh.items():
+            try:
+                image = image_from_msg(msg)
+            except ValueError as exc:
+                self.node.get_logger().warn(f"camera {name}: {exc}", throttle_duration_sec=5.0)
+                continue
+            # Read-only: the same frame, handed out until a newer one arrives, is then
+            # recorded once by the kernel (and nobody can change it in place).
+            image.flags.writeable = False
+            with self._lock:
+                self._images[name] = image
 
     # Environment --------------------------------------------------------------------------------
 
     def observe(self) -> dict[str, Any]:
+        self._take()
+        if self._camera_readers:
+            self._convert_frames()
         with self._lock:
             obs: dict[str, Any] = {
                 "joint_positions": {
@@ -174,14 +207,19 @@ class RosRobotEnv:
 
     def wait_for_state(self, timeout_s: float | None = None) -> None:
         timeout = self.state_timeout_s if timeout_s is None else timeout_s
-        if not self._state_event.wait(timeout) or self.joint_state_age_s() > timeout:
-            with self._lock:
-                seen = sorted(self._positions)
-            missing = [j for j in self.joints if j not in seen]
-            raise RuntimeError(
-                f"no joint state for {list(self.joints)} on {self.joint_states_topic} within {timeout:g} s"
-                + (f" (joints never seen: {missing})" if missing else " (the stream stopped)")
-            )
+        deadline = time.monotonic() + timeout
+        self._take()
+        while self.joint_state_age_s() > timeout:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                with self._lock:
+                    seen = sorted(self._positions)
+                missing = [j for j in self.joints if j not in seen]
+                raise RuntimeError(
+                    f"no joint state for {list(self.joints)} on {self.joint_states_topic} within {timeout:g} s"
+                    + (f" (joints never seen: {missing})" if missing else " (the stream stopped)")
+                )
+            self._take(left)
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         self.wait_for_state()
@@ -191,7 +229,7 @@ class RosRobotEnv:
             period = 1.0 / self.control_hz
             while True:
                 self._publish(target)
-                self._last_step = time.monotonic()  # the first step keeps a period after it
+                self._take()
                 with self._lock:
                     error = max(abs(self._positions[j] - target[j]) for j in self.joints)
                 if error <= self.reset_tolerance:
@@ -205,19 +243,15 @@ class RosRobotEnv:
         else:
             with self._lock:
                 self._target = {j: self._positions[j] for j in self.joints}
+        self.pacer.restart()  # the episode's first command starts the schedule
         return self.observe()
 
     def step(self, action: Mapping[str, float]) -> StepResult:
         if self.pace:
-            # At least one control period between two commands, whoever paces the loop:
-            # a loop already ticking at control_hz waits ~0 here, an unpaced one is held
-            # to the robot's rate (a real robot's time cannot run faster).
-            now = time.monotonic()
-            if self._last_step is not None:
-                wait = self._last_step + 1.0 / self.control_hz - now
-                if wait > 0:
-                    time.sleep(wait)
-            self._last_step = time.monotonic()
+            # Never faster than the robot's rate, whoever drives the loop: after the
+            # kernel's wall clock waited on this pacer this returns at once.
+            self.pacer.guard()
+        self._take()
         age = self.joint_state_age_s()
         if age > self.state_timeout_s:
             raise RuntimeError(
@@ -260,10 +294,14 @@ class RosRobotEnv:
             self.commands_sent += 1
 
     def close(self) -> None:
-        for sub in self._subs:
-            self.node.destroy_subscription(sub)
-        self._subs = []
+        readers = [self._joint_reader, *self._camera_readers.values()]
+        self._camera_readers = {}
+        for reader in readers:
+            reader.close()
         self.node.destroy_publisher(self._pub)
+        if self._link is not None:
+            self._link = None
+            remote.release_link()
 
 
 class RosScene:

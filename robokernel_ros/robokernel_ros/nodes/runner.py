@@ -26,9 +26,21 @@ robot `robot` (a packaged model name or an MJCF path) named `robot_name`; "ros" 
 a robot through ROS (`RosRobotEnv`: `joints`, `joint_states_topic`, camera topics,
 `command_topic` = the shield's input), in the kernel's realtime wall-clock mode.
 
-Long calls (run_policy, eval_policy, ...) run on their executor thread without holding
-the others: services sit in reentrant callback groups on a multi-threaded executor, so
-stop_policy, list_policies_running and the operator channel answer during a run.
+Thread model. The episode loop of a call owns its time: each long call (run_policy,
+eval_policy, ...) runs the rollout in a thread of its own ("runner-control"), while the
+service callback that received it waits (without the GIL) for its answer. With env=ros
+that loop takes the joint states and camera frames itself from rcl wait sets
+(`RosRobotEnv`: DirectReaders on a node no executor spins), publishes its commands
+itself and is paced by one clock against absolute deadlines (the env's `Pacer`); the
+remote policy's chunks are taken the same way. No subscription of this node runs at the
+robot's rate, so the executor only wakes for service calls and the operator channel:
+a MultiThreadedExecutor of 4 threads (a waiting long call, a refused second one, a quick
+call, and clear_fault's wait for the shield's answer) keeps stop_policy,
+list_policies_running and the operator channel answering during a run.
+With env=ros, run_policy, start_policy and eval_policy are paced (fast_mode false by
+default: a robot's time is the wall clock) at the robot's rate (control_frequency
+defaults to the node's parameter); anything else stepping the robot (a replay) is held
+to that rate by the env's pacer.
 """
 
 from __future__ import annotations
@@ -357,10 +369,19 @@ class RunnerNode(Node):
 
     # API services ----------------------------------------------------------------------------
 
-    def _answer(self, response: Any, call: Callable[[], Mapping[str, Any]], name: str) -> Any:
-        """Run one facade call and fill ok/status/message/report_json from its envelope."""
+    def _answer(
+        self,
+        response: Any,
+        call: Callable[[], Mapping[str, Any]],
+        name: str,
+        *,
+        own_thread: bool = False,
+    ) -> Any:
+        """Run one facade call and fill ok/status/message/report_json from its envelope.
+        own_thread: run it in a control thread of its own (a long call: its episode loop
+        then competes with no executor thread) and wait for it."""
         try:
-            out = call()
+            out = _in_own_thread(call, f"runner-control-{name}") if own_thread else call()
         except Refused as exc:
             out = {"status": "error", "content": [{"text": str(exc)}]}
         except Exception as exc:  # noqa: BLE001 - every failure is answered, never raised into rclpy
@@ -396,11 +417,16 @@ class RunnerNode(Node):
             rtc_inference_timeout_s=_timeout(request.rtc_inference_timeout_s),
         )
         kwargs = self._merge_extra(kwargs, extra)
+        self._robot_time(kwargs)
+        return kwargs
+
+    def _robot_time(self, kwargs: dict[str, Any]) -> None:
         if self.env_kind == "ros":
             # A robot's time cannot run faster than the wall clock: paced by default, so
-            # async_rtc runs the kernel's realtime wall-clock mode (holds, watchdog).
+            # async_rtc runs the kernel's realtime wall-clock mode (holds, watchdog), at
+            # the robot's rate unless the call names one.
             kwargs.setdefault("fast_mode", False)
-        return kwargs
+            kwargs.setdefault("control_frequency", self.control_hz)
 
     def _merge_extra(self, kwargs: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         clash = sorted(set(extra) & set(kwargs))
@@ -485,7 +511,7 @@ class RunnerNode(Node):
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             return self.cell.run_policy(**kwargs)
 
-        return self._answer(response, call, "run_policy")
+        return self._answer(response, call, "run_policy", own_thread=True)
 
     def _on_start_policy(self, request: StartPolicy.Request, response: StartPolicy.Response) -> Any:
         def call() -> Mapping[str, Any]:
@@ -510,11 +536,12 @@ class RunnerNode(Node):
                 rtc_inference_timeout_s=_timeout(request.rtc_inference_timeout_s),
             )
             kwargs = self._merge_extra(kwargs, extra)
+            self._robot_time(kwargs)
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             self._guard_workers(kwargs)
             return self.cell.eval_policy(**kwargs)
 
-        return self._answer(response, call, "eval_policy")
+        return self._answer(response, call, "eval_policy", own_thread=True)
 
     def _on_evaluate_benchmark(self, request: EvaluateBenchmark.Request, response: Any) -> Any:
         def call() -> Mapping[str, Any]:
@@ -537,7 +564,7 @@ class RunnerNode(Node):
             self._guard_workers(kwargs)
             return self.cell.evaluate_benchmark(**kwargs)
 
-        return self._answer(response, call, "evaluate_benchmark")
+        return self._answer(response, call, "evaluate_benchmark", own_thread=True)
 
     def _on_replay_episode(self, request: ReplayEpisode.Request, response: Any) -> Any:
         def call() -> Mapping[str, Any]:
@@ -556,7 +583,7 @@ class RunnerNode(Node):
             self._guard_start("", {})
             return self.cell.replay_episode(**kwargs)
 
-        return self._answer(response, call, "replay_episode")
+        return self._answer(response, call, "replay_episode", own_thread=True)
 
     def _on_run_multi_policy(self, request: RunMultiPolicy.Request, response: Any) -> Any:
         def call() -> Mapping[str, Any]:
@@ -575,7 +602,7 @@ class RunnerNode(Node):
             self._guard_start("", {})
             return self.cell.run_multi_policy(**kwargs)
 
-        return self._answer(response, call, "run_multi_policy")
+        return self._answer(response, call, "run_multi_policy", own_thread=True)
 
     def _on_stop_policy(self, request: StopPolicy.Request, response: StopPolicy.Response) -> Any:
         return self._answer(
@@ -727,8 +754,26 @@ def _running_robots(report: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def _in_own_thread(call: Callable[[], Mapping[str, Any]], name: str) -> Mapping[str, Any]:
+    """call() in a fresh thread, waited for; its exception is raised here."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["out"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting callback
+            box["exc"] = exc
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    thread.join()
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
 def main(args: list[str] | None = None) -> int:
-    return run_multithreaded(RunnerNode, args=args, threads=8)
+    return run_multithreaded(RunnerNode, args=args, threads=4)
 
 
 if __name__ == "__main__":

@@ -445,9 +445,11 @@ class _PrivateLink:
         self._thread.start()
 
     def _spin(self) -> None:
+        # A long timeout: each wake-up runs the executor's Python wait-set code, which
+        # would take the GIL from a control loop in this process (_close wakes it).
         while not self._stop.is_set() and self.context.ok():
             try:
-                self.executor.spin_once(timeout_sec=0.1)
+                self.executor.spin_once(timeout_sec=2.0)
             except Exception:  # noqa: BLE001 - shutdown races end the loop
                 if not self.context.ok():
                     return
@@ -459,6 +461,7 @@ class _PrivateLink:
         # Stop spinning and join the thread before shutting the context down: shutting
         # rclpy down under a spinning executor aborts the process in this build.
         self._stop.set()
+        self.executor.wake()
         self._thread.join(timeout=5)
         self.executor.shutdown(timeout_sec=1.0)
         for reader in list(self.readers):
@@ -560,6 +563,17 @@ class DirectReader:
 
 def _ignore(_msg: Any) -> None:
     """The callback of a DirectReader's subscription (never called: no executor spins it)."""
+
+
+def acquire_link() -> _PrivateLink:
+    """This process's private link (taken with a reference: `release_link()` when done).
+    Its `rx_node` is spun by no executor: DirectReaders on it are taken by their caller."""
+    return _PrivateLink.acquire()
+
+
+def release_link() -> None:
+    """Drop a reference taken by `acquire_link()` (the last one closes the link)."""
+    _PrivateLink.release()
 
 
 def close_private_link() -> None:

@@ -793,7 +793,6 @@ class _MonitoredEnv:
         self.stop_when_armed: list[bool] = [True] * len(plan.stop_when)
         self.reward_total = 0.0
         self.sim_time_s: float | None = None
-        self.t0 = time.monotonic()
         # success: the benchmark's clauses, the success_fn, or the policy's own task criterion
         self.success_checks: list[Criterion] = list(plan.success)
         if plan.success_fn is not None:
@@ -816,6 +815,8 @@ class _MonitoredEnv:
         )
         if hasattr(env, "hold_action"):
             self.hold_action = env.hold_action
+        if hasattr(env, "pacer"):
+            self.pacer = env.pacer  # a robot's env's clock: the kernel paces with it
         # The privileged state of the current step, fetched once: the criteria and the
         # kernel's trace share it (the scene cannot change between the two in a rollout).
         self._state: Any = None
@@ -860,7 +861,6 @@ class _MonitoredEnv:
             obs = self.env.observe()
         else:
             obs = self.env.reset(seed=seed)
-        self.t0 = time.monotonic()
         self._stop_check()
         if self.plan.stop_when:
             try:
@@ -905,10 +905,6 @@ class _MonitoredEnv:
                 _log.exception(
                     "on_frame raised at step %d; ignored (best-effort telemetry)", self.step_count
                 )
-        if not self.plan.fast_mode and self.plan.async_rtc is not True:
-            remaining = self.t0 + self.step_count / self.plan.control_hz - time.monotonic()
-            if remaining > 0:
-                time.sleep(remaining)
         return result
 
     def _frame_due(self) -> bool:
@@ -1176,17 +1172,15 @@ class PolicyRunner:
                 "or leave async_rtc off"
             )
         if resolved:
-            # Prefetch at half the horizon; the aligned merge is the seam swap. run_policy
-            # paced (fast_mode=False) runs on the wall clock; everything else is virtual time.
-            clock = (
-                "wall"
-                if (not plan.fast_mode and plan.call in ("run_policy", "start_policy"))
-                else "virtual"
-            )
+            # Prefetch at half the horizon; the aligned merge is the seam swap. A paced call
+            # (fast_mode=False: a robot's time) runs on the wall clock, else virtual time.
+            clock = "virtual" if plan.fast_mode else "wall"
             return Timing(
                 mode="realtime", clock=clock, execution_steps=horizon, refill_steps=horizon // 2
             ), True
-        return Timing(mode="sync", execution_steps=horizon), False
+        # Paced sync: the kernel's wall clock is the one pacer (the world waits for act).
+        clock = "virtual" if plan.fast_mode else "wall"
+        return Timing(mode="sync", clock=clock, execution_steps=horizon), False
 
     # -- one episode ----------------------------------------------------------------------------
     def _episode(self, *, plan: RolloutPlan, control: RolloutControl, env: Any, scene: Any,

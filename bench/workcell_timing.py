@@ -1,0 +1,487 @@
+"""Does the ROS workcell keep its control rate? The demo graph against a bare rclpy loop.
+
+    python bench/workcell_timing.py [--rates 50,100] [--episodes 3] [--cameras]
+
+For each rate: the demo graph (robokernel_ros.demo.workcell_graph: sim_robot, safety_shield,
+policy_server with the scripted policy, runner with env=ros at that control_frequency) is
+started as processes on a private ROS_DOMAIN_ID, and the runner's `eval_policy` runs the
+demo's episodes (async_rtc: the kernel's realtime wall-clock loop). Measured from the
+episodes' traces: the step period (time between two commands: the `action` events, emitted
+right after each command is published) p50/p99/max, holds after the first chunk, the
+chunk round trip (chunk.merge inference_s: observation out to chunk back) p50/p99, and from
+the shield node's counters the share of commands it clipped.
+
+Anchor, measured at the same time on the same machine: a bare rclpy loop in its own
+process (`--anchor`) that receives the same /joint_states (a SingleThreadedExecutor
+spun until each deadline) and publishes one Float64MultiArray per period against
+absolute deadlines t0 + k/rate on a topic nobody listens to.
+
+Targets: period p50 within 1 % of nominal; p99 |period - nominal| at most 1.5x the
+anchor's; zero holds after the first chunk; shield clipped < 1 % (the scripted policy
+stays within the limits: its max_delta is scaled to the rate).
+
+With --cameras, a camera publisher process (`--camera-publisher`, like
+test/bag/camera_publisher.py without its PNG stream) adds two 640x480 rgb8 cameras at 30 Hz and the runner reads them (camera_names/camera_topics), so
+every observation sent to the policy server carries both frames; the anchor then also
+runs a bare rclpy round trip of the same Observation message (an echo process answers
+it with an ActionChunk of the policy's size, no policy) and the observation-to-chunk
+round trip is compared with it (target: at most 1.3x).
+
+Every figure is the median over the rates' runs; the last line is one JSON object with
+the figures and a `verdicts` object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "robokernel_ros"))
+
+from robokernel_ros.demo import (  # noqa: E402
+    NAMESPACE,
+    SO101_JOINTS,
+    config_dir,
+    start_graph,
+    use_dds_profile,
+    workcell_graph,
+)
+from robokernel_ros.process import die_with_parent, stop_process_groups  # noqa: E402
+
+CAMERAS = {"front": "/cam/front/image_raw", "wrist": "/cam/wrist/image_raw"}
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+# --- the anchor: a bare rclpy loop in one process ------------------------------------------
+
+
+def anchor_main(rate: float, seconds: float, out: str, cameras: bool) -> int:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from robokernel_ros.nodes._common import COMMAND_QOS, SENSOR_QOS
+    from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import Float64MultiArray
+
+    rclpy.init()
+    node = rclpy.create_node("bench_anchor_loop")
+    latest: dict[str, Any] = {}
+    node.create_subscription(JointState, "/joint_states", lambda m: latest.update(js=m), SENSOR_QOS)
+    for name, topic in CAMERAS.items() if cameras else ():
+        node.create_subscription(Image, topic, lambda m, n=name: latest.update({n: m}), SENSOR_QOS)
+    pub = node.create_publisher(Float64MultiArray, "/bench_anchor/commands", COMMAND_QOS)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    while "js" not in latest:
+        executor.spin_once(timeout_sec=0.1)
+    period = 1.0 / rate
+    stamps = []
+    t0 = time.monotonic()
+    k = 0
+    end = t0 + seconds
+    while time.monotonic() < end:
+        deadline = t0 + k * period
+        while (left := deadline - time.monotonic()) > 0:
+            executor.spin_once(timeout_sec=left)
+        now = time.monotonic()
+        if now - deadline > period:  # the same restart rule as the kernel's loop
+            t0 = now - k * period
+        js = latest["js"]
+        pub.publish(Float64MultiArray(data=list(js.position)))
+        stamps.append(now)
+        k += 1
+    Path(out).write_text(json.dumps({"stamps": stamps}))
+    executor.shutdown()
+    node.destroy_node()
+    rclpy.try_shutdown()
+    return 0
+
+
+def cameras_main(rate: float) -> int:
+    """Two 640x480 rgb8 cameras at `rate` (reliable, depth 5, as camera drivers publish)."""
+    import numpy as np
+    import rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import Image
+
+    rclpy.init()
+    node = rclpy.create_node("bench_cameras")
+    qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE)
+    pubs = {name: node.create_publisher(Image, topic, qos) for name, topic in CAMERAS.items()}
+    frame = np.zeros((480, 640, 3), dtype=np.uint8).tobytes()
+    t0, k = time.monotonic(), 0
+    try:
+        while rclpy.ok():
+            for pub in pubs.values():
+                msg = Image(height=480, width=640, encoding="rgb8", is_bigendian=0, step=640 * 3)
+                msg.header.stamp = node.get_clock().now().to_msg()
+                msg.data = frame
+                pub.publish(msg)
+            k += 1
+            time.sleep(max(0.0, t0 + k / rate - time.monotonic()))
+    except (KeyboardInterrupt, Exception):  # noqa: BLE001 - SIGINT ends the publisher
+        pass
+    return 0
+
+
+def echo_main() -> int:
+    """The bare round trip's far end: every Observation answered with an ActionChunk of
+    the scripted policy's size (10 x 6), tagged with its step (no executor, no policy)."""
+    import rclpy
+    from robokernel_ros.policies.remote import DirectReader
+
+    from robokernel_interfaces.msg import ActionChunk, Observation
+
+    rclpy.init()
+    node = rclpy.create_node("bench_obs_echo")
+    reader = DirectReader(node, Observation, "/bench_echo/ping", 10)
+    pub = node.create_publisher(ActionChunk, "/bench_echo/pong", 10)
+    chunk = ActionChunk(keys=list(SO101_JOINTS), horizon=10, actions=[0.0] * 60)
+    try:
+        while rclpy.ok():
+            for msg in reader.take(0.5):
+                chunk.run_id, chunk.obs_step = msg.run_id, msg.step
+                pub.publish(chunk)
+    except (KeyboardInterrupt, Exception):  # noqa: BLE001 - SIGINT ends the echo
+        pass
+    return 0
+
+
+def bare_round_trips(observation: Any, n: int, period: float) -> list[float]:
+    """Observation out, ActionChunk back through the echo process (bare rclpy, no executor)."""
+    import rclpy
+    from robokernel_ros.policies.remote import DirectReader
+
+    from robokernel_interfaces.msg import ActionChunk, Observation
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("bench_obs_ping", context=context)
+    pub = node.create_publisher(Observation, "/bench_echo/ping", 10)
+    reader = DirectReader(node, ActionChunk, "/bench_echo/pong", 10)
+    deadline = time.monotonic() + 30
+    while not (pub.get_subscription_count() and reader.publisher_count()):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the echo process did not match within 30 s")
+        time.sleep(0.01)
+    out = []
+    for i in range(n + 3):
+        observation.step = i
+        start = time.monotonic()
+        pub.publish(observation)
+        got = None
+        while got is None and time.monotonic() - start < 2.0:
+            for msg in reader.take(2.0):
+                if msg.obs_step == i:
+                    got = msg
+        if got is not None and i >= 3:  # the first ones warm the path
+            out.append(time.monotonic() - start)
+        time.sleep(period)
+    reader.close()
+    node.destroy_node()
+    rclpy.try_shutdown(context=context)
+    return out
+
+
+# --- one rate on the demo graph -------------------------------------------------------------
+
+
+def _policy_params(rate: float, folder: Path) -> Path:
+    import yaml
+
+    data = yaml.safe_load((config_dir() / "policy_server_scripted_so101.yaml").read_text())
+    params = data["/**"]["ros__parameters"]
+    config = json.loads(params["policy_config_json"])
+    scale = 50.0 / rate  # the same joint speed and acceleration at any rate
+    config["max_delta"] *= scale
+    config["max_accel"] *= scale * scale
+    params["policy_config_json"] = json.dumps(config)
+    path = folder / f"policy_server_{rate:g}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _episode_figures(trace_path: str, period: float) -> dict[str, Any]:
+    periods: list[float] = []
+    holds_after_first = 0
+    chunks: list[float] = []
+    last_wall = None
+    first_chunk_step = None
+    for line in (Path(trace_path) / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        kind, data = event["kind"], event.get("data", {})
+        if kind == "chunk.merge":
+            chunks.append(float(data["inference_s"]))
+            if first_chunk_step is None:
+                first_chunk_step = event["step"]
+        elif kind == "action":
+            if last_wall is not None:
+                periods.append(event["wall"] - last_wall)
+            last_wall = event["wall"]
+            if data.get("hold") and first_chunk_step is not None:
+                holds_after_first += 1
+    return {"periods": periods, "holds_after_first": holds_after_first, "chunks": chunks}
+
+
+def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    import rclpy
+    from robokernel_ros.nodes._common import EVENT_QOS, STATUS_QOS
+    from robokernel_ros.policies import remote
+
+    from robokernel_interfaces.msg import ShieldIntervention, ShieldState
+    from robokernel_interfaces.srv import EvalPolicy
+
+    period = 1.0 / rate
+    trace_dir = folder / f"runs_{rate:g}"
+    graph = workcell_graph(
+        trace_dir=str(trace_dir), policy_params=str(_policy_params(rate, folder))
+    )
+    for node in graph:
+        if node.name == "runner":
+            node.params["control_frequency"] = f"{rate:.1f}"
+            if args.cameras:
+                node.params["camera_names"] = "[" + ",".join(CAMERAS) + "]"
+                node.params["camera_topics"] = "[" + ",".join(CAMERAS.values()) + "]"
+    procs = start_graph(graph, folder / f"logs_{rate:g}")
+    if args.cameras:
+        procs += _spawn([__file__, "--camera-publisher"])
+        procs += _spawn([__file__, "--echo"])
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("bench_workcell_client", context=context)
+    from rclpy.executors import SingleThreadedExecutor
+
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    stop = threading.Event()
+    spinner = threading.Thread(
+        target=lambda: [executor.spin_once(timeout_sec=0.05) for _ in iter(stop.is_set, True)],
+        daemon=True,
+    )
+    spinner.start()
+    try:
+        states: list[Any] = []
+        node.create_subscription(
+            ShieldState, f"{NAMESPACE}/safety_shield/state", states.append, STATUS_QOS
+        )
+        guards: dict[str, int] = {}
+        node.create_subscription(
+            ShieldIntervention,
+            f"{NAMESPACE}/safety_shield/interventions",
+            lambda m: guards.update(
+                {f"{m.guard}:{m.joint}": guards.get(f"{m.guard}:{m.joint}", 0) + 1}
+            ),
+            EVENT_QOS,
+        )
+        client = node.create_client(EvalPolicy, f"{NAMESPACE}/eval_policy")
+        if not client.wait_for_service(timeout_sec=90):
+            raise RuntimeError(f"the runner did not come up (logs in {folder})")
+        remote.check_server_ready(node, NAMESPACE, timeout_s=90)
+        deadline = time.monotonic() + 30
+        while not states and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = states[-1]
+        config = json.loads(_policy_config(folder, rate))
+        request = EvalPolicy.Request(
+            robot_name="arm", policy_provider="remote", n_episodes=args.episodes,
+            max_steps=int(args.seconds * rate), seed=0, async_rtc=True,
+            instruction="reach the three waypoints in order",
+        )  # fmt: skip
+        request.extra_json = json.dumps(
+            {
+                "control_frequency": rate,
+                "success": {
+                    "predicate": "joint_near_target",
+                    "targets": config["targets"][-1],
+                    "tolerance": config["tolerance"],
+                },
+            }
+        )
+        anchor_out = folder / f"anchor_{rate:g}.json"
+        anchor_s = args.episodes * args.seconds
+        anchor = _spawn(
+            [__file__, "--anchor", str(rate), "--anchor-seconds", f"{anchor_s:g}",
+             "--anchor-out", str(anchor_out)] + (["--cameras"] if args.cameras else [])
+        )  # fmt: skip
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(args.episodes * (args.seconds + 20) + 60):
+            raise RuntimeError("eval_policy did not answer in time")
+        response = future.result()
+        for p in anchor:
+            p.wait(timeout=anchor_s + 60)
+        time.sleep(1.2)  # the shield publishes its counters every 0.5 s
+        after = states[-1]
+        report = json.loads(response.report_json or "{}")
+        episodes = [
+            _episode_figures(ep["trace_path"], period)
+            for ep in report.get("episodes", [])
+            if ep.get("trace_path")
+        ]
+        if not episodes:
+            raise RuntimeError(f"eval_policy ran no episode: {response.message}")
+        bare = []
+        if args.cameras:
+            bare = bare_round_trips(_camera_observation(), 60, period)
+    finally:
+        stop.set()
+        spinner.join(timeout=5)
+        executor.shutdown(timeout_sec=1.0)
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        stop_process_groups(procs)
+
+    stamps = json.loads(anchor_out.read_text())["stamps"]
+    anchor_periods = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    periods = [p for ep in episodes for p in ep["periods"]]
+    chunks = [c for ep in episodes for c in ep["chunks"]]
+    counts = {
+        k: getattr(after, k) - getattr(before, k) for k in ("passed", "clipped", "refused", "held")
+    }
+    commands = sum(counts.values())
+    out = {
+        "rate_hz": rate,
+        "ok": bool(response.ok),
+        "episodes": len(episodes),
+        "steps": len(periods) + len(episodes),
+        "period_p50_ms": 1e3 * pct(periods, 0.5),
+        "period_p99_ms": 1e3 * pct(periods, 0.99),
+        "period_max_ms": 1e3 * max(periods),
+        "dev_p99_ms": 1e3 * pct([abs(p - period) for p in periods], 0.99),
+        "anchor_period_p50_ms": 1e3 * pct(anchor_periods, 0.5),
+        "anchor_period_p99_ms": 1e3 * pct(anchor_periods, 0.99),
+        "anchor_dev_p99_ms": 1e3 * pct([abs(p - period) for p in anchor_periods], 0.99),
+        "holds_after_first_chunk": sum(ep["holds_after_first"] for ep in episodes),
+        "shield_clipped_share": counts["clipped"] / commands if commands else float("nan"),
+        "shield_commands": commands,
+        "shield_interventions_by_guard": dict(sorted(guards.items(), key=lambda kv: -kv[1])[:6]),
+        "chunk_p50_ms": 1e3 * pct(chunks, 0.5),
+        "chunk_p99_ms": 1e3 * pct(chunks, 0.99),
+    }
+    if bare:
+        out["bare_obs_round_trip_p50_ms"] = 1e3 * pct(bare, 0.5)
+        out["bare_obs_round_trip_p99_ms"] = 1e3 * pct(bare, 0.99)
+    return out
+
+
+def _camera_observation() -> Any:
+    """An Observation as the runner sends it with both cameras: 6 joints, 2 x 640x480 rgb8."""
+    import numpy as np
+    from robokernel_ros.policies.remote import observation_to_msg
+
+    image = np.zeros((480, 640, 3), dtype=np.uint8)
+    return observation_to_msg(
+        {
+            "joint_positions": dict.fromkeys(SO101_JOINTS, 0.0),
+            "joint_velocities": dict.fromkeys(SO101_JOINTS, 0.0),
+            "images": {name: image for name in CAMERAS},
+        },  # fmt: skip
+        run_id="bench",
+        step=0,
+    )
+
+
+def _policy_config(folder: Path, rate: float) -> str:
+    import yaml
+
+    data = yaml.safe_load((folder / f"policy_server_{rate:g}.yaml").read_text())
+    return data["/**"]["ros__parameters"]["policy_config_json"]
+
+
+def _spawn(argv: list[str]) -> list[subprocess.Popen]:
+    return [
+        subprocess.Popen(
+            [sys.executable, *argv], start_new_session=True, preexec_fn=die_with_parent,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+    ]  # fmt: skip
+
+
+def verdicts(rows: list[dict[str, Any]], cameras: bool) -> dict[str, bool]:
+    out = {}
+    for r in rows:
+        nominal = 1e3 / r["rate_hz"]
+        tag = f"{r['rate_hz']:g}hz"
+        out[f"{tag}_period_p50_within_1pct"] = abs(r["period_p50_ms"] - nominal) <= 0.01 * nominal
+        out[f"{tag}_p99_dev_within_1.5x_anchor"] = r["dev_p99_ms"] <= 1.5 * r["anchor_dev_p99_ms"]
+        out[f"{tag}_zero_holds_after_first_chunk"] = r["holds_after_first_chunk"] == 0
+        out[f"{tag}_shield_clipped_below_1pct"] = r["shield_clipped_share"] < 0.01
+        if cameras and "bare_obs_round_trip_p50_ms" in r:
+            out[f"{tag}_obs_chunk_within_1.3x_bare"] = (
+                r["chunk_p50_ms"] <= 1.3 * r["bare_obs_round_trip_p50_ms"]
+            )
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="50,100", help="control rates, comma separated (Hz)")
+    parser.add_argument("--episodes", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=4.0, help="max seconds per episode")
+    parser.add_argument("--cameras", action="store_true", help="two 640x480 rgb8 cameras at 30 Hz")
+    parser.add_argument(
+        "--no-dds-profile",
+        action="store_true",
+        help="Fast DDS defaults (no config/fastdds_shm.xml, whatever the environment says)",
+    )
+    parser.add_argument("--anchor", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--anchor-seconds", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--anchor-out", help=argparse.SUPPRESS)
+    parser.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--camera-publisher", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.echo:
+        return echo_main()
+    if args.camera_publisher:
+        return cameras_main(30.0)
+    if args.anchor:
+        return anchor_main(args.anchor, args.anchor_seconds, args.anchor_out, args.cameras)
+
+    os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    if args.no_dds_profile:
+        for name in ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE"):
+            os.environ.pop(name, None)
+    else:
+        use_dds_profile()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="workcell_timing_") as tmp:
+        for rate in [float(r) for r in args.rates.split(",")]:
+            row = run_rate(rate, args, Path(tmp))
+            rows.append(row)
+            print(
+                f"{rate:5g} Hz  period p50 {row['period_p50_ms']:.2f} p99 {row['period_p99_ms']:.2f} "
+                f"max {row['period_max_ms']:.2f} ms  |dev| p99 {row['dev_p99_ms']:.2f} ms "
+                f"(anchor p50 {row['anchor_period_p50_ms']:.2f} |dev| p99 {row['anchor_dev_p99_ms']:.2f})  "
+                f"holds {row['holds_after_first_chunk']}  clipped {100 * row['shield_clipped_share']:.1f} % "
+                f"of {row['shield_commands']}  chunk p50 {row['chunk_p50_ms']:.2f} p99 {row['chunk_p99_ms']:.2f} ms"
+                + (
+                    f"  bare obs round trip p50 {row['bare_obs_round_trip_p50_ms']:.2f} "
+                    f"p99 {row['bare_obs_round_trip_p99_ms']:.2f} ms"
+                    if "bare_obs_round_trip_p50_ms" in row
+                    else ""
+                ),
+                flush=True,
+            )
+    print(json.dumps({"bench": "workcell_timing", "cameras": args.cameras, "rows": rows,
+                      "verdicts": verdicts(rows, args.cameras)}))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
