@@ -8,27 +8,41 @@
 
 The loop never waits for the viewer. The bus subscriber (for the kinds the channels show)
 only appends the event to a bounded queue under a lock held for the append (well under a
-microsecond); when the queue is full the oldest entry is dropped and counted (`dropped`). A sender thread drains the queue in batches and translates the events into
-channel messages (live.channels); foxglove-sdk serialises and sends them from its own
-(Rust) threads. A client that stops reading never blocks the sender either: the SDK keeps
-a bounded backlog per client (message_backlog_size, 1024 messages) and drops that
-client's oldest messages. The SDK exposes no count of those, so the view reports what a
-client's losses are measured against: `messages` sent per episode and `sent` per topic
-(a client that got fewer lost the difference), and the clients subscribed.
-The SDK's own log records are not forwarded into Python's logging on purpose: with the
-forwarding on, stopping a server that has a stalled client blocks until that client
-reads or disconnects.
+microsecond); when the queue is full the oldest entry is dropped and counted (`dropped`).
+A sender thread drains the queue in batches (every SEND_PERIOD_S), stamps each event and
+hands it on twice:
+- to the clients, translated into channel messages (live.channels); foxglove-sdk
+  serialises and sends them from its own (Rust) threads. The joint, action and scene
+  channels are sampled at the display rate: while the loop is paced (its episode clock
+  since the start at most PACED x its wall time, plus PACE_SLACK_S) every step is sent,
+  so a wall-clock run sends every step at its control rate; when the loop outruns real
+  time (a fast, virtual-clock eval: thousands of steps per second) at most
+  options.display_hz per channel and wall second, and the latest sample at the episode's
+  end. Everything else (frames, log lines, progress) goes as it comes, at the channels'
+  own rates. Hold runs are tracked on every action event.
+- not to the episode's MCAP: live.recorder's pooled child process writes it from the run
+  directory (events.jsonl, streamed by the trace writer), every event at the full rate,
+  with the same translation and stamps. The loop's process pays the queue, the stamp and
+  the sampled messages; the child pays the full-rate translation, on another core.
+A client that stops reading never blocks the sender either: the SDK keeps a bounded
+backlog per client (message_backlog_size, 1024 messages) and drops that client's oldest
+messages. The SDK exposes no count of those, so the view reports what a client's losses
+are measured against: `messages` sent per episode and `sent` per topic (a client that
+got fewer lost the difference), `recorded` per topic (the MCAP's), and the clients
+subscribed. The SDK's own log records are not forwarded into Python's logging on
+purpose: with the forwarding on, stopping a server that has a stalled client blocks
+until that client reads or disconnects.
 
 Recording. When the episode is recorded (a run directory) and `mcap` is on, the same
-channels go to <run_dir>/foxglove.mcap, written by foxglove-sdk's MCAP writer as a second
-sink of the same Context: the file holds exactly the messages a client saw, so a replay
-looks like the live view. It is a sibling of the episode's rosbag2 (<run_dir>/bag), not
-channels inside it: the bag is written by rosbags' Writer in a pooled writer process
-(bag.writer_process) and read back by load_trace, scoring and export, which expect ROS
-2 message types only; Foxglove-schema channels (protobuf, JSON) inside it would be
-unreadable to rosbags and ros2 bag. The layout file is written next to it
-(<run_dir>/foxglove_layout.json, see live.layout); `live.layout.write_layout` writes
-one anywhere.
+channels go to <run_dir>/foxglove.mcap: the server's messages for every event (a client
+of a real-time run got the same messages; a client of a fast eval got the joint and
+action channels sampled at the display rate). It is a sibling of the episode's rosbag2
+(<run_dir>/bag), not channels inside it: the bag is written by rosbags' Writer in a
+pooled writer process (bag.writer_process) and read back by load_trace, scoring and
+export, which expect ROS 2 message types only; Foxglove-schema channels (protobuf, JSON)
+inside it would be unreadable to rosbags and ros2 bag. The layout file is written next
+to it (<run_dir>/foxglove_layout.json, see live.layout); `live.layout.write_layout`
+writes one anywhere.
 
 Imports no rclpy: the rollout API and the runner node both use it.
 """
@@ -45,7 +59,18 @@ from typing import Any
 
 import foxglove
 
-from ..kernel.events import CHUNK_REQUEST, EVENT_KINDS, Event, EventBus
+from ..kernel.events import (
+    ACTION,
+    CHUNK_MERGE,
+    CHUNK_REQUEST,
+    EPISODE_END,
+    EPISODE_START,
+    EVENT_KINDS,
+    OBSERVATION,
+    PRIVILEGED,
+    Event,
+    EventBus,
+)
 from .channels import LiveChannels
 from .layout import LAYOUT_FILE, write_layout
 from .options import LiveOptions
@@ -59,7 +84,38 @@ SHOWN_KINDS = tuple(k for k in EVENT_KINDS if k != CHUNK_REQUEST)
 # The sender drains the queue this often: the view's latency, never the loop's. Each wake
 # takes the GIL from the loop once; 20 ms is a frame of a 50 Hz display.
 SEND_PERIOD_S = 0.02
+# A step goes to the clients at once when the loop is paced: the episode clock since the
+# episode's start is at most PACED x its wall time plus PACE_SLACK_S (a real-time loop's
+# jitter and catch-up steps pass; a fast eval runs ~100x faster than real time and is
+# sampled after its first few steps).
+PACED = 2.0
+PACE_SLACK_S = 0.1
+_SAMPLED = (OBSERVATION, ACTION, PRIVILEGED)  # joints (and progress), action, the scene
 _DRAIN = "drain"  # (_DRAIN, threading.Event) in the queue: the sender sets it when it gets there
+_MERGED = "merged"  # (_MERGED, count) in the queue: plain chunk merges counted, not queued
+
+
+def _seq(event: Event) -> int:
+    return event.seq
+
+
+def _merge(batch: list[Any], samples: list[Event]) -> list[Any]:
+    """The queued events with the slots' latest samples in episode order: the samples
+    belong to the episode that started last (a slot is emptied into the queue at its
+    episode's end), after that start and before the first later queued event."""
+    drains = [e for e in batch if type(e) is tuple and e[0] is _DRAIN]  # after all taken
+    events = [e for e in batch if type(e) is not tuple or e[0] is not _DRAIN]
+    start = 0
+    for i, event in enumerate(events):
+        if type(event) is not tuple and event.kind == EPISODE_START:
+            start = i + 1
+    out, k = events[:start], 0
+    for event in events[start:]:
+        while type(event) is not tuple and k < len(samples) and samples[k].seq < event.seq:
+            out.append(samples[k])
+            k += 1
+        out.append(event)
+    return out + samples[k:] + drains
 
 
 class _Listener:
@@ -109,12 +165,23 @@ class LiveView:
         self._thread: threading.Thread | None = None
         self.queued = 0  # events the bus gave the view
         self.dropped = 0  # of those, dropped (oldest first) because the queue was full
-        self.handled = 0  # of those, translated by the sender
+        self.handled = 0  # of those, translated by the sender (events = handled + coalesced
+        # + dropped once drained)
         self.max_depth = 0
         self.layout_path: Path | None = None
         self._base_ns = time.time_ns()  # stamp of t = 0 of the current episode
         self._last_ns = 0
-        self._mcap: Any = None
+        hz = self.options.display_hz
+        self._sampling = hz is not None
+        # the sender's period: also the display rate of the sampled channels
+        self._period = SEND_PERIOD_S if hz is None else max(SEND_PERIOD_S, 1.0 / hz)
+        self._slots: dict[str, Event] = {}  # kind -> the latest step not yet taken (sampling)
+        self._t0 = 0.0  # the episode clock at the episode's start (the loop's thread)
+        self._holding = False  # the last action's hold flag (the loop's thread)
+        self._merged = 0  # plain chunk merges of the episode (the loop's thread)
+        self.coalesced = 0  # of the events, replaced in their slot by a newer one (by design)
+        self._recording: Any = None  # live.recorder.McapRecording, once an episode is recorded
+        self._finishing: list[dict[str, Any]] = []  # stats of the episodes whose file finishes
         self._mcap_path: Path | None = None
         self._mcap_dir: Path | None = None
 
@@ -153,7 +220,12 @@ class LiveView:
             self._wake.set()
             self._thread.join(timeout=10.0)
             self._thread = None
-        self._close_mcap()
+        if self._recording is not None:
+            if self._recording.finish():  # an episode not detached: its file is closed all the same
+                self._finishing.append({"mcap_path": str(self._mcap_path)})
+            self._collect()
+            self._recording.release()
+            self._recording = None
         if self.server is not None:
             server, self.server = self.server, None
             # stop() waits for every client's graceful close; the listener closes (the port
@@ -173,13 +245,43 @@ class LiveView:
 
     # -- the loop's side ------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
-        q = self._queue
+        """The bus callback (the loop's thread): a step of a sampled channel while the loop
+        outruns real time replaces the one before it in its slot (the sender takes the
+        latest each period: the loop's process keeps no backlog of steps it will not
+        show); everything else is queued, the oldest dropped (and counted) when full."""
+        kind = event.kind
         with self._lock:
+            self.queued += 1
+            if self._sampling and kind in _SAMPLED:
+                data = event.data
+                if kind == ACTION:
+                    hold = bool(data.get("hold", False))
+                    edge = hold is not self._holding  # a hold run starts or ends: queued
+                    self._holding = hold
+                else:
+                    edge = kind == OBSERVATION and "images" in data  # frames: queued
+                if not edge and event.t - self._t0 > PACED * event.wall + PACE_SLACK_S:
+                    if kind in self._slots:
+                        self.coalesced += 1
+                    self._slots[kind] = event
+                    return
+            elif self._sampling and kind == CHUNK_MERGE and not event.data.get("dropped"):
+                self._merged += 1  # a plain merge is only counted (live.channels): no queueing
+                self.coalesced += 1
+                return
+            elif kind == EPISODE_START:
+                self._t0, self._holding, self._merged = event.t, False, 0
+            elif kind == EPISODE_END:
+                if self._slots:  # the episode's latest samples first
+                    self._queue.extend(sorted(self._slots.values(), key=_seq))
+                    self._slots.clear()
+                if self._merged:
+                    self._queue.append((_MERGED, self._merged))
+            q = self._queue
             if len(q) >= self._max:
                 q.popleft()
                 self.dropped += 1
             q.append(event)
-            self.queued += 1
 
     def attach(
         self,
@@ -196,29 +298,41 @@ class LiveView:
         goes to <run_dir>/<run_id>/foxglove.mcap when options.mcap is on."""  # fmt: skip
         self.start()
         self._mcap_dir = run_dir if self.options.mcap else None
+        if self._mcap_dir is not None and self._recording is None:
+            from .recorder import McapRecording  # the child's module: imported when used
+
+            self._recording = McapRecording()  # a child from the pool, before the loop runs
         state = self.channels.progress_state
         state.update(n_steps=n_steps, n_episodes=n_episodes, episode=episode)
         before = (self.queued, self.dropped, self.channels.messages, self.channels.frames,
-                  self.handled)  # fmt: skip
+                  self.handled, self.coalesced)  # fmt: skip
         sent_before = dict(self.channels.sent)
         unsubscribe = bus.subscribe(self._on_event, SHOWN_KINDS)
 
-        def detach() -> dict[str, Any]:
+        def detach(wait: bool = True) -> dict[str, Any]:
+            """wait=False: the episode's MCAP is finished by the child while the caller goes
+            on (the next episode); its counts (recorded, recorder_cpu_s) and the layout are
+            filled into the returned dict by close(), which waits for them."""
             unsubscribe()
             self.drain()
-            self._close_mcap()
             stats = self.stats()
             stats.update(
                 events=self.queued - before[0],
                 dropped=self.dropped - before[1],
                 handled=self.handled - before[4],
+                coalesced=self.coalesced - before[5],
                 messages=self.channels.messages - before[2],
                 frames=self.channels.frames - before[3],
                 sent={t: n - sent_before.get(t, 0) for t, n in self.channels.sent.items()},
                 mcap_path=str(self._mcap_path) if self._mcap_path is not None else None,
+                recorded=None,
+                recorder_cpu_s=None,
+                layout_path=None,
             )
-            self._write_layout(self._mcap_path.parent if self._mcap_path is not None else None)
-            stats["layout_path"] = str(self.layout_path) if self.layout_path else None
+            if self._recording is not None and self._recording.finish():
+                self._finishing.append(stats)
+                if wait:
+                    self._collect()
             self._mcap_path = None
             return stats
 
@@ -251,6 +365,7 @@ class LiveView:
             "events": self.queued,
             "dropped": self.dropped,
             "handled": self.handled,
+            "coalesced": self.coalesced,
             "max_queue_depth": self.max_depth,
             "messages": self.channels.messages,
             "frames": self.channels.frames,
@@ -262,69 +377,80 @@ class LiveView:
     # -- the sender -----------------------------------------------------------------------------
     def _send_loop(self) -> None:
         q = self._queue
-        publish = self.channels.publish
         while True:
             with self._lock:
                 batch = list(q)
                 q.clear()
-            if batch:
+                samples = sorted(self._slots.values(), key=_seq) if self._slots else ()
+                self._slots.clear()
+            if batch or samples:
                 if len(batch) > self.max_depth:
                     self.max_depth = len(batch)
-                for event in batch:
-                    if type(event) is tuple:  # (_DRAIN, threading.Event)
-                        event[1].set()
-                        continue
-                    self.handled += 1
-                    try:
-                        if event.kind == "episode.start":
-                            self._open_mcap(event)
-                            # the episode clock, anchored at the episode's start on the wall
-                            # clock and never before the last stamp sent
-                            self._base_ns = max(time.time_ns(), self._last_ns + 1) - round(
-                                event.t * 1e9
-                            )
-                        ns = self._base_ns + round(event.t * 1e9)
-                        if ns < self._last_ns:
-                            ns = self._last_ns
-                        self._last_ns = ns
-                        publish(event, ns)
-                    except Exception:
-                        _log.exception("live view: %s (step %d) not sent", event.kind, event.step)
+                self._handle(_merge(batch, samples) if samples else batch)
             elif self._stop:
                 return
             # Batches, not a busy drain: the sender takes the GIL once a period (a drain or a
             # close wakes it at once); the queue holds what the loop makes meanwhile.
-            self._wake.wait(SEND_PERIOD_S)
+            self._wake.wait(self._period)
             self._wake.clear()
 
-    def _open_mcap(self, event: Event) -> None:
-        self._close_mcap()
-        if self._mcap_dir is None or not event.run_id:
-            return
-        path = Path(self._mcap_dir) / event.run_id / MCAP_FILE
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._mcap = foxglove.open_mcap(path, allow_overwrite=True, context=self.context)
-            self._mcap_path = path
-        except Exception:
-            _log.exception("live view: cannot write %s; this episode is live only", path)
-            self._mcap = None
-
-    def _close_mcap(self) -> None:
-        if self._mcap is not None:
+    def _handle(self, batch: list[Any]) -> None:
+        publish = self.channels.publish
+        for event in batch:
+            if type(event) is tuple:  # (_DRAIN, threading.Event) or (_MERGED, count)
+                if event[0] is _DRAIN:
+                    event[1].set()
+                else:  # the plain merges the loop's side counted, before the episode's end
+                    self.channels.merges += event[1]
+                continue
+            self.handled += 1
             try:
-                self._mcap.close()
+                if event.kind == EPISODE_START:
+                    self._begin(event)
+                # the episode clock, anchored at the episode's start (see _begin)
+                ns = self._base_ns + round(event.t * 1e9)
+                if ns < self._last_ns:
+                    ns = self._last_ns
+                self._last_ns = ns
+                publish(event, ns)
             except Exception:
-                _log.exception("live view: closing %s failed", self._mcap_path)
-            self._mcap = None
+                _log.exception("live view: %s (step %d) not sent", event.kind, event.step)
 
-    def _write_layout(self, folder: Path | None) -> None:
+    def _begin(self, event: Event) -> None:
+        """episode.start: anchor the episode clock at the episode's start on the wall clock,
+        never before the last stamp sent (Event.wall restarts: so does the sampling), and
+        open the episode's MCAP."""
+        self._base_ns = max(time.time_ns(), self._last_ns + 1) - round(event.t * 1e9)
+        self._mcap_path = None
+        rec = self._recording
+        if rec is None or self._mcap_dir is None or not event.run_id:
+            return
+        rec.open(Path(self._mcap_dir) / event.run_id, image_hz=self.options.image_hz,
+                 base_ns=self._base_ns, progress=dict(self.channels.progress_state))  # fmt: skip
+        self._mcap_path = Path(self._mcap_dir) / event.run_id / MCAP_FILE
+
+    def _collect(self) -> None:
+        """Wait for the files finishing; complete their episodes' stats and write their layouts."""
+        while self._finishing:
+            stats = self._finishing.pop(0)
+            recorded = self._recording.result()
+            stats.update(recorded=recorded.get("sent"), recorder_cpu_s=recorded.get("cpu_s"))
+            if recorded.get("error"):
+                stats["mcap_error"] = recorded["error"]
+            self._write_layout(Path(stats["mcap_path"]).parent, recorded)
+            stats["layout_path"] = str(self.layout_path) if self.layout_path else None
+
+    def _write_layout(self, folder: Path | None, recorded: dict[str, Any]) -> None:
+        """The layout of the channels seen, by the clients or in the MCAP (which sees every
+        step even when no client is subscribed)."""
         if folder is None:
             return  # unrecorded: no run directory to write it into
         path = folder / LAYOUT_FILE
         ch = self.channels
+        joints = ch.joint_names or tuple(recorded.get("joint_names", ()))
+        keys = ch.action_keys or tuple(recorded.get("action_keys", ()))
+        cameras = tuple(dict.fromkeys([*ch.cameras, *recorded.get("cameras", ())]))
         try:
-            self.layout_path = write_layout(path, joints=ch.joint_names, action_keys=ch.action_keys,
-                                            cameras=tuple(ch.cameras))  # fmt: skip
+            self.layout_path = write_layout(path, joints=joints, action_keys=keys, cameras=cameras)
         except OSError:
             _log.warning("live view: cannot write the layout %s", path)
