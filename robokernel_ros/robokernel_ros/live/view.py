@@ -3,27 +3,30 @@
     view = LiveView(LiveOptions(port=8765)).start()     # binds the port, starts the sender
     detach = view.attach(bus, run_dir=run_dir, n_steps=300, n_episodes=5, episode=0)
     ...                                                 # the episode runs
-    stats = detach()                                    # drains; closes the episode's MCAP
+    stats = detach()                                    # drains; waits for the episode's MCAP
     view.close()                                        # stops the server, frees the port
 
-The loop never waits for the viewer. The bus subscriber (for the kinds the channels show)
-only appends the event to a bounded queue under a lock held for the append (well under a
-microsecond); when the queue is full the oldest entry is dropped and counted (`dropped`).
-A sender thread drains the queue in batches (every SEND_PERIOD_S), stamps each event and
-hands it on twice:
-- to the clients, translated into channel messages (live.channels); foxglove-sdk
-  serialises and sends them from its own (Rust) threads. The joint, action and scene
-  channels are sampled at the display rate: while the loop is paced (its episode clock
-  since the start at most PACED x its wall time, plus PACE_SLACK_S) every step is sent,
-  so a wall-clock run sends every step at its control rate; when the loop outruns real
-  time (a fast, virtual-clock eval: thousands of steps per second) at most
-  options.display_hz per channel and wall second, and the latest sample at the episode's
-  end. Everything else (frames, log lines, progress) goes as it comes, at the channels'
-  own rates. Hold runs are tracked on every action event.
-- not to the episode's MCAP: live.recorder's pooled child process writes it from the run
-  directory (events.jsonl, streamed by the trace writer), every event at the full rate,
-  with the same translation and stamps. The loop's process pays the queue, the stamp and
-  the sampled messages; the child pays the full-rate translation, on another core.
+The loop never waits for the viewer, and its process does no per-step work it will not
+show. The bus subscriber (for the kinds the channels show) runs under a lock held for a
+few attribute operations (well under a microsecond):
+- a step of a sampled channel (observations: joints and progress; actions; the scene)
+  while the loop outruns real time (its episode clock since the episode's start is more
+  than PACED x its wall time plus PACE_SLACK_S: a fast, virtual-clock eval runs thousands
+  of steps per second) replaces the step before it in that channel's slot (`coalesced`);
+  plain chunk merges are counted there too (the log shows only late ones);
+- everything else is appended to a bounded queue; when it is full the oldest entry is
+  dropped and counted (`dropped`): every step of a paced (wall-clock) loop, at its
+  control rate whatever that is; frames; hold runs' first and last actions; log events.
+A sender thread wakes every max(SEND_PERIOD_S, 1 / options.display_hz), takes the queue
+and the slots' latest samples (in episode order), stamps them and translates them into
+channel messages (live.channels); foxglove-sdk serialises and sends them from its own
+(Rust) threads. So a fast eval's client sees its joint, action and scene channels at the
+display rate (60 Hz by default), always the latest step, and the episode's last one;
+options.display_hz None queues every step instead (the loop's process then pays for
+every step: bench/live_view.py). After a drain, events = handled + coalesced + dropped.
+The episode's MCAP is not the sender's: live.recorder's pooled child process writes it
+from the run directory (events.jsonl, streamed by the trace writer), every event at the
+full rate, with the same translation and stamps, on another core.
 A client that stops reading never blocks the sender either: the SDK keeps a bounded
 backlog per client (message_backlog_size, 1024 messages) and drops that client's oldest
 messages. The SDK exposes no count of those, so the view reports what a client's losses
@@ -35,8 +38,8 @@ until that client reads or disconnects.
 
 Recording. When the episode is recorded (a run directory) and `mcap` is on, the same
 channels go to <run_dir>/foxglove.mcap: the server's messages for every event (a client
-of a real-time run got the same messages; a client of a fast eval got the joint and
-action channels sampled at the display rate). It is a sibling of the episode's rosbag2
+of a real-time run got the same messages; a client of a fast eval got the sampled
+channels at the display rate, each message one of the file's). It is a sibling of the episode's rosbag2
 (<run_dir>/bag), not channels inside it: the bag is written by rosbags' Writer in a
 pooled writer process (bag.writer_process) and read back by load_trace, scoring and
 export, which expect ROS 2 message types only; Foxglove-schema channels (protobuf, JSON)
@@ -81,8 +84,8 @@ MCAP_FILE = "foxglove.mcap"
 # What the channels show: the bus filters the rest (chunk requests) before the loop pays for
 # queueing them. The privileged state (the scene) comes every privileged_every-th step.
 SHOWN_KINDS = tuple(k for k in EVENT_KINDS if k != CHUNK_REQUEST)
-# The sender drains the queue this often: the view's latency, never the loop's. Each wake
-# takes the GIL from the loop once; 20 ms is a frame of a 50 Hz display.
+# The sender drains the queue at least this often (and the slots at the display rate): the
+# view's latency, never the loop's. Each wake takes the GIL from the loop once.
 SEND_PERIOD_S = 0.02
 # A step goes to the clients at once when the loop is paced: the episode clock since the
 # episode's start is at most PACED x its wall time plus PACE_SLACK_S (a real-time loop's

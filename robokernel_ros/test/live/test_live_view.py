@@ -376,3 +376,47 @@ def test_the_cli_live_flag_serves_the_eval_and_refuses_a_non_port(capsys):
     assert (
         live["port"] > 0 and live["events"] > 0 and live["mcap_path"] is None
     )  # no client, no trace
+
+
+def test_the_recorder_follows_a_growing_trace_and_shows_its_saved_frames(tmp_path):
+    """live.recorder's EpisodeMcap on a run directory as the trace writer leaves it: lines
+    flushed in pieces (a partial last line waits), frames as images/<camera>/*.npy paths
+    (one not saved yet holds its observation back until it is)."""
+    import numpy as np
+    import orjson
+    from mcap.reader import make_reader
+    from robokernel_ros.live.recorder import EpisodeMcap
+
+    def line(seq, kind, step, data):
+        return orjson.dumps({"seq": seq, "kind": kind, "step": step, "t": step / 50,
+                             "wall": step / 5000, "data": data}) + b"\n"  # fmt: skip
+
+    joints = {"shoulder_pan": 0.1, "gripper": 0.2}
+    lines = [line(0, "episode.start", 0, {"episode": 0, "run_id": "r", "seed": 0})]
+    for step in range(3):
+        images = {"wrist": f"images/wrist/{step:06d}.npy"} if step == 1 else None
+        obs = {"obs": {"joint_positions": joints}, **({"images": images} if images else {})}
+        lines += [line(1 + 3 * step, "observation", step, obs),
+                  line(2 + 3 * step, "chunk.request", step, {"step": step}),
+                  line(3 + 3 * step, "action", step, {"action": {"a": 0.0}})]  # fmt: skip
+    text = b"".join(lines)
+    (tmp_path / "events.jsonl").write_bytes(text[: len(text) // 2])  # half flushed
+    base = 1_764_000_000_000_000_000
+    mcap = EpisodeMcap(tmp_path, image_hz=10.0, base_ns=base, progress={"n_steps": 3})
+    mcap.follow()
+    first = mcap.events
+    assert 1 <= first < 7  # complete lines only; the frame of step 1 is not saved yet
+    (tmp_path / "events.jsonl").write_bytes(text)
+    mcap.follow()
+    assert mcap.events == first, "an observation went ahead of its unsaved frame"
+    (tmp_path / "images" / "wrist").mkdir(parents=True)
+    np.save(tmp_path / "images/wrist/000001.npy", np.full((8, 8, 3), 200, np.uint8))
+    stats = mcap.close()
+    assert stats["events"] == 7  # every line but the chunk requests
+    assert stats["sent"]["/robokernel/joint_states"] == 3 and stats["frames"] == 1
+    with open(tmp_path / "foxglove.mcap", "rb") as f:
+        messages = [(c.topic, m.log_time) for _, c, m in make_reader(f).iter_messages()]
+    assert ("/robokernel/camera/wrist", base + round(1e9 / 50)) in messages
+    assert [t for c, t in messages if c == JOINTS_TOPIC] == [
+        base + round(s * 1e9 / 50) for s in range(3)
+    ]
