@@ -176,6 +176,7 @@ class LiveView:
         self._last_ns = 0
         hz = self.options.display_hz
         self._sampling = hz is not None
+        self._sampled = frozenset(_SAMPLED) if self._sampling else frozenset()
         # the sender's period: also the display rate of the sampled channels
         self._period = SEND_PERIOD_S if hz is None else max(SEND_PERIOD_S, 1.0 / hz)
         self._slots: dict[str, Event] = {}  # kind -> the latest step not yet taken (sampling)
@@ -255,7 +256,7 @@ class LiveView:
         kind = event.kind
         with self._lock:
             self.queued += 1
-            if self._sampling and kind in _SAMPLED:
+            if kind in self._sampled:  # empty when display_hz is None
                 data = event.data
                 if kind == ACTION:
                     hold = bool(data.get("hold", False))
@@ -264,11 +265,12 @@ class LiveView:
                 else:
                     edge = kind == OBSERVATION and "images" in data  # frames: queued
                 if not edge and event.t - self._t0 > PACED * event.wall + PACE_SLACK_S:
-                    if kind in self._slots:
+                    slots = self._slots
+                    if kind in slots:
                         self.coalesced += 1
-                    self._slots[kind] = event
+                    slots[kind] = event
                     return
-            elif self._sampling and kind == CHUNK_MERGE and not event.data.get("dropped"):
+            elif kind == CHUNK_MERGE and self._sampling and not event.data.get("dropped"):
                 self._merged += 1  # a plain merge is only counted (live.channels): no queueing
                 self.coalesced += 1
                 return
