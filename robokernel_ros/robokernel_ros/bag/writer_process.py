@@ -67,17 +67,22 @@ _MAX_IDLE = 4
 # -- the parent side ------------------------------------------------------------------------
 
 
-class _Child:
-    """One writer process and its pipes."""
+_MODULE = "robokernel_ros.bag.writer_process"
 
-    def __init__(self) -> None:
+
+class _Child:
+    """One writer process and its pipes: `python -m module` (this one, or another that
+    speaks the same framing on stdin/stdout: live.recorder)."""
+
+    def __init__(self, module: str = _MODULE) -> None:
+        self.module = module
         package_parent = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (package_parent, env.get("PYTHONPATH", "")) if p
         )
         self.proc = subprocess.Popen(  # noqa: S603 - our own module, our interpreter
-            [sys.executable, "-m", "robokernel_ros.bag.writer_process"],
+            [sys.executable, "-m", module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -119,13 +124,13 @@ _pool_lock = threading.Lock()
 _idle: list[_Child] = []
 
 
-def _acquire() -> _Child:
+def _acquire(module: str = _MODULE) -> _Child:
     with _pool_lock:
-        while _idle:
-            child = _idle.pop()
+        for child in [c for c in reversed(_idle) if c.module == module]:
+            _idle.remove(child)
             if child.alive():
                 return child
-    return _Child()
+    return _Child(module)
 
 
 def _release(child: _Child) -> None:

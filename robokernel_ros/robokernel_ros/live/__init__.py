@@ -6,9 +6,11 @@
         ...
         stats = detach()
 
-`live.view` (the server, the bounded queue and its sender thread, the episode's MCAP),
-`live.channels` (events as Foxglove well-known schemas), `live.layout` (the layout file),
-`live.options` (the checked `live=` option). Imports no rclpy.
+`live.view` (the server, the bounded queue, the sampled channels' slots and the sender
+thread), `live.channels` (events as Foxglove well-known schemas), `live.recorder` (the
+episode's foxglove.mcap, written from the run directory by a pooled child process),
+`live.layout` (the layout file), `live.options` (the checked `live=` option). Imports no
+rclpy.
 """
 
 from .channels import LiveChannels

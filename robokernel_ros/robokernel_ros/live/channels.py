@@ -40,7 +40,7 @@ from __future__ import annotations
 import io
 import logging
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import foxglove
@@ -142,8 +142,12 @@ class LiveChannels:
     messages (logged), frames (JPEG-encoded), frames_skipped (over image_hz).
     """
 
-    def __init__(self, context: foxglove.Context, *, image_hz: float = 10.0) -> None:
+    def __init__(self, context: foxglove.Context, *, image_hz: float = 10.0,
+                 load_frame: Callable[[str], Any] | None = None) -> None:  # fmt: skip
+        """load_frame: reads a frame a loaded run gives as a path (the run directory's
+        images/...; live.recorder); without it such frames are not shown."""
         self.context = context
+        self.load_frame = load_frame
         # JointStates channels of raw bytes with the SDK's own schema: packed by proto.py
         self.joints = foxglove.Channel(JOINTS_TOPIC, schema=JointStates.get_schema(),
                                        message_encoding="protobuf", context=context)  # fmt: skip
@@ -299,8 +303,14 @@ class LiveChannels:
         if ns - self._last_frame_ns.get(camera, -(1 << 62)) < self.image_period_ns:
             self.frames_skipped += 1
             return
-        if isinstance(image, str):  # a relative path of a loaded run: nothing to show live
-            return
+        if isinstance(image, str):  # a relative path of a loaded run
+            if self.load_frame is None:
+                return
+            try:
+                image = self.load_frame(image)
+            except (OSError, ValueError):
+                _log.warning("live view: frame %s unreadable; not shown", image)
+                return
         data = jpeg(image)
         if data is None:
             return
@@ -310,9 +320,11 @@ class LiveChannels:
         self.frames += 1
         self._count(camera_topic(camera))
 
-    def _action(self, event: Event, ns: int) -> None:
-        data = event.data
-        hold = data.get("hold", False)
+    def hold(self, event: Event, ns: int) -> None:
+        """The hold runs of action events: a log line where one starts and where it ends.
+        Called for every action event, also those the display rate leaves out (live.view);
+        calling it again for the same event logs nothing."""
+        hold = event.data.get("hold", False)
         if hold and not self._holding:
             self._holding, self._hold_start = True, event.step
             self._line(ns, LogLevel.Warning, f"step {event.step}: hold (no action queued)")
@@ -320,7 +332,10 @@ class LiveChannels:
             self._holding = False
             self._line(ns, LogLevel.Info, f"step {event.step}: resumed after "
                        f"{event.step - self._hold_start} hold step(s)")  # fmt: skip
-        action = data.get("action")
+
+    def _action(self, event: Event, ns: int) -> None:
+        self.hold(event, ns)
+        action = event.data.get("action")
         if (
             (type(action) is dict or isinstance(action, Mapping))
             and action

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_PORT = 8765  # Foxglove's own default for a WebSocket connection
-KEYS = ("port", "host", "queue_size", "image_hz", "mcap")
+KEYS = ("port", "host", "queue_size", "image_hz", "display_hz", "mcap")
 
 
 @dataclass(frozen=True)
@@ -26,12 +26,18 @@ class LiveOptions:
     (127.0.0.1: this machine only). queue_size: events the loop may get ahead of the sender
     before the oldest is dropped (and counted). image_hz: at most this many camera frames
     per second per camera are JPEG-encoded and sent (the loop's own rate is never touched).
-    mcap: also write the channels to <run_dir>/foxglove.mcap of each recorded episode."""
+    display_hz: when the loop outruns real time (a fast, virtual-clock eval), clients get
+    the joint and action channels at most this often per wall second, the latest sample
+    each time; a loop paced at real time (or slower) sends every step whatever its rate.
+    None: every step, always (the loop's process then queues every step of a fast eval).
+    mcap: also write the channels to <run_dir>/foxglove.mcap of each recorded episode,
+    every event at full rate (a pooled child process writes it: live.recorder)."""
 
     port: int = DEFAULT_PORT
     host: str = "127.0.0.1"
     queue_size: int = 4096
     image_hz: float = 10.0
+    display_hz: float | None = 60.0
     mcap: bool = True
 
 
@@ -61,6 +67,12 @@ def _free(name: str, value: Any, options: LiveOptions) -> LiveOptions:
     return options
 
 
+def _rate(name: str, key: str, hz: Any) -> float:
+    if isinstance(hz, bool) or not isinstance(hz, int | float) or not math.isfinite(hz) or hz <= 0:
+        raise ValueError(f"{name}['{key}']={hz!r}: must be a finite number > 0")
+    return float(hz)
+
+
 def live_option(name: str, value: Any) -> LiveOptions | None:
     """None/False: no live view; True: the default port; an int: that port; a dict of KEYS.
 
@@ -87,11 +99,12 @@ def live_option(name: str, value: Any) -> LiveOptions | None:
     queue = value.get("queue_size", out.queue_size)
     if isinstance(queue, bool) or not isinstance(queue, int) or queue < 16:
         raise ValueError(f"{name}['queue_size']={queue!r}: must be a whole number >= 16")
-    hz = value.get("image_hz", out.image_hz)
-    if isinstance(hz, bool) or not isinstance(hz, int | float) or not math.isfinite(hz) or hz <= 0:
-        raise ValueError(f"{name}['image_hz']={hz!r}: must be a finite number > 0")
+    hz = _rate(name, "image_hz", value.get("image_hz", out.image_hz))
+    display = value.get("display_hz", out.display_hz)
+    display = None if display is None else _rate(name, "display_hz", display)
     mcap = value.get("mcap", out.mcap)
     if not isinstance(mcap, bool):
         raise ValueError(f"{name}['mcap']={mcap!r}: must be a boolean")
-    options = LiveOptions(port=port, host=host, queue_size=queue, image_hz=float(hz), mcap=mcap)
+    options = LiveOptions(port=port, host=host, queue_size=queue, image_hz=hz, display_hz=display,
+                          mcap=mcap)  # fmt: skip
     return _free(name, value, options)

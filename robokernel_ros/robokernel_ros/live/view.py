@@ -3,32 +3,49 @@
     view = LiveView(LiveOptions(port=8765)).start()     # binds the port, starts the sender
     detach = view.attach(bus, run_dir=run_dir, n_steps=300, n_episodes=5, episode=0)
     ...                                                 # the episode runs
-    stats = detach()                                    # drains; closes the episode's MCAP
+    stats = detach()                                    # drains; waits for the episode's MCAP
     view.close()                                        # stops the server, frees the port
 
-The loop never waits for the viewer. The bus subscriber (for the kinds the channels show)
-only appends the event to a bounded queue under a lock held for the append (well under a
-microsecond); when the queue is full the oldest entry is dropped and counted (`dropped`). A sender thread drains the queue in batches and translates the events into
+The loop never waits for the viewer, and its process does no per-step work it will not
+show. The bus subscriber (for the kinds the channels show) runs under a lock held for a
+few attribute operations (well under a microsecond):
+- a step of a sampled channel (observations: joints and progress; actions; the scene)
+  while the loop outruns real time (its episode clock since the episode's start is more
+  than PACED x its wall time plus PACE_SLACK_S: a fast, virtual-clock eval runs thousands
+  of steps per second) replaces the step before it in that channel's slot (`coalesced`);
+  plain chunk merges are counted there too (the log shows only late ones);
+- everything else is appended to a bounded queue; when it is full the oldest entry is
+  dropped and counted (`dropped`): every step of a paced (wall-clock) loop, at its
+  control rate whatever that is; frames; hold runs' first and last actions; log events.
+A sender thread wakes every max(SEND_PERIOD_S, 1 / options.display_hz), takes the queue
+and the slots' latest samples (in episode order), stamps them and translates them into
 channel messages (live.channels); foxglove-sdk serialises and sends them from its own
-(Rust) threads. A client that stops reading never blocks the sender either: the SDK keeps
-a bounded backlog per client (message_backlog_size, 1024 messages) and drops that
-client's oldest messages. The SDK exposes no count of those, so the view reports what a
-client's losses are measured against: `messages` sent per episode and `sent` per topic
-(a client that got fewer lost the difference), and the clients subscribed.
-The SDK's own log records are not forwarded into Python's logging on purpose: with the
-forwarding on, stopping a server that has a stalled client blocks until that client
-reads or disconnects.
+(Rust) threads. So a fast eval's client sees its joint, action and scene channels at the
+display rate (60 Hz by default), always the latest step, and the episode's last one;
+options.display_hz None queues every step instead (the loop's process then pays for
+every step: bench/live_view.py). After a drain, events = handled + coalesced + dropped.
+The episode's MCAP is not the sender's: live.recorder's pooled child process writes it
+from the run directory (events.jsonl, streamed by the trace writer), every event at the
+full rate, with the same translation and stamps, on another core.
+A client that stops reading never blocks the sender either: the SDK keeps a bounded
+backlog per client (message_backlog_size, 1024 messages) and drops that client's oldest
+messages. The SDK exposes no count of those, so the view reports what a client's losses
+are measured against: `messages` sent per episode and `sent` per topic (a client that
+got fewer lost the difference), `recorded` per topic (the MCAP's), and the clients
+subscribed. The SDK's own log records are not forwarded into Python's logging on
+purpose: with the forwarding on, stopping a server that has a stalled client blocks
+until that client reads or disconnects.
 
 Recording. When the episode is recorded (a run directory) and `mcap` is on, the same
-channels go to <run_dir>/foxglove.mcap, written by foxglove-sdk's MCAP writer as a second
-sink of the same Context: the file holds exactly the messages a client saw, so a replay
-looks like the live view. It is a sibling of the episode's rosbag2 (<run_dir>/bag), not
-channels inside it: the bag is written by rosbags' Writer in a pooled writer process
-(bag.writer_process) and read back by load_trace, scoring and export, which expect ROS
-2 message types only; Foxglove-schema channels (protobuf, JSON) inside it would be
-unreadable to rosbags and ros2 bag. The layout file is written next to it
-(<run_dir>/foxglove_layout.json, see live.layout); `live.layout.write_layout` writes
-one anywhere.
+channels go to <run_dir>/foxglove.mcap: the server's messages for every event (a client
+of a real-time run got the same messages; a client of a fast eval got the sampled
+channels at the display rate, each message one of the file's). It is a sibling of the episode's rosbag2
+(<run_dir>/bag), not channels inside it: the bag is written by rosbags' Writer in a
+pooled writer process (bag.writer_process) and read back by load_trace, scoring and
+export, which expect ROS 2 message types only; Foxglove-schema channels (protobuf, JSON)
+inside it would be unreadable to rosbags and ros2 bag. The layout file is written next
+to it (<run_dir>/foxglove_layout.json, see live.layout); `live.layout.write_layout`
+writes one anywhere.
 
 Imports no rclpy: the rollout API and the runner node both use it.
 """
@@ -45,7 +62,18 @@ from typing import Any
 
 import foxglove
 
-from ..kernel.events import CHUNK_REQUEST, EVENT_KINDS, Event, EventBus
+from ..kernel.events import (
+    ACTION,
+    CHUNK_MERGE,
+    CHUNK_REQUEST,
+    EPISODE_END,
+    EPISODE_START,
+    EVENT_KINDS,
+    OBSERVATION,
+    PRIVILEGED,
+    Event,
+    EventBus,
+)
 from .channels import LiveChannels
 from .layout import LAYOUT_FILE, write_layout
 from .options import LiveOptions
@@ -56,10 +84,41 @@ MCAP_FILE = "foxglove.mcap"
 # What the channels show: the bus filters the rest (chunk requests) before the loop pays for
 # queueing them. The privileged state (the scene) comes every privileged_every-th step.
 SHOWN_KINDS = tuple(k for k in EVENT_KINDS if k != CHUNK_REQUEST)
-# The sender drains the queue this often: the view's latency, never the loop's. Each wake
-# takes the GIL from the loop once; 20 ms is a frame of a 50 Hz display.
+# The sender drains the queue at least this often (and the slots at the display rate): the
+# view's latency, never the loop's. Each wake takes the GIL from the loop once.
 SEND_PERIOD_S = 0.02
+# A step goes to the clients at once when the loop is paced: the episode clock since the
+# episode's start is at most PACED x its wall time plus PACE_SLACK_S (a real-time loop's
+# jitter and catch-up steps pass; a fast eval runs ~100x faster than real time and is
+# sampled after its first few steps).
+PACED = 2.0
+PACE_SLACK_S = 0.1
+_SAMPLED = (OBSERVATION, ACTION, PRIVILEGED)  # joints (and progress), action, the scene
 _DRAIN = "drain"  # (_DRAIN, threading.Event) in the queue: the sender sets it when it gets there
+_MERGED = "merged"  # (_MERGED, count) in the queue: plain chunk merges counted, not queued
+
+
+def _seq(event: Event) -> int:
+    return event.seq
+
+
+def _merge(batch: list[Any], samples: list[Event]) -> list[Any]:
+    """The queued events with the slots' latest samples in episode order: the samples
+    belong to the episode that started last (a slot is emptied into the queue at its
+    episode's end), after that start and before the first later queued event."""
+    drains = [e for e in batch if type(e) is tuple and e[0] is _DRAIN]  # after all taken
+    events = [e for e in batch if type(e) is not tuple or e[0] is not _DRAIN]
+    start = 0
+    for i, event in enumerate(events):
+        if type(event) is not tuple and event.kind == EPISODE_START:
+            start = i + 1
+    out, k = events[:start], 0
+    for event in events[start:]:
+        while type(event) is not tuple and k < len(samples) and samples[k].seq < event.seq:
+            out.append(samples[k])
+            k += 1
+        out.append(event)
+    return out + samples[k:] + drains
 
 
 class _Listener:
@@ -109,12 +168,24 @@ class LiveView:
         self._thread: threading.Thread | None = None
         self.queued = 0  # events the bus gave the view
         self.dropped = 0  # of those, dropped (oldest first) because the queue was full
-        self.handled = 0  # of those, translated by the sender
+        self.handled = 0  # of those, translated by the sender (events = handled + coalesced
+        # + dropped once drained)
         self.max_depth = 0
         self.layout_path: Path | None = None
         self._base_ns = time.time_ns()  # stamp of t = 0 of the current episode
         self._last_ns = 0
-        self._mcap: Any = None
+        hz = self.options.display_hz
+        self._sampling = hz is not None
+        self._sampled = frozenset(_SAMPLED) if self._sampling else frozenset()
+        # the sender's period: also the display rate of the sampled channels
+        self._period = SEND_PERIOD_S if hz is None else max(SEND_PERIOD_S, 1.0 / hz)
+        self._slots: dict[str, Event] = {}  # kind -> the latest step not yet taken (sampling)
+        self._t0 = 0.0  # the episode clock at the episode's start (the loop's thread)
+        self._holding = False  # the last action's hold flag (the loop's thread)
+        self._merged = 0  # plain chunk merges of the episode (the loop's thread)
+        self.coalesced = 0  # of the events, replaced in their slot by a newer one (by design)
+        self._recording: Any = None  # live.recorder.McapRecording, once an episode is recorded
+        self._finishing: list[dict[str, Any]] = []  # stats of the episodes whose file finishes
         self._mcap_path: Path | None = None
         self._mcap_dir: Path | None = None
 
@@ -153,7 +224,12 @@ class LiveView:
             self._wake.set()
             self._thread.join(timeout=10.0)
             self._thread = None
-        self._close_mcap()
+        if self._recording is not None:
+            if self._recording.finish():  # an episode not detached: its file is closed all the same
+                self._finishing.append({"mcap_path": str(self._mcap_path)})
+            self._collect()
+            self._recording.release()
+            self._recording = None
         if self.server is not None:
             server, self.server = self.server, None
             # stop() waits for every client's graceful close; the listener closes (the port
@@ -173,13 +249,44 @@ class LiveView:
 
     # -- the loop's side ------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
-        q = self._queue
+        """The bus callback (the loop's thread): a step of a sampled channel while the loop
+        outruns real time replaces the one before it in its slot (the sender takes the
+        latest each period: the loop's process keeps no backlog of steps it will not
+        show); everything else is queued, the oldest dropped (and counted) when full."""
+        kind = event.kind
         with self._lock:
+            self.queued += 1
+            if kind in self._sampled:  # empty when display_hz is None
+                data = event.data
+                if kind == ACTION:
+                    hold = bool(data.get("hold", False))
+                    edge = hold is not self._holding  # a hold run starts or ends: queued
+                    self._holding = hold
+                else:
+                    edge = kind == OBSERVATION and "images" in data  # frames: queued
+                if not edge and event.t - self._t0 > PACED * event.wall + PACE_SLACK_S:
+                    slots = self._slots
+                    if kind in slots:
+                        self.coalesced += 1
+                    slots[kind] = event
+                    return
+            elif kind == CHUNK_MERGE and self._sampling and not event.data.get("dropped"):
+                self._merged += 1  # a plain merge is only counted (live.channels): no queueing
+                self.coalesced += 1
+                return
+            elif kind == EPISODE_START:
+                self._t0, self._holding, self._merged = event.t, False, 0
+            elif kind == EPISODE_END:
+                if self._slots:  # the episode's latest samples first
+                    self._queue.extend(sorted(self._slots.values(), key=_seq))
+                    self._slots.clear()
+                if self._merged:
+                    self._queue.append((_MERGED, self._merged))
+            q = self._queue
             if len(q) >= self._max:
                 q.popleft()
                 self.dropped += 1
             q.append(event)
-            self.queued += 1
 
     def attach(
         self,
@@ -196,29 +303,41 @@ class LiveView:
         goes to <run_dir>/<run_id>/foxglove.mcap when options.mcap is on."""  # fmt: skip
         self.start()
         self._mcap_dir = run_dir if self.options.mcap else None
+        if self._mcap_dir is not None and self._recording is None:
+            from .recorder import McapRecording  # the child's module: imported when used
+
+            self._recording = McapRecording()  # a child from the pool, before the loop runs
         state = self.channels.progress_state
         state.update(n_steps=n_steps, n_episodes=n_episodes, episode=episode)
         before = (self.queued, self.dropped, self.channels.messages, self.channels.frames,
-                  self.handled)  # fmt: skip
+                  self.handled, self.coalesced)  # fmt: skip
         sent_before = dict(self.channels.sent)
         unsubscribe = bus.subscribe(self._on_event, SHOWN_KINDS)
 
-        def detach() -> dict[str, Any]:
+        def detach(wait: bool = True) -> dict[str, Any]:
+            """wait=False: the episode's MCAP is finished by the child while the caller goes
+            on (the next episode); its counts (recorded, recorder_cpu_s) and the layout are
+            filled into the returned dict by close(), which waits for them."""
             unsubscribe()
             self.drain()
-            self._close_mcap()
             stats = self.stats()
             stats.update(
                 events=self.queued - before[0],
                 dropped=self.dropped - before[1],
                 handled=self.handled - before[4],
+                coalesced=self.coalesced - before[5],
                 messages=self.channels.messages - before[2],
                 frames=self.channels.frames - before[3],
                 sent={t: n - sent_before.get(t, 0) for t, n in self.channels.sent.items()},
                 mcap_path=str(self._mcap_path) if self._mcap_path is not None else None,
+                recorded=None,
+                recorder_cpu_s=None,
+                layout_path=None,
             )
-            self._write_layout(self._mcap_path.parent if self._mcap_path is not None else None)
-            stats["layout_path"] = str(self.layout_path) if self.layout_path else None
+            if self._recording is not None and self._recording.finish():
+                self._finishing.append(stats)
+                if wait:
+                    self._collect()
             self._mcap_path = None
             return stats
 
@@ -251,6 +370,7 @@ class LiveView:
             "events": self.queued,
             "dropped": self.dropped,
             "handled": self.handled,
+            "coalesced": self.coalesced,
             "max_queue_depth": self.max_depth,
             "messages": self.channels.messages,
             "frames": self.channels.frames,
@@ -262,69 +382,80 @@ class LiveView:
     # -- the sender -----------------------------------------------------------------------------
     def _send_loop(self) -> None:
         q = self._queue
-        publish = self.channels.publish
         while True:
             with self._lock:
                 batch = list(q)
                 q.clear()
-            if batch:
+                samples = sorted(self._slots.values(), key=_seq) if self._slots else ()
+                self._slots.clear()
+            if batch or samples:
                 if len(batch) > self.max_depth:
                     self.max_depth = len(batch)
-                for event in batch:
-                    if type(event) is tuple:  # (_DRAIN, threading.Event)
-                        event[1].set()
-                        continue
-                    self.handled += 1
-                    try:
-                        if event.kind == "episode.start":
-                            self._open_mcap(event)
-                            # the episode clock, anchored at the episode's start on the wall
-                            # clock and never before the last stamp sent
-                            self._base_ns = max(time.time_ns(), self._last_ns + 1) - round(
-                                event.t * 1e9
-                            )
-                        ns = self._base_ns + round(event.t * 1e9)
-                        if ns < self._last_ns:
-                            ns = self._last_ns
-                        self._last_ns = ns
-                        publish(event, ns)
-                    except Exception:
-                        _log.exception("live view: %s (step %d) not sent", event.kind, event.step)
+                self._handle(_merge(batch, samples) if samples else batch)
             elif self._stop:
                 return
             # Batches, not a busy drain: the sender takes the GIL once a period (a drain or a
             # close wakes it at once); the queue holds what the loop makes meanwhile.
-            self._wake.wait(SEND_PERIOD_S)
+            self._wake.wait(self._period)
             self._wake.clear()
 
-    def _open_mcap(self, event: Event) -> None:
-        self._close_mcap()
-        if self._mcap_dir is None or not event.run_id:
-            return
-        path = Path(self._mcap_dir) / event.run_id / MCAP_FILE
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._mcap = foxglove.open_mcap(path, allow_overwrite=True, context=self.context)
-            self._mcap_path = path
-        except Exception:
-            _log.exception("live view: cannot write %s; this episode is live only", path)
-            self._mcap = None
-
-    def _close_mcap(self) -> None:
-        if self._mcap is not None:
+    def _handle(self, batch: list[Any]) -> None:
+        publish = self.channels.publish
+        for event in batch:
+            if type(event) is tuple:  # (_DRAIN, threading.Event) or (_MERGED, count)
+                if event[0] is _DRAIN:
+                    event[1].set()
+                else:  # the plain merges the loop's side counted, before the episode's end
+                    self.channels.merges += event[1]
+                continue
+            self.handled += 1
             try:
-                self._mcap.close()
+                if event.kind == EPISODE_START:
+                    self._begin(event)
+                # the episode clock, anchored at the episode's start (see _begin)
+                ns = self._base_ns + round(event.t * 1e9)
+                if ns < self._last_ns:
+                    ns = self._last_ns
+                self._last_ns = ns
+                publish(event, ns)
             except Exception:
-                _log.exception("live view: closing %s failed", self._mcap_path)
-            self._mcap = None
+                _log.exception("live view: %s (step %d) not sent", event.kind, event.step)
 
-    def _write_layout(self, folder: Path | None) -> None:
+    def _begin(self, event: Event) -> None:
+        """episode.start: anchor the episode clock at the episode's start on the wall clock,
+        never before the last stamp sent (Event.wall restarts: so does the sampling), and
+        open the episode's MCAP."""
+        self._base_ns = max(time.time_ns(), self._last_ns + 1) - round(event.t * 1e9)
+        self._mcap_path = None
+        rec = self._recording
+        if rec is None or self._mcap_dir is None or not event.run_id:
+            return
+        rec.open(Path(self._mcap_dir) / event.run_id, image_hz=self.options.image_hz,
+                 base_ns=self._base_ns, progress=dict(self.channels.progress_state))  # fmt: skip
+        self._mcap_path = Path(self._mcap_dir) / event.run_id / MCAP_FILE
+
+    def _collect(self) -> None:
+        """Wait for the files finishing; complete their episodes' stats and write their layouts."""
+        while self._finishing:
+            stats = self._finishing.pop(0)
+            recorded = self._recording.result()
+            stats.update(recorded=recorded.get("sent"), recorder_cpu_s=recorded.get("cpu_s"))
+            if recorded.get("error"):
+                stats["mcap_error"] = recorded["error"]
+            self._write_layout(Path(stats["mcap_path"]).parent, recorded)
+            stats["layout_path"] = str(self.layout_path) if self.layout_path else None
+
+    def _write_layout(self, folder: Path | None, recorded: dict[str, Any]) -> None:
+        """The layout of the channels seen, by the clients or in the MCAP (which sees every
+        step even when no client is subscribed)."""
         if folder is None:
             return  # unrecorded: no run directory to write it into
         path = folder / LAYOUT_FILE
         ch = self.channels
+        joints = ch.joint_names or tuple(recorded.get("joint_names", ()))
+        keys = ch.action_keys or tuple(recorded.get("action_keys", ()))
+        cameras = tuple(dict.fromkeys([*ch.cameras, *recorded.get("cameras", ())]))
         try:
-            self.layout_path = write_layout(path, joints=ch.joint_names, action_keys=ch.action_keys,
-                                            cameras=tuple(ch.cameras))  # fmt: skip
+            self.layout_path = write_layout(path, joints=joints, action_keys=keys, cameras=cameras)
         except OSError:
             _log.warning("live view: cannot write the layout %s", path)

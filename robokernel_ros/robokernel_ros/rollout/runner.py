@@ -1002,14 +1002,15 @@ def _live_option(value: Any) -> Any:
 
 def _attach_live(bus: EventBus, plan: RolloutPlan, episode: int) -> Callable[[Any], dict[str, Any]]:
     """Feed the call's Foxglove view (started by its first episode) from the episode's bus;
-    the finisher reports the episode's live stats (port, messages, dropped, mcap_path)."""
+    the finisher reports the episode's live stats (port, messages, dropped, mcap_path); the
+    MCAP's counts are filled in when _close_live waits for the files (episodes do not)."""
     if plan.live_view is None:
         from robokernel_ros.live import LiveView
 
         plan.live_view = LiveView(plan.live).start()
     detach = plan.live_view.attach(bus, run_dir=plan.trace_dir, n_steps=plan.n_steps,
                                    n_episodes=plan.n_episodes, episode=episode)  # fmt: skip
-    return lambda record: {"live": detach()}
+    return lambda record: {"live": detach(wait=False)}
 
 
 def _close_live(plan: RolloutPlan) -> None:

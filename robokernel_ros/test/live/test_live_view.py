@@ -111,6 +111,9 @@ def test_a_client_sees_the_eval_live_at_the_control_rate_and_the_port_is_freed(c
     assert abs(period - 1 / HZ) < 1e-6, (
         f"stamped {period * 1e3:.3f} ms apart: not the episode clock"
     )
+    # a paced (wall-clock) loop is not sampled: every step from the client's first one on
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    assert all(abs(g - 1e9 / HZ) <= 1 for g in gaps), f"steps left out: gaps {sorted(set(gaps))}"
     # and they arrive as the loop runs them: at the control rate, not in one burst at the end
     rate = (len(got) - 1) / (got[-1][2] - got[0][2])
     assert 0.7 * HZ < rate < 1.3 * HZ, (
@@ -134,7 +137,7 @@ def test_a_client_sees_the_eval_live_at_the_control_rate_and_the_port_is_freed(c
     robot = scenes[-1].entities[0]
     assert robot.frame_id == "world" and len(robot.spheres) == len(robot.lines[0].points) >= 6
 
-    assert live["dropped"] == 0 and live["handled"] == live["events"]
+    assert live["dropped"] == 0 and live["handled"] + live["coalesced"] == live["events"]
     assert live["clients_seen"] == 1
     # the same channels into the recorded episode, next to the (untouched) rosbag2
     from mcap.reader import make_reader
@@ -148,7 +151,8 @@ def test_a_client_sees_the_eval_live_at_the_control_rate_and_the_port_is_freed(c
     by_topic = {
         c.topic: summary.statistics.channel_message_counts[i] for i, c in summary.channels.items()
     }
-    assert by_topic[JOINTS_TOPIC] == live["sent"][JOINTS_TOPIC] == steps + 1
+    assert by_topic[JOINTS_TOPIC] == live["recorded"][JOINTS_TOPIC] == steps + 1
+    assert live["recorded"][JOINTS_TOPIC] >= live["sent"][JOINTS_TOPIC] >= len(got)
     layout = json.loads((run_dir / LAYOUT_FILE).read_text())
     text = json.dumps(layout)
     assert JOINTS_TOPIC in text and ACTION_TOPIC in text and "shoulder_pan" in text
@@ -162,8 +166,11 @@ def test_a_stalled_client_does_not_slow_the_loop_and_loses_only_its_own_messages
     base_s = time.perf_counter() - t0
     assert base["status"] == "success"
     port = free_port()
+    # display_hz None: every step of the fast eval goes to the client (no sampling), enough
+    # to overflow its backlog
+    live_opt = {"port": port, "display_hz": None}
     thread, out = in_thread(lambda: (time.perf_counter(), cell.eval_policy(
-        "so101", max_steps=steps, progress=False, trace_dir=None, live=port), time.perf_counter()))  # fmt: skip
+        "so101", max_steps=steps, progress=False, trace_dir=None, live=live_opt), time.perf_counter()))  # fmt: skip
     stalled = FoxgloveClient(port, deadline_s=60.0, rcvbuf=4096)  # reads the advertisements only
     channels = stalled.wait_for(set(SCHEMAS), deadline_s=30.0)
     stalled.subscribe([channels[t]["id"] for t in SCHEMAS])
@@ -192,6 +199,40 @@ def test_a_stalled_client_does_not_slow_the_loop_and_loses_only_its_own_messages
     stalled.close()
 
 
+def test_a_fast_eval_reaches_the_client_at_the_display_rate_and_the_mcap_at_every_step(cell):
+    steps = 10_000  # ~2 s of a fast (virtual-clock) eval: 5000 sim-seconds per wall second
+    port = free_port()
+    thread, out = in_thread(lambda: (time.perf_counter(), cell.eval_policy(
+        "so101", max_steps=steps, progress=False, bag=False, live=port), time.perf_counter()))  # fmt: skip
+    client = FoxgloveClient(port, deadline_s=60.0)
+    channels = client.wait_for(set(SCHEMAS), deadline_s=30.0)
+    client.subscribe([channels[t]["id"] for t in SCHEMAS])
+    client.read_until_closed(60.0)
+    thread.join(30.0)
+    start, result, stop = out["result"]
+    report = envelope_json(result)
+    live = report["episodes"][0]["live"]
+    # the loop's side kept the latest step of each sampled channel, no backlog, lost nothing
+    assert live["dropped"] == 0 and live["coalesced"] > steps, live
+    assert live["handled"] + live["coalesced"] == live["events"]
+    sent = live["sent"][JOINTS_TOPIC]
+    hz = 1 / max(1 / 60.0, 0.02)  # the default display_hz, bounded by the sender's period
+    assert 1 <= sent <= hz * (stop - start) + 5, (sent, stop - start)
+    joints_id = channels[JOINTS_TOPIC]["id"]
+    got = [(t, p) for c, t, p in client.messages if c == joints_id]
+    assert len(got) == sent  # a client that keeps up gets every sample sent
+    # the MCAP holds every step, the same messages (bytes) the client got among them, and
+    # the episode's last step was sent: the latest sample, not one a period old
+    from mcap.reader import make_reader
+
+    with open(live["mcap_path"], "rb") as f:
+        recorded = {m.log_time: m.data for _, c, m in make_reader(f).iter_messages()
+                    if c.topic == JOINTS_TOPIC}  # fmt: skip
+    assert len(recorded) == live["recorded"][JOINTS_TOPIC] == steps + 1
+    assert all(recorded.get(t) == p for t, p in got), "a client message not in the MCAP"
+    assert got[-1][0] == max(recorded)
+
+
 @pytest.mark.parametrize(
     ("value", "needle"),
     [
@@ -201,6 +242,7 @@ def test_a_stalled_client_does_not_slow_the_loop_and_loses_only_its_own_messages
         ({"port": 0, "colour": 1}, "unknown keys ['colour']"),
         ({"port": 0, "mcap": "false"}, "['mcap']='false': must be a boolean"),
         ({"port": 0, "image_hz": 0}, "must be a finite number > 0"),
+        ({"port": 0, "display_hz": -5}, "['display_hz']=-5: must be a finite number > 0"),
     ],
 )
 def test_refused_live_values_name_the_parameter(value, needle):
@@ -334,3 +376,47 @@ def test_the_cli_live_flag_serves_the_eval_and_refuses_a_non_port(capsys):
     assert (
         live["port"] > 0 and live["events"] > 0 and live["mcap_path"] is None
     )  # no client, no trace
+
+
+def test_the_recorder_follows_a_growing_trace_and_shows_its_saved_frames(tmp_path):
+    """live.recorder's EpisodeMcap on a run directory as the trace writer leaves it: lines
+    flushed in pieces (a partial last line waits), frames as images/<camera>/*.npy paths
+    (one not saved yet holds its observation back until it is)."""
+    import numpy as np
+    import orjson
+    from mcap.reader import make_reader
+    from robokernel_ros.live.recorder import EpisodeMcap
+
+    def line(seq, kind, step, data):
+        return orjson.dumps({"seq": seq, "kind": kind, "step": step, "t": step / 50,
+                             "wall": step / 5000, "data": data}) + b"\n"  # fmt: skip
+
+    joints = {"shoulder_pan": 0.1, "gripper": 0.2}
+    lines = [line(0, "episode.start", 0, {"episode": 0, "run_id": "r", "seed": 0})]
+    for step in range(3):
+        images = {"wrist": f"images/wrist/{step:06d}.npy"} if step == 1 else None
+        obs = {"obs": {"joint_positions": joints}, **({"images": images} if images else {})}
+        lines += [line(1 + 3 * step, "observation", step, obs),
+                  line(2 + 3 * step, "chunk.request", step, {"step": step}),
+                  line(3 + 3 * step, "action", step, {"action": {"a": 0.0}})]  # fmt: skip
+    text = b"".join(lines)
+    (tmp_path / "events.jsonl").write_bytes(text[: len(text) // 2])  # half flushed
+    base = 1_764_000_000_000_000_000
+    mcap = EpisodeMcap(tmp_path, image_hz=10.0, base_ns=base, progress={"n_steps": 3})
+    mcap.follow()
+    first = mcap.events
+    assert 1 <= first < 7  # complete lines only; the frame of step 1 is not saved yet
+    (tmp_path / "events.jsonl").write_bytes(text)
+    mcap.follow()
+    assert mcap.events == first, "an observation went ahead of its unsaved frame"
+    (tmp_path / "images" / "wrist").mkdir(parents=True)
+    np.save(tmp_path / "images/wrist/000001.npy", np.full((8, 8, 3), 200, np.uint8))
+    stats = mcap.close()
+    assert stats["events"] == 7  # every line but the chunk requests
+    assert stats["sent"]["/robokernel/joint_states"] == 3 and stats["frames"] == 1
+    with open(tmp_path / "foxglove.mcap", "rb") as f:
+        messages = [(c.topic, m.log_time) for _, c, m in make_reader(f).iter_messages()]
+    assert ("/robokernel/camera/wrist", base + round(1e9 / 50)) in messages
+    assert [t for c, t in messages if c == JOINTS_TOPIC] == [
+        base + round(s * 1e9 / 50) for s in range(3)
+    ]
