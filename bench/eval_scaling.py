@@ -12,7 +12,7 @@ the start-up (Ray's instance + actors, the pool's processes) is reported beside 
 
 Then batched inference: a small LeRobot ACT built here (random weights, CPU, one 64x64
 camera), served by the BatchServer Ray actor that `batch_inference=True` uses, with B
-client threads calling it at once (each waits for its chunk, as a worker does) at
+client processes (Ray actors) calling it at once (each waits for its chunk, as a worker does) at
 max_batch B = 1, 4, 8: observations per second and the queueing latency p50 (the wait
 for a batch to fill or its max_wait_ms to pass).
 
@@ -93,10 +93,17 @@ def _pool_episode(i: int) -> bool:
     return bool(_session.episode(i, _control)["steps_advanced"])
 
 
+class _BatchClient:
+    """One process asking the batch server for chunks, one at a time (a worker's pattern)."""
+
+    def run(self, server: Any, obs: dict[str, Any], rounds: int) -> list[float]:
+        import ray
+
+        return [ray.get(server.infer.remote(obs))["queue_wait_s"] for _ in range(rounds)]
+
+
 def batching_figures(rounds: int) -> dict[str, Any]:
     """Observations/s and queue wait p50 of the BatchServer actor at max_batch 1, 4, 8."""
-    import threading
-
     import numpy as np
     import ray
     from robokernel_ros.policies.batching import BatchServer
@@ -108,6 +115,7 @@ def batching_figures(rounds: int) -> dict[str, Any]:
            "images": {"front": rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)}}  # fmt: skip
     out: dict[str, Any] = {}
     actor = ray.remote(num_cpus=0, max_concurrency=16)(BatchServer)
+    client_class = ray.remote(num_cpus=0)(_BatchClient)
     for b in (1, 4, 8):
         server = actor.remote(
             "lerobot", {"path": str(ckpt), "device": "cpu"}, max_batch=b, max_wait_ms=5.0
@@ -115,19 +123,17 @@ def batching_figures(rounds: int) -> dict[str, Any]:
         ray.get(server.bind.remote(list(SO101_JOINTS), {}))
         for _ in range(3):  # warm-up
             ray.get(server.infer.remote(obs))
-        waits: list[float] = []
-
-        def client(server: Any = server, waits: list[float] = waits) -> None:
-            for _ in range(rounds):
-                waits.append(ray.get(server.infer.remote(obs))["queue_wait_s"])
-
-        threads = [threading.Thread(target=client) for _ in range(b)]
+        # The clients are processes (Ray actors), as the workers of a parallel eval are:
+        # threads of this process would share its GIL with Ray's own client and starve.
+        clients = [client_class.remote() for _ in range(b)]
+        ray.get([c.run.remote(server, obs, 1) for c in clients])  # up and warm
         t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        waits = [
+            w for ws in ray.get([c.run.remote(server, obs, rounds) for c in clients]) for w in ws
+        ]
         elapsed = time.monotonic() - t0
+        for c in clients:
+            ray.kill(c)
         out[f"batch{b}_obs_per_s"] = b * rounds / elapsed
         out[f"batch{b}_queue_wait_p50_ms"] = 1000 * float(np.median(waits))
         out[f"batch{b}_mean_batch"] = ray.get(server.stats.remote())["mean_batch"]

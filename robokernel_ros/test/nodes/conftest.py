@@ -52,6 +52,18 @@ class RosClient:
             raise TimeoutError(f"service {name} did not answer within {timeout_s} s")
         return future.result()
 
+    def answered(self, srv_type: Any, name: str, request: Any, timeout_s: float = 60.0) -> Any:
+        """Call a harmless request until one is answered: DDS matches a service's response
+        path separately from its request path, so a server that wait_for_service sees can
+        still drop the first responses to a new client. Returns the answer."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self.call(srv_type, name, request, timeout_s=2.0)
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+
     def collect(self, msg_type: Any, topic: str, qos: Any = 100) -> list[Any]:
         received: list[Any] = []
         self.node.create_subscription(msg_type, topic, received.append, qos)

@@ -38,6 +38,11 @@ def workcell(processes, tmp_path, ros):
     assert ros.wait_until(lambda: shield and shield[-1].state == "active", 30), processes.log(
         procs["safety_shield"]
     )
+    # Both start services answer this client (a refused request starts nothing).
+    for srv, request in ((StartPolicy, StartPolicy.Request(robot_name="no_such_robot")),
+                         (RunPolicy, RunPolicy.Request(robot_name="no_such_robot"))):  # fmt: skip
+        name = f"{NS}/{'start_policy' if srv is StartPolicy else 'run_policy'}"
+        assert not ros.answered(srv, name, request).ok
     return procs, trace_dir, events, shield
 
 
