@@ -140,7 +140,7 @@ class EpisodeWorker:
             shutil.rmtree(self.local_trace, ignore_errors=True)
 
 
-def _worker_died(episode: int, seed: int | None, error: str) -> dict[str, Any]:
+def _lost_episode(episode: int, seed: int | None, error: str) -> dict[str, Any]:
     """The record of an episode lost with its worker twice: reported, not silently dropped."""
     return {"episode": episode, "seed": seed, "outcome": "error", "success": False,
             "stopped_early": True, "stopped_reason": f"error: worker died: {error}",
@@ -312,7 +312,7 @@ class _ParallelEval:
             self.pending.appendleft(episode)
         else:
             self.lost.append(episode)
-            self.results[episode] = _worker_died(episode, (self.plan.seed or 0) + episode, error)
+            self.results[episode] = _lost_episode(episode, (self.plan.seed or 0) + episode, error)
 
     def close(self) -> None:
         import ray
