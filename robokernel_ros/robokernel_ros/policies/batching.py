@@ -1,26 +1,36 @@
 """Batched inference: one policy serves many episodes, one forward pass for B observations.
 
-    server = BatchServer("lerobot", {"path": ckpt}, max_batch=8, max_wait_ms=5.0)
+    server = BatchServer("lerobot", {"path": ckpt}, max_batch=8, max_wait_ms=50.0)
+    server.expect_callers(4)                               # 4 callers: a batch of 4 closes at once
     chunks = server.infer(observation, instruction)        # from any thread
 
 The vla-eval design (one model server, many environments), used by a parallel eval
 (rollout.parallel) with `batch_inference=True`: the server runs in one Ray actor and every
 worker's episodes reach it through a `BatchedPolicy` proxy. `infer` calls from concurrent
-callers are gathered until `max_batch` are waiting or `max_wait_ms` has passed since the
-first of them, then answered by one `get_actions_batch` call of the policy; the proxy's
-caller waits for its own chunk. Only providers whose `batch_refusal(config)` is None can
-serve (checked before anything starts).
+callers are gathered into one `get_actions_batch` call of the policy; the proxy's caller
+waits for its own chunk. A batch closes at the first of:
+- `max_batch` requests waiting;
+- every expected caller waiting: `expect_callers(n)` says how many callers can be waiting
+  at once (the parallel driver sends its number of episodes in flight, one caller each),
+  so a batch closes the moment the n-th of them submits, with no timer to run out;
+- `max_wait_ms` since its first request: the bound for a caller whose peers are busy
+  elsewhere (stepping their chunk, resetting, dead), and the only rule when no count was
+  given.
+Only providers whose `batch_refusal(config)` is None can serve (checked before anything
+starts).
 
 Per-episode state does not cross the batch: a batched policy is one model for all
 episodes, so `reset(seed=...)` seeds nothing (the proxy keeps its instruction only), and
 results are not bit-identical to an unbatched run (a batch's arithmetic differs).
-`queue_wait_s` of each answer is the time the observation waited for its batch.
+`queue_wait_s` of each answer is the time the observation waited for its batch to close;
+`stats()` gives the batch sizes and those waits' p50 / p99 over the server's life.
 
 Imports no ROS; imports Ray only in `BatchedPolicy` (a worker holds an actor handle).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -53,7 +63,9 @@ class BatchServer:
         self._pending: list[_Request] = []
         self._cond = threading.Condition()
         self._closed = False
+        self._expected: int | None = None
         self.batch_sizes: list[int] = []
+        self.queue_waits_s: list[float] = []
         self._thread = threading.Thread(target=self._serve, name="batch-server", daemon=True)
         self._thread.start()
 
@@ -74,10 +86,20 @@ class BatchServer:
     def binding_report(self) -> dict[str, bool]:
         return self.policy.binding_report()
 
+    def expect_callers(self, callers: int | None) -> None:
+        """At most `callers` requests can be waiting at once from now on (None: unknown):
+        a batch closes as soon as min(callers, max_batch) wait (see the module docstring)."""
+        with self._cond:
+            self._expected = None if callers is None else max(1, int(callers))
+            self._cond.notify_all()
+
     def stats(self) -> dict[str, Any]:
-        sizes = self.batch_sizes
+        """Batches served, their mean and largest size, the queue waits' p50 / p99 (ms)."""
+        sizes, waits = self.batch_sizes, sorted(self.queue_waits_s)
         return {"batches": len(sizes), "mean_batch": (sum(sizes) / len(sizes)) if sizes else 0.0,
-                "max_batch_seen": max(sizes, default=0)}  # fmt: skip
+                "max_batch_seen": max(sizes, default=0),
+                "queue_wait_p50_ms": 1000 * _quantile(waits, 0.5) if waits else None,
+                "queue_wait_p99_ms": 1000 * _quantile(waits, 0.99) if waits else None}  # fmt: skip
 
     # -- inference ------------------------------------------------------------------------
     def infer(self, observation: Mapping[str, Any], instruction: str = "") -> dict[str, Any]:
@@ -100,13 +122,19 @@ class BatchServer:
             if self._closed:
                 return []
             deadline = self._pending[0].t_queued + self.max_wait_s
-            while len(self._pending) < self.max_batch and not self._closed:
+            while len(self._pending) < self._fill() and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(left)
             batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
             return batch
+
+    def _fill(self) -> int:
+        """How many waiting requests close a batch now (under the lock: the count may change)."""
+        if self._expected is None:
+            return self.max_batch
+        return min(self.max_batch, self._expected)
 
     def _serve(self) -> None:
         while True:
@@ -116,6 +144,7 @@ class BatchServer:
             now = time.monotonic()
             for request in batch:
                 request.queue_wait_s = now - request.t_queued
+                self.queue_waits_s.append(request.queue_wait_s)
             try:
                 chunks = self.policy.get_actions_batch(
                     [r.observation for r in batch], [r.instruction for r in batch]
@@ -141,6 +170,11 @@ class BatchServer:
         self.policy.close()
 
 
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of sorted values (nearest rank)."""
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
 class BatchedPolicy(Policy):
     """A worker's proxy of a BatchServer running as a Ray actor: get_actions asks the server."""
 
@@ -151,7 +185,6 @@ class BatchedPolicy(Policy):
         self.server = server
         self._instruction = ""
         self._chunk_emitting = True
-        self.queue_wait_s: list[float] = []  # each chunk's wait for its batch
 
     def set_action_limits(self, limits: Mapping[str, tuple[float, float]]) -> None:
         import ray
@@ -175,7 +208,6 @@ class BatchedPolicy(Policy):
         answer = ray.get(
             self.server.infer.remote(dict(observation), instruction or self._instruction)
         )
-        self.queue_wait_s.append(float(answer["queue_wait_s"]))
         return answer["chunk"]
 
     def binding_report(self) -> dict[str, bool]:

@@ -98,13 +98,12 @@ class EpisodeWorker:
             # Not shared storage: write here, send the run directories back with the results.
             self.local_trace = Path(tempfile.mkdtemp(prefix="robokernel-worker-"))
             plan = dataclasses.replace(plan, trace_dir=self.local_trace)
-        self.proxy = None
         if batch_server is not None:  # every episode's inference goes to the shared server
             from robokernel_ros.policies.batching import BatchedPolicy
 
             name, config, _ = plan.policies[plan.robot]
-            self.proxy = BatchedPolicy(batch_server)
-            plan = dataclasses.replace(plan, policies={plan.robot: (name, config, self.proxy)})
+            proxy = BatchedPolicy(batch_server)
+            plan = dataclasses.replace(plan, policies={plan.robot: (name, config, proxy)})
         self.plan = plan
         self.control = RolloutControl(plan.robots, plan.call)
         self.control.state = "running"
@@ -123,8 +122,6 @@ class EpisodeWorker:
     def run_episode(self, episode: int) -> dict[str, Any]:
         """Episode `episode` of the plan; with a local trace folder, its run directory as a tar."""
         result = self.session.episode(episode, self.control)
-        if self.proxy is not None:
-            result["_queue_wait_s"], self.proxy.queue_wait_s = self.proxy.queue_wait_s, []
         if self.local_trace is not None and result.get("run_id"):
             run_dir = self.local_trace / str(result["run_id"])
             buffer = io.BytesIO()
@@ -226,9 +223,9 @@ class _ParallelEval:
         self.attempts: dict[int, int] = {}
         self.retried: list[int] = []
         self.lost: list[int] = []
-        self.queue_waits: list[float] = []
         self.policy_report: dict[str, Any] = {}
         self.batching: dict[str, Any] | None = None
+        self.expected = 0  # the episodes in flight the batch server was last told of
         self.stopping = False
 
     def start(self) -> None:
@@ -256,16 +253,22 @@ class _ParallelEval:
             while self.pending and self.idle and not self.stopping:
                 worker, episode = self.idle.popleft(), self.pending.popleft()
                 self.in_flight[worker.run_episode.remote(episode)] = (worker, episode)
+            self._expect_callers(len(self.in_flight))
             if not self.in_flight:
                 break
             ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=_POLL_S)
             for ref in ready:
                 self._collect(ref, progress)
-        if self.server is not None:
-            waits = self.queue_waits
+        if self.server is not None:  # the server's own figures: batch sizes, queue waits
             self.batching = {**ray.get(self.server.stats.remote()), "max_batch": self.plan.max_batch,
-                             "max_wait_ms": self.plan.max_wait_ms,
-                             "queue_wait_p50_ms": 1000 * _median(waits) if waits else None}  # fmt: skip
+                             "max_wait_ms": self.plan.max_wait_ms}  # fmt: skip
+
+    def _expect_callers(self, callers: int) -> None:
+        """Tell the batch server how many episodes can ask it at once: a batch closes as
+        soon as all of them wait, not when max_wait_ms runs out (policies.batching)."""
+        if self.server is not None and callers and callers != self.expected:
+            self.server.expect_callers.remote(callers)
+            self.expected = callers
 
     def _stop_all(self) -> None:
         self.stopping = True
@@ -286,7 +289,6 @@ class _ParallelEval:
         except RayActorError as exc:
             self._worker_died(episode, type(exc).__name__)
             return
-        self.queue_waits.extend(result.pop("_queue_wait_s", ()))
         if self.plan.trace_dir is not None:
             _unpack_run_dir(result, self.plan.trace_dir, _local_root(result))
         if not self.policy_report:
@@ -370,12 +372,6 @@ def _interrupt_stops(control: RolloutControl) -> Iterator[None]:
     finally:
         if signal.getsignal(signal.SIGINT) is stop:
             signal.signal(signal.SIGINT, previous)
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _local_root(result: Mapping[str, Any]) -> str | None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 from lerobot_test_helpers import SO101
 from robokernel_ros.policies import create_policy
 from robokernel_ros.policies.base import batch_refusal
-from robokernel_ros.policies.batching import BatchServer
+from robokernel_ros.policies.batching import BatchedPolicy, BatchServer
 from robokernel_ros.rollout import SimWorkcell, envelope_json
 
 
@@ -86,3 +87,60 @@ def test_a_parallel_eval_with_batched_inference(ckpt_act, tmp_path):
     batching = out["parallel"]["batching"]
     assert batching["batches"] >= 4 * 20 // 5 / 2  # chunks of 5: 16 requests, some shared
     assert batching["queue_wait_p50_ms"] is not None
+
+
+@pytest.fixture(scope="module")
+def batch_actors(ckpt_act):
+    """A BatchServer Ray actor (as a parallel eval starts it) and BatchedPolicy proxies in
+    client processes (as the workers hold them), one local Ray instance for the module."""
+    ray = pytest.importorskip("ray")
+    from robokernel_ros.rollout.parallel import ray_init
+
+    ray_init(None, 2)
+    server_class = ray.remote(num_cpus=0, max_concurrency=16)(BatchServer)
+    proxy_class = ray.remote(num_cpus=0)(BatchedPolicy)
+
+    def start(**kwargs):
+        server = server_class.remote("lerobot", {"path": str(ckpt_act), "device": "cpu"}, **kwargs)
+        ray.get(server.bind.remote(list(SO101), {}))
+        return server
+
+    def proxies(server, n):
+        handles = [proxy_class.remote(server) for _ in range(n)]
+        ray.get([h.reset.remote() for h in handles])  # every client process is up
+        return handles
+
+    try:
+        yield ray, start, proxies
+    finally:
+        ray.shutdown()
+
+
+def test_a_batch_closes_when_every_expected_caller_has_submitted(batch_actors):
+    ray, start, proxies = batch_actors
+    # max_wait_ms 60 s: a server that waited for it (or for max_batch 8) would not answer in time.
+    server = start(max_batch=8, max_wait_ms=60_000)
+    clients = proxies(server, 4)
+    ray.get(server.expect_callers.remote(4))
+    t0 = time.monotonic()
+    chunks = ray.get([c.get_actions.remote(observation(i)) for i, c in enumerate(clients)],
+                     timeout=50)  # fmt: skip
+    elapsed = time.monotonic() - t0
+    stats = ray.get(server.stats.remote())
+    assert [len(c) for c in chunks] == [5, 5, 5, 5]
+    assert stats["batches"] == 1 and stats["max_batch_seen"] == 4  # one pass for the four
+    assert elapsed < 30 and stats["queue_wait_p99_ms"] < 30_000
+    ray.kill(server)
+
+
+def test_a_lone_caller_waits_no_longer_than_max_wait_ms(batch_actors):
+    ray, start, proxies = batch_actors
+    server = start(max_batch=8, max_wait_ms=300)
+    (client,) = proxies(server, 1)
+    ray.get(server.expect_callers.remote(2))  # the second caller never comes
+    chunk = ray.get(client.get_actions.remote(observation(0)), timeout=30)
+    stats = ray.get(server.stats.remote())
+    assert len(chunk) == 5 and stats["batches"] == 1 and stats["max_batch_seen"] == 1
+    # held for the expected peer until max_wait_ms, then answered alone (+ a loaded wake-up)
+    assert 300 <= stats["queue_wait_p50_ms"] < 300 + 250
+    ray.kill(server)
