@@ -204,7 +204,7 @@ class _Forward:
         return time.monotonic() - t0
 
 
-def batching_figures(rounds: int, reps: int, max_wait_ms: float) -> dict[str, Any]:
+def batching_figures(rounds: int, reps: int, max_wait_ms: float, root: Path) -> dict[str, Any]:
     """The BatchServer actor at max_batch 1, 4, 8 with as many client processes: obs/s,
     mean batch, queue wait p50 / p99; and the forward pass alone (no Ray) at the same B.
     The six are interleaved, `reps` times each, so that the load of the shared machine
@@ -216,7 +216,7 @@ def batching_figures(rounds: int, reps: int, max_wait_ms: float) -> dict[str, An
     from robokernel_ros.rollout.parallel import ray_init
 
     ray_init(None, WORKERS)
-    ckpt = build_tiny_checkpoint(tempfile.mkdtemp(prefix="eval_scaling-act-"), chunk_size=10)
+    ckpt = build_tiny_checkpoint(root / "act", chunk_size=10)
     rng = np.random.default_rng(0)
     obs = {**{j: float(v) for j, v in zip(SO101_JOINTS, rng.uniform(-1, 1, 6), strict=True)},
            "images": {"front": rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)}}  # fmt: skip
@@ -324,6 +324,29 @@ def eval_figures(episodes: int, steps: int, bag: bool, root: Path) -> dict[str, 
     return figures
 
 
+def _eval_verdicts(f: dict[str, Any]) -> dict[str, bool]:
+    """Print the eval figures (as soon as they are measured) and return their verdicts."""
+    verdicts: dict[str, bool] = {}
+    verdicts[f"ray >= {TARGET_VS_POOL}x pool"] = f["ray_vs_pool"] >= TARGET_VS_POOL
+    verdicts[f"ray >= {TARGET_VS_SERIAL}x serial"] = f["ray_vs_serial"] >= TARGET_VS_SERIAL
+    verdicts[f"pool >= {TARGET_VS_SERIAL}x serial (the measured floor of the target)"] = (
+        f["pool_vs_serial"] >= TARGET_VS_SERIAL
+    )
+    verdicts["ray episodes equal serial"] = f["ray_equals_serial"]
+    for name in ("serial", "ray", "pool"):
+        c = f[f"{name}_cores"]
+        print(f"{name:7s} {f[f'{name}_eps']:7.2f} episodes/s  CPU {c['total']:.2f} cores "
+              f"(this process {c['this']:.2f}, Ray's {c['ray']:.2f}, the rest {c['rest']:.2f})")  # fmt: skip
+    print(f"ray {f['ray_vs_serial']:.2f}x serial, {f['ray_vs_pool']:.2f}x pool; start-up "
+          f"{f['ray_startup_s']:.1f} s (pool {f['pool_startup_s']:.1f} s)")  # fmt: skip
+    print(f"target ray >= {TARGET_VS_SERIAL}x serial: ray {f['ray_vs_serial']:.2f}x, the pool "
+          f"(best local parallelism) {f['pool_vs_serial']:.2f}x, two cores over serial's "
+          f"{f['serial_cores']['total']:.2f}: {f['two_core_bound_vs_serial']:.2f}x at most -> "
+          f"{TARGET_VS_SERIAL}x is {'within' if f['pool_vs_serial'] >= TARGET_VS_SERIAL else 'above'} "
+          "what the pool reached")  # fmt: skip
+    return verdicts
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="16 episodes of 300 steps")
@@ -345,29 +368,11 @@ def main() -> int:
         if not args.batching_only:
             figures.update(episodes=episodes, steps=steps, workers=WORKERS, bags=not args.no_bag)
             figures.update(eval_figures(episodes, steps, not args.no_bag, root))
-        figures.update(batching_figures(10, 2 if args.quick else 5, args.max_wait_ms))
+            verdicts.update(_eval_verdicts(figures))
+        figures.update(batching_figures(10, 2 if args.quick else 5, args.max_wait_ms, root))
     finally:
         ray.shutdown()
         shutil.rmtree(root, ignore_errors=True)
-    if not args.batching_only:
-        f = figures
-        verdicts[f"ray >= {TARGET_VS_POOL}x pool"] = f["ray_vs_pool"] >= TARGET_VS_POOL
-        verdicts[f"ray >= {TARGET_VS_SERIAL}x serial"] = f["ray_vs_serial"] >= TARGET_VS_SERIAL
-        verdicts[f"pool >= {TARGET_VS_SERIAL}x serial (the measured floor of the target)"] = (
-            f["pool_vs_serial"] >= TARGET_VS_SERIAL
-        )
-        verdicts["ray episodes equal serial"] = f["ray_equals_serial"]
-        for name in ("serial", "ray", "pool"):
-            c = f[f"{name}_cores"]
-            print(f"{name:7s} {f[f'{name}_eps']:7.2f} episodes/s  CPU {c['total']:.2f} cores "
-                  f"(this process {c['this']:.2f}, Ray's {c['ray']:.2f}, the rest {c['rest']:.2f})")  # fmt: skip
-        print(f"ray {f['ray_vs_serial']:.2f}x serial, {f['ray_vs_pool']:.2f}x pool; start-up "
-              f"{f['ray_startup_s']:.1f} s (pool {f['pool_startup_s']:.1f} s)")  # fmt: skip
-        print(f"target ray >= {TARGET_VS_SERIAL}x serial: ray {f['ray_vs_serial']:.2f}x, the pool "
-              f"(best local parallelism) {f['pool_vs_serial']:.2f}x, two cores over serial's "
-              f"{f['serial_cores']['total']:.2f}: {f['two_core_bound_vs_serial']:.2f}x at most -> "
-              f"{TARGET_VS_SERIAL}x is {'within' if f['pool_vs_serial'] >= TARGET_VS_SERIAL else 'above'} "
-              "what the pool reached")  # fmt: skip
     f = figures
     verdicts[f"batch 8 >= {TARGET_BATCH8}x batch 1"] = f["batch8_vs_batch1"] >= TARGET_BATCH8
     verdicts[f"forward pass 8 >= {TARGET_BATCH8}x 1 (the ceiling of the target)"] = (
