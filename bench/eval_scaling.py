@@ -341,7 +341,7 @@ def _eval_verdicts(f: dict[str, Any]) -> dict[str, bool]:
           f"{f['ray_startup_s']:.1f} s (pool {f['pool_startup_s']:.1f} s)")  # fmt: skip
     print(f"target ray >= {TARGET_VS_SERIAL}x serial: ray {f['ray_vs_serial']:.2f}x, the pool "
           f"(best local parallelism) {f['pool_vs_serial']:.2f}x, two cores over serial's "
-          f"{f['serial_cores']['total']:.2f}: {f['two_core_bound_vs_serial']:.2f}x at most -> "
+          f"{f['serial_cores']['total']:.2f} (on an idle machine): {f['two_core_bound_vs_serial']:.2f}x at most -> "
           f"{TARGET_VS_SERIAL}x is {'within' if f['pool_vs_serial'] >= TARGET_VS_SERIAL else 'above'} "
           "what the pool reached")  # fmt: skip
     return verdicts
