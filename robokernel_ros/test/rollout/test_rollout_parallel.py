@@ -39,14 +39,25 @@ def actions_of(result):
 
 
 def ray_worker_pids() -> list[int]:
-    pids = []
+    """This test process's EpisodeWorker processes (its Ray instance runs below it; another
+    session's parallel eval on the same machine has workers of the same name)."""
+    parents, workers = {}, []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
+            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
             if b"ray::EpisodeWorker" in (proc / "cmdline").read_bytes():
-                pids.append(int(proc.name))
-        except OSError:
+                workers.append(int(proc.name))
+        except (OSError, IndexError, ValueError):
             pass
-    return pids
+
+    def below_me(pid: int) -> bool:
+        while pid in parents and pid > 1:
+            pid = parents[pid]
+            if pid == os.getpid():
+                return True
+        return False
+
+    return [pid for pid in workers if below_me(pid)]
 
 
 def test_parallel_episodes_equal_serial_field_by_field(cell):
