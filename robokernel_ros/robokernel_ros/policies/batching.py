@@ -22,8 +22,9 @@ starts).
 Per-episode state does not cross the batch: a batched policy is one model for all
 episodes, so `reset(seed=...)` seeds nothing (the proxy keeps its instruction only), and
 results are not bit-identical to an unbatched run (a batch's arithmetic differs).
-`queue_wait_s` of each answer is the time the observation waited for its batch to close;
-`stats()` gives the batch sizes and those waits' p50 / p99 over the server's life.
+`queue_wait_s` of each answer is the time from the request's arrival to its batch's forward
+pass (the fill, and any pass still running before it); `stats()` gives the batch sizes and
+those waits' p50 / p99 over the server's life.
 
 Imports no ROS; imports Ray only in `BatchedPolicy` (a worker holds an actor handle).
 """
