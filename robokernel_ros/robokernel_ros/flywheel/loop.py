@@ -40,13 +40,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..kernel.observation import GOAL_PREFIX, observed_joint_positions
 from ..kernel.trace import load_trace
-from ..policies.scripted import observed_joint_positions
 from ..rollout import SimWorkcell, envelope_json, envelope_text
-from ..rollout.goals import GOAL_PREFIX
-from ..rollout.predicates import compile_criteria
 from ..rollout.results import summary_table
-from ..scoring import wilson_interval
+from ..tasks.predicates import compile_criteria
+from ..tasks.statistics import wilson_interval
 
 _log = logging.getLogger(__name__)
 
