@@ -46,10 +46,12 @@ def predicate_context(
     episode: int | None,
 ) -> dict[str, Any]:
     """The context of the step `step` (see the module docstring for its keys)."""
-    ctx = dict(state or {})
-    joints = observed_joint_positions(obs) if isinstance(obs, Mapping) else {}
-    ctx.update({"step": int(step), "robot": robot, "episode": episode, "obs": obs,
-                "joints": joints})  # fmt: skip
+    ctx = dict(state or {})  # first: the rollout's keys below win over the state's
+    ctx["step"] = int(step)
+    ctx["robot"] = robot
+    ctx["episode"] = episode
+    ctx["obs"] = obs
+    ctx["joints"] = observed_joint_positions(obs) if isinstance(obs, Mapping) else {}
     return ctx
 
 
