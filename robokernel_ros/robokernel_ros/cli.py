@@ -365,7 +365,7 @@ def _eval_run(args: argparse.Namespace) -> int:
         return usage_error("eval", conflict)
     out_dir = None
     if args.output:
-        from robokernel_ros.rollout.output import (
+        from robokernel_ros.tasks.eval_output import (
             EVAL_CONFIG,
             RUNS_DIR,
             VIDEOS_DIR,

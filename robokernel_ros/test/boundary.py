@@ -1,12 +1,15 @@
-"""Import-boundary checks: what importing every module of a package loads, in a fresh interpreter."""
+"""Import-boundary checks: what importing every module of a package loads, in a fresh
+interpreter, and what its source imports anywhere (lazy imports inside functions too)."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 ROS_PREFIXES = ("rclpy", "rosidl", "robokernel_interfaces", "robokernel_ros.nodes")
 
@@ -14,7 +17,11 @@ ROS_PREFIXES = ("rclpy", "rosidl", "robokernel_interfaces", "robokernel_ros.node
 def modules_loaded_by(package: str) -> tuple[list[str], list[str]]:
     """(the package's modules, every module a fresh interpreter has loaded after importing
     each of them)."""
-    names = [m.name for m in pkgutil.iter_modules(importlib.import_module(package).__path__)]
+    names = [
+        m.name
+        for m in pkgutil.iter_modules(importlib.import_module(package).__path__)
+        if m.name != "__main__"  # runs the package's command when imported
+    ]
     code = (
         "import importlib, json, sys\n"
         f"for name in {names!r}:\n"
@@ -25,3 +32,37 @@ def modules_loaded_by(package: str) -> tuple[list[str], list[str]]:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     return names, json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def imports_in_source(package: str) -> dict[str, set[str]]:
+    """{module: the absolute names its source imports}, for every module of the package and
+    its subpackages, imports inside functions included (a lazy import is an import).
+    `from a.b import c` counts as importing both a.b and a.b.c (c may be a module)."""
+    root = Path(importlib.import_module(package).__path__[0])
+    out: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        is_package = parts[-1] == "__init__"
+        module = ".".join(parts[:-1] if is_package else parts)
+        here = module.split(".") if is_package else module.split(".")[:-1]
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - node.level + 1] if node.level else []
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                names.add(target)
+                names.update(f"{target}.{a.name}" for a in node.names)
+        out[module] = names
+    return out
+
+
+def imports_of(package: str, packages: tuple[str, ...]) -> dict[str, list[str]]:
+    """{module: the names it imports from any of `packages` (a package or one of its
+    modules)}, for the modules of `package` that import any."""
+    found = {
+        module: sorted(n for n in names if any(n == p or n.startswith(p + ".") for p in packages))
+        for module, names in imports_in_source(package).items()
+    }
+    return {module: names for module, names in found.items() if names}

@@ -441,7 +441,7 @@ class RunnerNode(Node):
                 clauses = extra.pop(key)
                 if isinstance(clauses, str):
                     clauses = {"predicate": clauses}
-                from robokernel_ros.rollout import compile_criteria
+                from robokernel_ros.tasks import compile_criteria
 
                 try:
                     criteria = compile_criteria(f"extra_json[{key!r}]", clauses)

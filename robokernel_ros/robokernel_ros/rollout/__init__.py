@@ -7,19 +7,9 @@
     out["status"], out["content"]           # "success" | "error", [{"text": ...}, {"json": {...}}]
 
 Imports no ROS: the runner node wraps SimWorkcell and serves its calls as services.
+Predicates, benchmark specs and goals are `robokernel_ros.tasks`'.
 """
 
-from .benchmarks import BenchmarkRegistry, builtin_benchmark_specs, pass_hat_k, validate_spec
-from .predicates import (
-    PREDICATES,
-    REWARDS,
-    Criterion,
-    CriterionError,
-    compile_criteria,
-    compile_rewards,
-    register_predicate,
-    register_reward,
-)
 from .progress import PROGRESS, Progress
 from .replay import RecordedEpisode, ReplayPolicy, resolve_recording
 from .results import envelope, envelope_json, envelope_text, error_envelope
@@ -41,13 +31,8 @@ from .workcell import SCENE_MUTATIONS, SceneBusyError, SimWorkcell
 
 __all__ = [
     "DEFAULT_TRACE_DIR",
-    "PREDICATES",
     "PROGRESS",
-    "REWARDS",
     "SCENE_MUTATIONS",
-    "BenchmarkRegistry",
-    "Criterion",
-    "CriterionError",
     "EpisodeSink",
     "EpisodeSinkContext",
     "PolicyRunner",
@@ -60,20 +45,13 @@ __all__ = [
     "SceneBusyError",
     "SimWorkcell",
     "boolean_flag_error",
-    "builtin_benchmark_specs",
-    "compile_criteria",
-    "compile_rewards",
     "envelope",
     "envelope_json",
     "envelope_text",
     "error_envelope",
-    "pass_hat_k",
     "plan_eval",
     "plan_multi",
     "plan_run",
-    "register_predicate",
-    "register_reward",
     "resolve_recording",
     "seed_everything",
-    "validate_spec",
 ]

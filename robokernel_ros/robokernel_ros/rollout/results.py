@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .benchmarks import pass_hat_k
+from robokernel_ros.tasks.statistics import pass_hat_k, wilson_interval
 
 # The one-release aliases of the chunk_prefetch_* fields.
 RTC_ALIASES: dict[str, str] = {
@@ -204,13 +204,6 @@ def health_note(result: Mapping[str, Any]) -> str:
         keys = ", ".join(sorted(result.get("action_errors") or {}))
         return f"{partial}/{credited} action steps had unresolved keys ({keys})"
     return ""
-
-
-def wilson_interval(successes: int, n: int) -> tuple[float, float]:
-    """The success rate's 95 % interval (scoring's Wilson interval: one definition)."""
-    from robokernel_ros.scoring.scorers import wilson_interval as wilson
-
-    return wilson(successes, n)
 
 
 def aggregate(

@@ -35,13 +35,20 @@ from robokernel_ros.kernel import events as ev
 from robokernel_ros.kernel.events import Event, EventBus
 from robokernel_ros.policies.base import Policy, PolicyAgent, batch_refusal, create_policy
 from robokernel_ros.policies.base import preflight as provider_preflight
-from robokernel_ros.policies.scripted import observed_joint_positions
+from robokernel_ros.tasks.benchmarks import BenchmarkRegistry
+from robokernel_ros.tasks.context import SUCCESS, judge, predicate_context
+from robokernel_ros.tasks.goals import with_goal
+from robokernel_ros.tasks.predicates import (
+    Criterion,
+    CriterionError,
+    RewardTerm,
+    compile_criteria,
+    compile_rewards,
+    total_reward,
+)
 
 from . import torque
 from . import validation as v
-from .benchmarks import BenchmarkRegistry
-from .goals import with_goal
-from .predicates import Criterion, CriterionError, RewardTerm, compile_criteria, compile_rewards
 from .progress import Progress
 from .results import BINDING_FLAGS, ActionHealth, aggregate, health_note, public, rtc_aliases
 
@@ -829,22 +836,12 @@ class _MonitoredEnv:
             self._state, self._state_step = self.env.privileged_state(), self.step_count
         return self._state
 
-    # context for criteria
+    # the predicate context of the current step: tasks.context, the one scorers rebuild offline
     def context(self, obs: Any) -> dict[str, Any]:
-        state = dict(self._privileged_state()) if hasattr(self.env, "privileged_state") else {}
-        joints = observed_joint_positions(obs) if isinstance(obs, Mapping) else {}
-        state.update({"step": self.step_count, "robot": self.robot, "obs": obs, "joints": joints,
-                      "episode": self.episode})  # fmt: skip
-        return state
-
-    def _check(self, criteria: Sequence[Criterion], ctx: Mapping[str, Any]) -> Criterion | None:
-        for c in criteria:
-            try:
-                if c(ctx):
-                    return c
-            except Exception as exc:
-                raise CriterionError(c.name, self.episode, self.step_count, exc) from exc
-        return None
+        state = self._privileged_state() if hasattr(self.env, "privileged_state") else None
+        return predicate_context(
+            self.step_count, obs, state, robot=self.robot, episode=self.episode
+        )
 
     def _stop_check(self) -> None:
         if (
@@ -917,24 +914,13 @@ class _MonitoredEnv:
     def _criteria(self, result: Any, info: dict[str, Any]) -> None:
         ctx = self.context(result.observation)
         if self.plan.rewards:
-            total = 0.0
-            for term in self.plan.rewards:
-                try:
-                    total += term.weight * term.fn(ctx)
-                except Exception as exc:
-                    raise CriterionError(
-                        f"reward {term.name}", self.episode, self.step_count, exc
-                    ) from exc
-            result.reward = total
+            result.reward = total_reward(self.plan.rewards, ctx, episode=self.episode)
         if result.terminated:
             return
-        failed = self._check(self.failure_checks, ctx)
-        if failed is not None:
-            self._end(result, info, "failure", failed.name, success=False)
-            return
-        won = self._check(self.success_checks, ctx)
-        if won is not None:
-            self._end(result, info, "success", won.name, success=True)
+        verdict = judge(self.failure_checks, self.success_checks, ctx, episode=self.episode)
+        if verdict is not None:
+            reason, criterion = verdict
+            self._end(result, info, reason, criterion.name, success=reason == SUCCESS)
             return
         for i, c in enumerate(self.plan.stop_when):
             try:

@@ -22,10 +22,10 @@ from typing import Any
 
 from robokernel_ros.envs import MujocoScene
 from robokernel_ros.kernel.events import EventBus
+from robokernel_ros.tasks.benchmarks import BenchmarkRegistry, builtin_benchmark_specs
+from robokernel_ros.tasks.predicates import CriterionError
 
 from . import validation as v
-from .benchmarks import BenchmarkRegistry, builtin_benchmark_specs
-from .predicates import CriterionError
 from .replay import ReplayPolicy, bind_dataset_names, resolve_recording
 from .results import envelope, error_envelope, summary_table
 from .runner import (

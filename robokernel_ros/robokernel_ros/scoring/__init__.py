@@ -16,11 +16,9 @@ from .scorers import (
     aggregate,
     callable_scorer,
     get_scorers,
-    privileged_contexts,
     register_scorer,
     score_trace,
     scorer_names,
-    wilson_interval,
 )
 from .shadow import ShadowReport, ShadowStep, shadow_replay
 
@@ -38,11 +36,9 @@ __all__ = [
     "expand_paths",
     "format_table",
     "get_scorers",
-    "privileged_contexts",
     "register_scorer",
     "score_paths",
     "score_trace",
     "scorer_names",
     "shadow_replay",
-    "wilson_interval",
 ]

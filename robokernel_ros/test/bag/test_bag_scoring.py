@@ -17,9 +17,9 @@ from robokernel_ros.scoring import (
     score_paths,
     score_trace,
     shadow_replay,
-    wilson_interval,
 )
 from robokernel_ros.scoring.cli import main as score_main
+from robokernel_ros.tasks.statistics import wilson_interval
 
 
 def test_known_answers_from_run_dir_and_bag(record_episode):

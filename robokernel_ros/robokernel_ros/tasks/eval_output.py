@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .statistics import wilson_interval
+
 EVAL_INFO = "eval_info.json"
 EVAL_CONFIG = "eval_config.json"
 RUNS_DIR = "runs"
@@ -124,8 +126,6 @@ def eval_info(
     reports: list[Mapping[str, Any]],
 ) -> dict[str, Any]:
     """lerobot-eval's eval_info.json layout; the aggregate covers every record."""
-    from robokernel_ros.scoring.scorers import wilson_interval
-
     per_episode = sorted(per_episode, key=lambda r: r["episode_ix"])
     n = len(per_episode)
     successes = sum(1 for r in per_episode if r["success"])

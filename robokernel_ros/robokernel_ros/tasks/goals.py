@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from robokernel_ros.policies.scripted import GOAL_PREFIX, goal_in
+from ..kernel.observation import GOAL_PREFIX
 
-__all__ = ["GOAL_PREFIX", "GoalEnv", "draw_goal", "goal_in", "validate_goal", "with_goal"]
+__all__ = ["GoalEnv", "draw_goal", "validate_goal", "with_goal"]
 
 
 def validate_goal(where: str, value: Any) -> dict[str, Any]:

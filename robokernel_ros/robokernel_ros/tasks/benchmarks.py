@@ -21,14 +21,13 @@ A spec is a JSON-friendly dict::
 from __future__ import annotations
 
 import copy
-import math
 import threading
 from collections.abc import Mapping
 from typing import Any
 
+from ..kernel.domains import positive_int, positive_number
 from . import predicates
 from .goals import validate_goal
-from .validation import positive_int, positive_number
 
 SPEC_KEYS = frozenset(
     {
@@ -197,14 +196,3 @@ class BenchmarkRegistry:
                 }
                 for s in (self._specs[n] for n in sorted(self._specs))
             ]
-
-
-def pass_hat_k(successes: list[bool]) -> dict[str, float]:
-    """pass^k for k = 1..n: the chance that k trials drawn without replacement all succeed.
-
-    C(c, k) / C(n, k) with c successes of n (tau-bench's estimator); keys are strings
-    so the report stays JSON.
-    """
-    n = len(successes)
-    c = sum(1 for s in successes if s)
-    return {str(k): (math.comb(c, k) / math.comb(n, k)) for k in range(1, n + 1)}

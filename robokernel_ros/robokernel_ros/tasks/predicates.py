@@ -1,10 +1,12 @@
 """Predicates and dense rewards over the privileged state of a rollout.
 
 A *criterion* (a `stop_when` clause, a benchmark's success/failure clause, or a
-`success_fn`) is evaluated after every control step on a context dict::
+`success_fn`) is evaluated after every control step on the predicate context, online
+and offline alike (built by `tasks.context`)::
 
-    {"step": int, "robot": str, "obs": <observation>, "joints": {joint: position},
-     **env.privileged_state()}   # qpos, qvel, time, bodies, contacts, robots
+    {**env.privileged_state(),   # qpos, qvel, ctrl, time, bodies, contacts, robots
+     "step": int, "robot": str, "episode": int, "obs": <observation>,
+     "joints": {joint: position}}
 
 A clause is JSON-friendly so it can cross a ROS service:
 
@@ -26,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .goals import goal_in
+from ..kernel.observation import goal_in
 
 Context = Mapping[str, Any]
 
@@ -337,6 +339,7 @@ def first_true(criteria: Sequence[Criterion], ctx: Context, *, episode: int) -> 
 
 
 def total_reward(terms: Sequence[RewardTerm], ctx: Context, *, episode: int) -> float:
+    """The weighted sum of the terms. One that raises becomes a CriterionError."""
     total = 0.0
     for term in terms:
         try:
