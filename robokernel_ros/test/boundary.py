@@ -14,7 +14,12 @@ ROS_PREFIXES = ("rclpy", "rosidl", "robokernel_interfaces", "robokernel_ros.node
 def modules_loaded_by(package: str) -> tuple[list[str], list[str]]:
     """(the package's modules, every module a fresh interpreter has loaded after importing
     each of them)."""
-    names = [m.name for m in pkgutil.iter_modules(importlib.import_module(package).__path__)]
+    # `__main__` is a command (importing it runs it), not a module of the package.
+    names = [
+        m.name
+        for m in pkgutil.iter_modules(importlib.import_module(package).__path__)
+        if m.name != "__main__"
+    ]
     code = (
         "import importlib, json, sys\n"
         f"for name in {names!r}:\n"

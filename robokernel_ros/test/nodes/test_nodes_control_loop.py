@@ -16,7 +16,7 @@ pytest.importorskip("rclpy")
 
 from robokernel_ros.demo import NAMESPACE, workcell_graph  # noqa: E402
 from robokernel_ros.nodes.runner import EVENTS_QOS  # noqa: E402
-from robokernel_ros.policies import remote  # noqa: E402
+from robokernel_ros.ros.transport import check_server_ready  # noqa: E402
 
 from robokernel_interfaces.msg import KernelEvent  # noqa: E402
 from robokernel_interfaces.srv import EvalPolicy, ListPoliciesRunning  # noqa: E402
@@ -33,7 +33,7 @@ def test_eval_on_the_robot_keeps_its_period_and_services_answer_meanwhile(
     }
     events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
     assert ros.wait_for(EvalPolicy, f"{NS}/eval_policy", 60), processes.log(procs["runner"])
-    remote.check_server_ready(ros.node, NS, timeout_s=60)
+    check_server_ready(ros.node, NS, timeout_s=60)
 
     request = EvalPolicy.Request(
         robot_name="arm", policy_provider="remote", n_episodes=1, max_steps=150, async_rtc=True
