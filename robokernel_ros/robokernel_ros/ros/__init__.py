@@ -2,6 +2,7 @@
 
 - `wire`: the policy-server protocol's names and the message conversions (observations,
   action chunks, images, kernel events); no rclpy.
+- `served_wire`: the served endpoint's JSON payloads and `served.*` arrays; no rclpy.
 - `transport`: this process's private rclpy link, `DirectReader`, `ServerWatch`.
 - `qos`: the QoS profiles, each with its reason.
 - `params`: `declare` (parameters with descriptors, validated) and `ParameterError`.
