@@ -26,6 +26,7 @@ setup(
             "robokernel = robokernel_ros.cli:main",
             "runner = robokernel_ros.nodes.runner:main",
             "policy_server = robokernel_ros.nodes.policy_server:main",
+            "served_endpoint = robokernel_ros.nodes.served_endpoint:main",
             "safety_shield = robokernel_ros.nodes.safety_shield:main",
             "estop_panel = robokernel_ros.nodes.estop_panel:main",
             "sim_robot = robokernel_ros.nodes.sim_robot:main",

@@ -62,9 +62,10 @@ from rclpy.qos import QoSProfile
 from robokernel_ros.bag import types as bag_types
 from robokernel_ros.bag.mirror import STORAGES, EpisodeBagMirror, camera_topic
 from robokernel_ros.kernel.events import EPISODE_END, EPISODE_START, OBSERVATION, Event
-from robokernel_ros.policies.remote import is_compressed_topic
-
-from ._common import EVENTS_QOS, SENSOR_QOS, ParameterError, declare, exit_main, run_node
+from robokernel_ros.ros.node import exit_main, run_node
+from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.qos import EVENTS_QOS, SENSOR_QOS
+from robokernel_ros.ros.wire import is_compressed_topic
 
 #: Camera frames: best effort (matches reliable and best-effort drivers), and deeper than
 #: SENSOR_QOS so that a short stall of this node does not drop the frames the events
@@ -183,7 +184,7 @@ class BagRecorderNode(Node):
         if names:
             import PIL.Image  # noqa: F401
 
-            import robokernel_ros.policies.remote  # noqa: F401
+            import robokernel_ros.ros.wire  # noqa: F401
         self.get_logger().info(
             f"recording {ns.rstrip('/')}/events"
             + "".join(f", camera {n} <- {t}" for n, t in zip(names, topics, strict=True))
@@ -314,7 +315,7 @@ def _received_ns(info: Any) -> int:
 
 def _decode(msg: Any) -> np.ndarray:
     """A camera message as the HxWx3 / HxW uint8 array the mirror writes (rgb8 / mono8)."""
-    from robokernel_ros.policies.remote import image_from_msg
+    from robokernel_ros.ros.wire import image_from_msg
 
     array = image_from_msg(msg)  # bgr8 -> RGB and compressed decoded, as the runner reads them
     if array.ndim == 3 and array.shape[2] == 4:

@@ -68,16 +68,12 @@ from robokernel_interfaces.srv import (
     StopPolicy,
     SubmitVerdict,
 )
-from robokernel_ros.nodes._common import (
-    ESTOP_QOS,
-    EVENTS_QOS,
-    ParameterError,
-    declare,
-    event_json,
-    kernel_event_msg,
-    run_multithreaded,
-)
-from robokernel_ros.policies import remote
+from robokernel_ros.ros.node import run_multithreaded
+from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.qos import ESTOP_QOS, EVENTS_QOS
+from robokernel_ros.ros.remote_policy import RemotePolicy
+from robokernel_ros.ros.transport import ServerWatch, close_private_link
+from robokernel_ros.ros.wire import event_json, kernel_event_msg
 from robokernel_ros.safety.estop import EstopCircuit
 
 ENVS = ("sim", "ros")
@@ -122,9 +118,7 @@ class RunnerNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("runner", **kwargs)
         self._started_at = time.monotonic()
-        self._watches: dict[
-            str, remote.ServerWatch
-        ] = {}  # policy servers' heartbeats, by namespace
+        self._watches: dict[str, ServerWatch] = {}  # policy servers' heartbeats, by namespace
         self._watches_lock = threading.Lock()
         self.env_kind = declare(
             self, "env", "sim", "environment: sim (MuJoCo in-process) or ros", choices=ENVS
@@ -341,7 +335,7 @@ class RunnerNode(Node):
             if isinstance(out, Mapping) and out.get("status") == "error":
                 raise ParameterError("robot", self.robot, _text(out))
             return cell
-        from robokernel_ros.nodes.ros_env import RosRobotEnv, RosScene
+        from robokernel_ros.ros.ros_env import RosRobotEnv, RosScene
 
         self.ros_env = RosRobotEnv(
             self,
@@ -481,7 +475,7 @@ class RunnerNode(Node):
                 "namespace", self.get_namespace() if self.get_namespace() != "/" else ""
             )
             try:
-                remote.RemotePolicy.preflight(config)
+                RemotePolicy.preflight(config)
                 self._server_watch(namespace).wait_ready(self.server_ready_timeout_s)
             except (ValueError, RuntimeError) as exc:
                 raise Refused(f"policy_provider='remote': {exc}") from exc
@@ -495,14 +489,14 @@ class RunnerNode(Node):
                 "cannot share; parallel episodes need a simulated robot (env=sim) or evaluate_benchmark"
             )
 
-    def _server_watch(self, namespace: str) -> remote.ServerWatch:
+    def _server_watch(self, namespace: str) -> ServerWatch:
         """One heartbeat subscription per policy server, kept for the node's life: destroying
         a subscription while the multi-threaded executor spins races its wait set (rclpy's
         "cannot use Destroyable because destruction was requested" ended the process)."""
         with self._watches_lock:
             watch = self._watches.get(namespace)
             if watch is None:
-                watch = self._watches[namespace] = remote.ServerWatch(self, namespace)
+                watch = self._watches[namespace] = ServerWatch(self, namespace)
             return watch
 
     def _on_run_policy(self, request: RunPolicy.Request, response: RunPolicy.Response) -> Any:
@@ -708,7 +702,7 @@ class RunnerNode(Node):
             close()
         if self._unsubscribe is not None:
             self._unsubscribe()
-        remote.close_private_link()
+        close_private_link()
         if getattr(self, "live_view", None) is not None:
             self.live_view.close()
         super().destroy_node()

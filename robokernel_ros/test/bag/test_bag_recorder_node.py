@@ -130,7 +130,7 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from robokernel_ros.demo import NAMESPACE, NodeProcess, config_dir
-    from robokernel_ros.nodes._common import SENSOR_QOS
+    from robokernel_ros.ros.qos import SENSOR_QOS
     from sensor_msgs.msg import JointState
 
     from robokernel_interfaces.srv import RunPolicy
@@ -392,7 +392,8 @@ def test_recorder_killed_mid_episode_leaves_its_flushed_frames_readable(processe
     events and frames load (the runner's own message form, from kernel_event_msg)."""
     from camera_publisher import frame_number
     from robokernel_ros.kernel.events import Event
-    from robokernel_ros.nodes._common import EVENTS_QOS, kernel_event_msg
+    from robokernel_ros.ros.qos import EVENTS_QOS
+    from robokernel_ros.ros.wire import kernel_event_msg
 
     from robokernel_interfaces.msg import KernelEvent
 

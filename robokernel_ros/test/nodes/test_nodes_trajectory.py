@@ -18,7 +18,7 @@ from robokernel_ros.demo import (  # noqa: E402
     config_dir,  # noqa: E402
 )
 from robokernel_ros.kernel import load_trace  # noqa: E402
-from robokernel_ros.nodes._common import COMMAND_QOS, SENSOR_QOS, STATUS_QOS  # noqa: E402
+from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from robokernel_ros.nodes._common import SENSOR_QOS
+from robokernel_ros.ros.qos import SENSOR_QOS
 from sensor_msgs.msg import JointState
 from shield_harness import SHIELD, SO101_JOINTS, shield_args, wait_state, wait_until
 from std_msgs.msg import Float64MultiArray

@@ -14,7 +14,7 @@ robot the kernel's realtime wall-clock mode paces the loop. A joint that an acti
 not name keeps its last target. The shield on the command topic has the last word.
 
 Thread model: the episode loop that calls `observe`/`step` takes the joint states and
-camera frames itself. Its subscriptions are `DirectReader`s (policies/remote.py) on this
+camera frames itself. Its subscriptions are `DirectReader`s (ros/transport.py) on this
 process's private link's rx node, which no executor spins: each `observe`/`step` takes
 what has arrived since the last one, without waiting, so no executor's Python spin code
 runs per joint-state message and competes with the loop for the GIL. Commands are
@@ -43,9 +43,9 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from robokernel_ros.kernel import Capabilities, EnvSpec, StepResult
 from robokernel_ros.kernel.timing import Pacer
-from robokernel_ros.nodes._common import COMMAND_QOS, SENSOR_QOS
-from robokernel_ros.policies import remote
-from robokernel_ros.policies.remote import DirectReader, image_from_msg, is_compressed_topic
+from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS
+from robokernel_ros.ros.transport import DirectReader, acquire_link, release_link
+from robokernel_ros.ros.wire import image_from_msg, is_compressed_topic
 
 CONTROLLERS = ("forward_command", "joint_trajectory")
 
@@ -116,7 +116,7 @@ class RosRobotEnv:
         self._images: dict[str, Any] = {}  # camera: the latest frame as an array
         self._target: dict[str, float] | None = None
         self.commands_sent = 0
-        self._link = remote.acquire_link()
+        self._link = acquire_link()
         rx = self._link.rx_node
         self._joint_reader = DirectReader(
             rx, JointState, node.resolve_topic_name(joint_states_topic), SENSOR_QOS
@@ -301,7 +301,7 @@ class RosRobotEnv:
         self.node.destroy_publisher(self._pub)
         if self._link is not None:
             self._link = None
-            remote.release_link()
+            release_link()
 
 
 class RosScene:
