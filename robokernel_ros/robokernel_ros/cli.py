@@ -68,6 +68,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "robokernel_ros.safety.cli",
     "robokernel_ros.cli_replay",
     "robokernel_ros.flywheel.cli",
+    "robokernel_ros.ros.cli",
 ]
 
 

@@ -14,6 +14,11 @@ Names (relative to the node's namespace, `/robokernel` in the launch files):
   services  run_policy, start_policy, stop_policy, list_policies_running, eval_policy,
             evaluate_benchmark, replay_episode, run_multi_policy   (robokernel_interfaces)
             stop, clear_fault, reset_done (std_srvs/Trigger), verdict (SubmitVerdict)
+  actions   run_policy, eval_policy, evaluate_benchmark, replay_episode, run_multi_policy
+            (robokernel_interfaces/action: the service's fields as goal and result,
+            progress as feedback, cancel stops with hold; robokernel_ros.ros.actions).
+            The blocking services stay as thin wrappers of the same calls, without
+            feedback or cancel (stop_policy stops them).
   topics    estop (std_msgs/Bool, reliable + transient_local depth 1: the one the shield
             listens to, from the estop_panel node; true latches the e-stop; with
             `estop_required`, default for env=ros, rollouts start only while its source is
@@ -68,6 +73,7 @@ from robokernel_interfaces.srv import (
     StopPolicy,
     SubmitVerdict,
 )
+from robokernel_ros.ros.actions import RunnerActions
 from robokernel_ros.ros.node import run_multithreaded
 from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.qos import ESTOP_QOS, EVENTS_QOS
@@ -268,6 +274,20 @@ class RunnerNode(Node):
             (RunMultiPolicy, "run_multi_policy", self._on_run_multi_policy),
         ):
             self.create_service(srv_type, name, handler, callback_group=long_calls)
+        # The same long calls as actions (goal, feedback, cancel: robokernel_ros.ros.actions).
+        self._actions = RunnerActions(
+            self,
+            {
+                "run_policy": self._on_run_policy,
+                "eval_policy": self._on_eval_policy,
+                "evaluate_benchmark": self._on_evaluate_benchmark,
+                "replay_episode": self._on_replay_episode,
+                "run_multi_policy": self._on_run_multi_policy,
+            },
+            bus=bus,
+            cancel=lambda: self.cell.interrupt("cancelled"),
+            callback_group=long_calls,
+        )
         self.create_service(StopPolicy, "stop_policy", self._on_stop_policy, callback_group=quick)
         self.create_service(
             ListPoliciesRunning, "list_policies_running", self._on_list, callback_group=quick
@@ -705,6 +725,7 @@ class RunnerNode(Node):
         close_private_link()
         if getattr(self, "live_view", None) is not None:
             self.live_view.close()
+        self._actions.destroy()
         super().destroy_node()
 
 

@@ -56,6 +56,10 @@ _log = logging.getLogger(__name__)
 
 DEFAULT_TRACE_DIR = "runs/"
 
+#: Why a stop ended an episode, when its stopped_reason says more than "stopped": a
+#: Ctrl-C of the process, or a cancel of the ROS action that ran it.
+STOP_REASONS = ("interrupted", "cancelled")
+
 
 class AsyncRtcRefused(RuntimeError):
     """async_rtc=True with a policy whose one-action chunks could never be applied."""
@@ -1273,8 +1277,9 @@ class PolicyRunner:
         elif outcome == "watchdog":
             stopped_reason = f"error: {record.status}"
         elif outcome in ("stopped", "estopped"):
-            # a Ctrl-C of the process (SIGINT) says so; other stops keep the outcome
-            stopped_reason = "interrupted" if control.stop_reason == "interrupted" else outcome
+            # a Ctrl-C of the process (SIGINT) or a cancelled action says so; other stops
+            # keep the outcome
+            stopped_reason = control.stop_reason if control.stop_reason in STOP_REASONS else outcome
         elif menv.stop_reason is not None:
             stopped_reason = "predicate"
         elif outcome == "truncated" and record.steps >= plan.n_steps:

@@ -30,6 +30,7 @@ from .replay import ReplayPolicy, bind_dataset_names, resolve_recording
 from .results import envelope, error_envelope, summary_table
 from .runner import (
     DEFAULT_TRACE_DIR,
+    STOP_REASONS,
     AsyncRtcRefused,
     EpisodeSink,
     PolicyRunner,
@@ -360,14 +361,17 @@ class SimWorkcell:
             text, {"stopped": [], "running": [c.describe() for c in inflight], "last": last}
         )
 
-    def interrupt(self) -> None:
-        """Stop every rollout because the process was interrupted (Ctrl-C): the running
-        episode ends "stopped" at its next step boundary with stopped_reason "interrupted"
-        (its trace and bag closed as after any stop), and no further episode starts."""
+    def interrupt(self, reason: str = "interrupted") -> None:
+        """Stop every rollout because the process was interrupted (Ctrl-C), or with
+        reason "cancelled" because its ROS action was: the running episode ends "stopped"
+        at its next step boundary with that stopped_reason (its trace and bag closed as
+        after any stop), and no further episode starts."""
+        if reason not in STOP_REASONS:
+            raise ValueError(f"reason={reason!r}: must be one of {STOP_REASONS}")
         with self._lock:
             targets = list(self._inflight.values())
         for c in targets:
-            c.stop("interrupted")
+            c.stop(reason)
 
     def list_policies_running(self) -> dict[str, Any]:
         """The robots being driven now (queued or running, any launch shape)."""

@@ -10,6 +10,8 @@
 - `policy_host`: the node base of the policy server and the served endpoint.
 - `ros_env`: `RosRobotEnv`, a kernel Environment over ROS topics.
 - `remote_policy`: the `remote` policy provider.
+- `actions`: the runner's long calls as actions (goal, feedback, cancel).
+- `client`: `WorkcellClient`, the runner's API from Python; `cli`: `robokernel ros`.
 
 Import rule: this package imports the layers below it (kernel, safety, policies, envs,
 rollout, bag, scoring), never `nodes/`; nothing below it imports rclpy.
