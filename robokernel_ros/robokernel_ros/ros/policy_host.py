@@ -34,6 +34,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
 from robokernel_interfaces.msg import Observation, PolicyServerStatus
+from robokernel_ros.ros.node import freeze_heap
 from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.qos import STATUS_QOS
 from robokernel_ros.ros.transport import DirectReader
@@ -151,6 +152,7 @@ class PolicyHost(Node):
             self._publish_status()
             return
         self.policy = policy
+        freeze_heap()  # the loaded model is never scanned by a collection again
         self.ready = True
         self.detail = f"{self.provider} policy loaded in {time.monotonic() - started:.2f} s"
         self.get_logger().info(self.detail)
