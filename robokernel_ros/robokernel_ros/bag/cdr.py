@@ -99,13 +99,6 @@ class CdrBuilder:
         for value in values:
             self.string(value)
 
-    def float64s(self, values: np.ndarray | Sequence[float]) -> None:
-        array = np.ascontiguousarray(values, dtype="<f8")
-        self.uint32(array.size)
-        if array.size:
-            self.align(8)
-            self.raw(array.tobytes(), array.nbytes)
-
     def uint8s(self, data: np.ndarray | Buffer) -> None:
         flat = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         self.uint32(flat.size)
