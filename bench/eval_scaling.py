@@ -31,10 +31,14 @@ import argparse
 import json
 import multiprocessing
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+# The tiny checkpoints are test fixtures: robokernel_ros/test/fixtures/lerobot.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros" / "test"))
 
 TARGET_VS_POOL = 0.9
 TARGET_VS_SERIAL = 1.6
@@ -106,8 +110,8 @@ def batching_figures(rounds: int) -> dict[str, Any]:
     """Observations/s and queue wait p50 of the BatchServer actor at max_batch 1, 4, 8."""
     import numpy as np
     import ray
+    from fixtures.lerobot import SO101_JOINTS, build_tiny_checkpoint
     from robokernel_ros.policies.batching import BatchServer
-    from robokernel_ros.policies.lerobot_fixtures import SO101_JOINTS, build_tiny_checkpoint
 
     ckpt = build_tiny_checkpoint(tempfile.mkdtemp(prefix="eval_scaling-act-"), chunk_size=10)
     rng = np.random.default_rng(0)

@@ -55,9 +55,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros"))
+# The tiny checkpoints are test fixtures: robokernel_ros/test/fixtures/lerobot.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros" / "test"))
 
+from fixtures.lerobot import SO101_JOINTS, build_tiny_checkpoint  # noqa: E402
 from robokernel_ros.policies import create_policy  # noqa: E402
-from robokernel_ros.policies.lerobot_fixtures import SO101_JOINTS, build_tiny_checkpoint  # noqa: E402
 from robokernel_ros.process import die_with_parent, stop_process_groups  # noqa: E402
 
 ROS_TARGET_P50_MS = 2.0

@@ -14,9 +14,9 @@ objects are built, and the constant parts of the two per-step messages
 once per layout in a cached `struct.Struct`.
 
 Every function takes the stamp as (sec, nanosec) and returns the serialised bytes.
-The `*_record` variants return the same message framed as an MCAP Message record
-(opcode, record length, channel id, sequence 0, log time and publish time = `ns`, then
-the CDR bytes), packed by the same single `struct.pack` call, for `bag.append`'s queue.
+The mirror's per-step messages go through per-topic templates (`KernelEventTemplate`,
+`JointStateTemplate`: the layout of a kind or a name list built once, so a message is
+one `struct.pack`), which make the same bytes as `kernel_event` and `joint_state`.
 """
 
 from __future__ import annotations
@@ -32,18 +32,6 @@ _ZEROS = bytes(8)
 _U32 = struct.Struct("<I")
 _F64 = struct.Struct("<d")
 _MAX_CACHED_LAYOUTS = 256  # per cache: layouts are few (one per kind, per joint-name set)
-# An MCAP Message record's head: opcode 0x05, record length (what follows it), channel id,
-# sequence, log time, publish time; the CDR bytes follow.
-RECORD_FORMAT = "BQHIQQ"
-RECORD_HEAD_SIZE = struct.calcsize("<" + RECORD_FORMAT)  # 31
-_RECORD_FIELDS = RECORD_HEAD_SIZE - 9  # the record length counts what follows opcode + length
-_RECORD_HEAD = struct.Struct("<" + RECORD_FORMAT)
-
-
-def record(cid: int, ns: int, data: Buffer) -> bytes:
-    """`data` (a serialised message) framed as an MCAP Message record of channel `cid`."""
-    size = memoryview(data).nbytes
-    return b"".join((_RECORD_HEAD.pack(0x05, _RECORD_FIELDS + size, cid, 0, ns, ns), data))
 
 
 class CdrBuilder:
@@ -99,13 +87,6 @@ class CdrBuilder:
         for value in values:
             self.string(value)
 
-    def float64s(self, values: np.ndarray | Sequence[float]) -> None:
-        array = np.ascontiguousarray(values, dtype="<f8")
-        self.uint32(array.size)
-        if array.size:
-            self.align(8)
-            self.raw(array.tobytes(), array.nbytes)
-
     def uint8s(self, data: np.ndarray | Buffer) -> None:
         flat = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
         self.uint32(flat.size)
@@ -130,27 +111,27 @@ def _string_field(pos: int, data: bytes) -> tuple[bytes, int]:
 #   string data_json
 
 
-def _kernel_event_layout(run_id: bytes, kind: bytes, framed: bool = False) -> struct.Struct:
+def _kernel_event_layout(run_id: bytes, kind: bytes) -> struct.Struct:
     # header | sec nanosec | len run_id NUL pad | seq | len kind NUL pad | step | len ...
     pos = 8 + 4 + len(run_id) + 1
     pad_run = -pos & 7
     pos += pad_run + 8 + 4 + len(kind) + 1
     pad_kind = -pos & 7
     return struct.Struct(
-        f"<{RECORD_FORMAT if framed else ''}4siII{len(run_id) + 1 + pad_run}sQI{len(kind) + 1 + pad_kind}sqI"
+        f"<4siII{len(run_id) + 1 + pad_run}sQI{len(kind) + 1 + pad_kind}sqI"
     )  # 's' fields are NUL-padded: the terminator and the alignment come for free
 
 
-_kernel_event_layouts: dict[tuple[bytes, bytes, bool], struct.Struct] = {}
+_kernel_event_layouts: dict[tuple[bytes, bytes], struct.Struct] = {}
 
 
-def _kernel_event_struct(run_id: bytes, kind: bytes, framed: bool) -> struct.Struct:
-    key = (run_id, kind, framed)
+def _kernel_event_struct(run_id: bytes, kind: bytes) -> struct.Struct:
+    key = (run_id, kind)
     layout = _kernel_event_layouts.get(key)
     if layout is None:
         if len(_kernel_event_layouts) >= _MAX_CACHED_LAYOUTS:
             _kernel_event_layouts.clear()
-        layout = _kernel_event_layouts[key] = _kernel_event_layout(run_id, kind, framed)
+        layout = _kernel_event_layouts[key] = _kernel_event_layout(run_id, kind)
     return layout
 
 
@@ -158,59 +139,47 @@ def kernel_event(
     sec: int, nanosec: int, run_id: bytes, seq: int, kind: bytes, step: int, data_json: Buffer
 ) -> bytes:
     """A KernelEvent; run_id, kind and data_json as UTF-8 bytes (data_json without NUL)."""
-    layout = _kernel_event_struct(run_id, kind, False)
+    layout = _kernel_event_struct(run_id, kind)
     size = memoryview(data_json).nbytes
     head = layout.pack(HEADER, sec, nanosec, len(run_id) + 1, run_id, seq, len(kind) + 1, kind, step, size + 1)  # fmt: skip
     return b"".join((head, data_json, b"\0"))
 
 
-class KernelEventRecords:
-    """KernelEvent MCAP records of one channel and run_id, one layout per kind.
+class KernelEventTemplate:
+    """KernelEvent messages of one run_id, one layout per kind.
 
-    `layout(kind)` returns (pack, fixed, kind bytes): the layout's bound `pack`, and the
-    record length less data_json (its NUL counted). For a line ending in its newline
-    (which becomes the NUL) a record is
-    `pack(5, fixed + len(line) - 1, cid, 0, ns, ns, HEADER, sec, nanosec, len(run_id) + 1,
-    run_id, seq, len(kind) + 1, kind, step, len(line))` followed by `line[:-1]` and b"\\0"
-    (what `kernel_event_record` makes).
+    `layout(kind)` returns (pack, kind bytes): the layout's bound `pack`. The message of a
+    line ending in its newline (which becomes data_json's NUL) is
+    `pack(HEADER, sec, nanosec, len(run_id) + 1, run_id, seq, len(kind) + 1, kind, step,
+    len(line))` followed by `line[:-1]` and b"\\0" (what `kernel_event_of_line` makes).
     """
 
-    __slots__ = ("cid", "run_id", "_layouts")
+    __slots__ = ("run_id", "_layouts")
 
-    def __init__(self, cid: int, run_id: bytes) -> None:
-        self.cid = cid
+    def __init__(self, run_id: bytes) -> None:
         self.run_id = run_id
-        self._layouts: dict[str, tuple[Any, int, bytes]] = {}
+        self._layouts: dict[str, tuple[Any, bytes]] = {}
 
-    def layout(self, kind: str) -> tuple[Any, int, bytes]:
-        """(pack, record length less data_json and its NUL, kind as UTF-8) for `kind`."""
+    def layout(self, kind: str) -> tuple[Any, bytes]:
+        """(pack, kind as UTF-8) for `kind`."""
         found = self._layouts.get(kind)
         if found is None:
             kind_bytes = kind.encode()
-            layout = _kernel_event_layout(self.run_id, kind_bytes, True)
-            found = (layout.pack, layout.size - 9 + 1, kind_bytes)
+            found = (_kernel_event_layout(self.run_id, kind_bytes).pack, kind_bytes)
             if len(self._layouts) < _MAX_CACHED_LAYOUTS:
                 self._layouts[kind] = found
         return found
 
 
-def kernel_event_record(
-    cid: int,
-    ns: int,
-    sec: int,
-    nanosec: int,
-    run_id: bytes,
-    seq: int,
-    kind: bytes,
-    step: int,
-    line: Buffer,
+def kernel_event_of_line(
+    sec: int, nanosec: int, run_id: bytes, seq: int, kind: bytes, step: int, line: Buffer
 ) -> bytes:
-    """`record(cid, ns, kernel_event(...))` of a data_json given as a line ending in one
-    byte that is not part of it (the events.jsonl newline), which becomes the NUL."""
-    layout = _kernel_event_struct(run_id, kind, True)
+    """`kernel_event(...)` of a data_json given as a line ending in one byte that is not
+    part of it (the events.jsonl newline), which becomes the NUL."""
+    layout = _kernel_event_struct(run_id, kind)
     view = memoryview(line)
     size = view.nbytes
-    head = layout.pack(0x05, layout.size - 9 + size, cid, 0, ns, ns, HEADER, sec, nanosec, len(run_id) + 1, run_id, seq, len(kind) + 1, kind, step, size)  # fmt: skip
+    head = layout.pack(HEADER, sec, nanosec, len(run_id) + 1, run_id, seq, len(kind) + 1, kind, step, size)  # fmt: skip
     return b"".join((head, view[: size - 1], b"\0"))
 
 
@@ -255,13 +224,12 @@ _STEP_LEN = struct.Struct("<qI")
 
 
 def _joint_state_layout(
-    frame_id: bytes, names: tuple[bytes, ...], counts: tuple[int, int, int], framed: bool = False
+    frame_id: bytes, names: tuple[bytes, ...], counts: tuple[int, int, int]
 ) -> tuple[struct.Struct, bytes]:
     """The Struct of a JointState with this frame_id, these names and these column sizes.
 
-    Its fields: [the MCAP record head when framed,] header, sec, nanosec, the constant
-    bytes (frame_id, names), then per column its count and values. Returns (struct,
-    constant bytes).
+    Its fields: header, sec, nanosec, the constant bytes (frame_id, names), then per
+    column its count and values. Returns (struct, constant bytes).
     """
     fixed, pos = _string_field(8, frame_id)
     parts = [fixed]
@@ -272,7 +240,7 @@ def _joint_state_layout(
         out, pos = _string_field(pos, name)
         parts.append(out)
     constant = b"".join(parts)
-    fmt = f"<{RECORD_FORMAT if framed else ''}4siI{len(constant)}s"
+    fmt = f"<4siI{len(constant)}s"
     for count in counts:
         pad = -pos & 3
         fmt += f"{pad}xI"
@@ -288,15 +256,15 @@ _joint_state_layouts: dict[tuple[Any, ...], tuple[struct.Struct, bytes]] = {}
 
 
 def _joint_state_struct(
-    frame_id: str, names: tuple[str, ...], counts: tuple[int, int, int], framed: bool
+    frame_id: str, names: tuple[str, ...], counts: tuple[int, int, int]
 ) -> tuple[struct.Struct, bytes]:
-    key = (frame_id, names, counts, framed)
+    key = (frame_id, names, counts)
     found = _joint_state_layouts.get(key)
     if found is None:
         if len(_joint_state_layouts) >= _MAX_CACHED_LAYOUTS:
             _joint_state_layouts.clear()
         found = _joint_state_layouts[key] = _joint_state_layout(
-            frame_id.encode(), tuple(n.encode() for n in names), counts, framed
+            frame_id.encode(), tuple(n.encode() for n in names), counts
         )
     return found
 
@@ -312,7 +280,7 @@ def joint_state(
 ) -> bytes:
     """A JointState. position/velocity/effort: Python or numpy floats (ints accepted)."""
     counts = (len(position), len(velocity), len(effort))
-    layout, constant = _joint_state_struct(frame_id, names, counts, False)
+    layout, constant = _joint_state_struct(frame_id, names, counts)
     return layout.pack(
         HEADER,
         sec,
@@ -327,25 +295,23 @@ def joint_state(
     )
 
 
-class JointStateRecords:
-    """JointState MCAP records of one channel, frame_id and name list (a per-topic template).
+class JointStateTemplate:
+    """JointState messages of one frame_id and name list (a per-topic template).
 
-    `pack(ns, sec, nanosec, position, velocity=(), effort=())` frames the message of
-    these names; the layout of each column-size combination is built once. Values are
-    packed as `joint_state` packs them (struct.error/TypeError on a non-number).
+    `pack(sec, nanosec, position, velocity=(), effort=())` is `joint_state(sec, nanosec,
+    frame_id, names, ...)`; the layout of each column-size combination is built once.
+    Values are packed as `joint_state` packs them (struct.error/TypeError on a non-number).
     """
 
-    __slots__ = ("cid", "frame_id", "names", "_layouts")
+    __slots__ = ("frame_id", "names", "_layouts")
 
-    def __init__(self, cid: int, frame_id: str, names: tuple[str, ...]) -> None:
-        self.cid = cid
+    def __init__(self, frame_id: str, names: tuple[str, ...]) -> None:
         self.frame_id = frame_id
         self.names = names
-        self._layouts: dict[tuple[int, int, int], tuple[Any, bytes, int]] = {}
+        self._layouts: dict[tuple[int, int, int], tuple[Any, bytes]] = {}
 
     def pack(
         self,
-        ns: int,
         sec: int,
         nanosec: int,
         position: Sequence[float],
@@ -356,14 +322,14 @@ class JointStateRecords:
         found = self._layouts.get(counts)
         if found is None:
             layout, constant = _joint_state_layout(
-                self.frame_id.encode(), tuple(n.encode() for n in self.names), counts, True
+                self.frame_id.encode(), tuple(n.encode() for n in self.names), counts
             )
-            found = (layout.pack, constant, layout.size - 9)
+            found = (layout.pack, constant)
             if len(self._layouts) < 8:
                 self._layouts[counts] = found
-        pack, constant, size = found
+        pack, constant = found
         return pack(
-            0x05, size, self.cid, 0, ns, ns, HEADER, sec, nanosec, constant,
+            HEADER, sec, nanosec, constant,
             counts[0], *position, counts[1], *velocity, counts[2], *effort,
         )  # fmt: skip
 
@@ -398,11 +364,11 @@ _IMAGE_SIZE = struct.Struct("<II")
 
 
 def _action_chunk_layout(
-    run_id: bytes, keys: tuple[bytes, ...], n: int, framed: bool
+    run_id: bytes, keys: tuple[bytes, ...], n: int
 ) -> tuple[struct.Struct, bytes, bytes]:
     """The Struct of an ActionChunk with this run_id, these keys and n action values.
 
-    Fields: [MCAP record head,] header, sec, nanosec, constant (empty frame_id, run_id,
+    Fields: header, sec, nanosec, constant (empty frame_id, run_id,
     the alignment before obs_step), obs_step, constant (keys, the alignment before
     horizon), horizon, len(actions), the n values, inference_time_s.
     """
@@ -427,7 +393,7 @@ def _action_chunk_layout(
         pos += pad + 8 * n
     pad = -pos & 7
     rest = b"".join(second)
-    fmt = f"<{RECORD_FORMAT if framed else ''}4siI{len(first)}sQ{len(rest)}sII{values}{pad}xd"
+    fmt = f"<4siI{len(first)}sQ{len(rest)}sII{values}{pad}xd"
     return struct.Struct(fmt), first, rest
 
 
@@ -435,15 +401,15 @@ _action_chunk_layouts: dict[tuple[Any, ...], tuple[struct.Struct, bytes, bytes]]
 
 
 def _action_chunk_struct(
-    run_id: str, keys: tuple[str, ...], n: int, framed: bool
+    run_id: str, keys: tuple[str, ...], n: int
 ) -> tuple[struct.Struct, bytes, bytes]:
-    key = (run_id, keys, n, framed)
+    key = (run_id, keys, n)
     found = _action_chunk_layouts.get(key)
     if found is None:
         if len(_action_chunk_layouts) >= _MAX_CACHED_LAYOUTS:
             _action_chunk_layouts.clear()
         found = _action_chunk_layouts[key] = _action_chunk_layout(
-            run_id.encode(), tuple(k.encode() for k in keys), n, framed
+            run_id.encode(), tuple(k.encode() for k in keys), n
         )
     return found
 
@@ -469,18 +435,15 @@ def action_chunk(
     actions: a flat sequence of numbers or an array (converted as numpy's float64 does).
     """
     values = _float64_values(actions)
-    layout, first, rest = _action_chunk_struct(run_id, tuple(keys), len(values), False)
-    args = (HEADER, sec, nanosec, first, obs_step, rest, horizon, len(values))
+    keys = tuple(keys)
     try:
-        return layout.pack(*args, *values, inference_time_s)
+        return action_chunk_of_values(sec, nanosec, run_id, obs_step, keys, horizon, values, inference_time_s)  # fmt: skip
     except (struct.error, TypeError):  # not all plain numbers: as numpy converts them
         values = np.asarray(values, dtype="<f8").tolist()
-        return layout.pack(*args, *values, inference_time_s)
+        return action_chunk_of_values(sec, nanosec, run_id, obs_step, keys, horizon, values, inference_time_s)  # fmt: skip
 
 
-def action_chunk_record(
-    cid: int,
-    ns: int,
+def action_chunk_of_values(
     sec: int,
     nanosec: int,
     run_id: str,
@@ -490,14 +453,14 @@ def action_chunk_record(
     values: Sequence[float],
     inference_time_s: float,
 ) -> bytes:
-    """`record(cid, ns, action_chunk(...))` of a flat sequence of action values.
+    """`action_chunk(...)` of a flat sequence of action values, converting nothing.
 
     Raises struct.error/TypeError when a value is not a number (the caller converts).
     """
-    layout, first, rest = _action_chunk_struct(run_id, keys, len(values), True)
+    layout, first, rest = _action_chunk_struct(run_id, keys, len(values))
     return layout.pack(
-        0x05, layout.size - 9, cid, 0, ns, ns, HEADER, sec, nanosec, first, obs_step, rest,
-        horizon, len(values), *values, inference_time_s,
+        HEADER, sec, nanosec, first, obs_step, rest, horizon, len(values), *values,
+        inference_time_s,
     )  # fmt: skip
 
 

@@ -24,28 +24,29 @@ Every message is stamped with the episode clock (Event.t: sim time or robot time
 the bag's log time is the same, so playback is in step. metadata.yaml carries the run's
 metadata (the meta.json of the run directory) in custom_data.
 
-Memory is bounded: messages are serialised as they arrive and the storage's chunk is
-closed and flushed to disk at least every `flush_interval_s` (and by size), so a process
-killed mid-episode leaves every flushed chunk readable (`robokernel_ros.bag.recover`).
+The bag is written through rosbags' public Writer API (`add_connection`, `write`,
+`set_custom_data`, `close`); metadata.yaml is written once, at close (a bag without it
+is what `recover` reads).
+
+Memory is bounded: messages are serialised as they arrive and rosbags closes the MCAP
+chunk past 1 MiB; the mirror closes it and flushes the file at least every
+`flush_interval_s` (sqlite3: commits), so a process killed mid-episode leaves every
+flushed chunk readable (`robokernel_ros.bag.recover`). rosbags has no public flush:
+`_flush_storage` is the one place that reaches into its storage.
 
 Cost: messages are serialised by the hand-written CDR encoders of `bag.cdr` (byte for
-byte what rosbags' serialize_cdr writes, without building message objects), framed as
-MCAP Message records in the same `struct.pack` by per-topic templates (a KernelEvent
-layout per kind; a JointState layout per name list and column sizes, so the names are
-serialised once; an ActionChunk layout per key list and chunk size, its rows packed in
-one call); the KernelEvent's data_json is the trace's own line
-(`kernel.trace.event_line`: encoded once per event, shared with the run directory's
-writer); and the records are queued and written into the MCAP chunk in batches by
-`bag.append.MessageAppender` (byte for byte what Writer.write makes; drained before
-every flush, when a new topic appears and at close, and whenever 256 KiB are queued, so
-memory stays bounded and the flush interval still bounds what a SIGKILL loses). The
-YAML rosbags writes (each topic's QoS, metadata.yaml at close) comes from cached
-templates (`bag.append.add_connection`, `bag.append.close_writer`); metadata.yaml is
-written once, at close (a bag without it is what `recover` reads).
+byte what rosbags' serialize_cdr writes, without building message objects) through
+per-topic templates (a KernelEvent layout per kind; a JointState layout per name list
+and column sizes, so the names are serialised once; an ActionChunk layout per key list
+and chunk size, its rows packed in one call); the KernelEvent's data_json is the
+trace's own line (`kernel.trace.event_line`: encoded once per event, shared with the
+run directory's writer). Each topic's message definition and hash are generated once
+per process and given to `add_connection`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import threading
@@ -64,6 +65,8 @@ from rosbags.interfaces import (
     QosTime,
 )
 from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2.storage_mcap import McapWriter
+from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
 
 from ..kernel.events import (
     ACTION,
@@ -78,7 +81,6 @@ from ..kernel.events import (
 from ..kernel.trace import IMAGES_DIR, dumps_line, event_line, line_with_data, to_jsonable
 from . import cdr
 from . import types as T
-from .append import MessageAppender, add_connection, close_writer
 
 _log = logging.getLogger(__name__)
 
@@ -134,9 +136,27 @@ def bag_path_for(run_dir: str | Path) -> Path:
     return Path(run_dir) / BAG_DIR
 
 
-def _stamp_ns(t: float) -> int:
-    ns = round(float(t) * 1e9)
-    return ns if ns > 0 else 0
+@functools.cache
+def _msgdef(msgtype: str) -> tuple[str, str]:
+    """(message definition, RIHS01 hash) of `msgtype`, generated once per process."""
+    store = T.typestore()
+    msgdef, _ = store.generate_msgdef(msgtype, ros_version=2)
+    return msgdef, store.hash_rihs01(msgtype)
+
+
+def _flush_storage(storage: Any) -> None:
+    """Make what was written so far survive a SIGKILL of the process.
+
+    rosbags' Writer has no flush: this does what its storage's close does first (the
+    MCAP storage closes its pending chunk and the file is flushed to the OS; sqlite3
+    commits its transaction), leaving the storage open for more messages.
+    """
+    if isinstance(storage, McapWriter):
+        if storage.chunk.msgs:  # a chunk holding messages (not only schema/channel records)
+            storage.close_chunk()
+        storage.bio.flush()
+    elif isinstance(storage, Sqlite3Writer):
+        storage.conn.commit()
 
 
 class BagMirror:
@@ -161,9 +181,7 @@ class BagMirror:
         flush_interval_s: float = 0.5,
         prefix: str = DEFAULT_PREFIX,
         image_loader: Callable[[str], np.ndarray] | None = None,
-        _batched: bool | None = None,
     ) -> None:
-        """_batched: MessageAppender's `batched` (False: rosbags' own write, for tests)."""
         if not isinstance(path, str | Path) or str(path) == "":
             raise ValueError(f"path={path!r}: must be a non-empty path")
         if storage not in STORAGES:
@@ -191,14 +209,13 @@ class BagMirror:
         self.messages_written = 0
         self._lock = threading.Lock()
         self._meta: dict[str, Any] = {}
-        self._store = T.typestore()
         self._connections: dict[str, Any] = {}
         self._run_id = ""  # the run_id of the cached KernelEvent layouts
         self._run_id_bytes = b""
-        self._event_layouts: dict[str, tuple[Any, int, bytes]] = {}  # kind -> layout
-        self._joint_states: cdr.JointStateRecords | None = None
-        self._actions: dict[str, cdr.JointStateRecords] = {}  # frame_id -> records
-        self._chunk_cid: int | None = None
+        self._event_layouts: dict[str, tuple[Any, bytes]] = {}  # kind -> layout
+        self._joint_states: tuple[Any, cdr.JointStateTemplate] | None = None
+        self._actions: dict[str, tuple[Any, cdr.JointStateTemplate]] = {}  # by frame_id
+        self._chunk_conn: Any = None
         self._chunk_raw_keys: list[Any] = []
         self._chunk_keys: tuple[str, ...] = ()
         self._unsubscribe: Callable[[], None] | None = None
@@ -206,17 +223,13 @@ class BagMirror:
         plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
         self._writer = Writer(self.path, version=9, storage_plugin=plugin)
         self._writer.open()
-        # Writer.write, batched: messages are queued and written into the MCAP chunk in
-        # bulk (drained before every flush and at close; bounded by size).
-        self._appender = MessageAppender(self._writer, batched=_batched)
-        self._pending = self._appender.pending  # (channel id, log time, record), appended to
+        self._write_message = self._writer.write
         self._writer.set_custom_data(FORMAT_KEY, FORMAT_VERSION)
         self._events_topic = f"{prefix}/events"
         self._joint_states_topic = f"{prefix}/joint_states"
         self._action_topic = f"{prefix}/action"
         self._chunk_topic = f"{prefix}/action_chunk"
         self._events = self._connection(self._events_topic, T.KERNEL_EVENT, QOS_RELIABLE)
-        self._events_id = self._events.id
         self._last_flush = time.monotonic()
 
     @classmethod
@@ -248,15 +261,10 @@ class BagMirror:
     def _connection(self, topic: str, msgtype: str, qos: Qos) -> Any:
         conn = self._connections.get(topic)
         if conn is None:
-            # rosbags writes the schema and channel records into the pending chunk: the
-            # queued messages go first, so the file is what Writer.write would make.
-            self._appender.drain()
-            if self._appender.batched:  # the QoS YAML cached
-                conn = add_connection(self._writer, topic, msgtype, typestore=self._store, qos=qos)
-            else:
-                conn = self._writer.add_connection(
-                    topic, msgtype, typestore=self._store, offered_qos_profiles=[qos]
-                )
+            msgdef, rihs01 = _msgdef(msgtype)
+            conn = self._writer.add_connection(
+                topic, msgtype, msgdef=msgdef, rihs01=rihs01, offered_qos_profiles=[qos]
+            )
             self._connections[topic] = conn
         return conn
 
@@ -265,14 +273,8 @@ class BagMirror:
         conn = self._connections.get(topic)
         if conn is None:
             conn = self._connection(topic, msgtype, qos)
-        self._appender.add(conn, ns, data)
+        self._write_message(conn, ns, data)
         self.messages_written += 1
-
-    def _cid(self, topic: str, msgtype: str, qos: Qos) -> int:
-        conn = self._connections.get(topic)
-        if conn is None:
-            conn = self._connection(topic, msgtype, qos)
-        return conn.id
 
     def write(self, event: Event) -> None:
         """Mirror one event (a bus callback)."""
@@ -283,9 +285,6 @@ class BagMirror:
                 if self.closed:
                     return
                 self._write(event)
-                appender = self._appender
-                if appender.pending_bytes > appender.max_pending_bytes:
-                    appender.drain()
                 now = time.monotonic()
                 if now - self._last_flush >= self.flush_interval_s:
                     self._flush()
@@ -323,9 +322,9 @@ class BagMirror:
             self._event_layouts = {}
         layout = self._event_layouts.get(kind)
         if layout is None:
-            records = cdr.KernelEventRecords(self._events_id, self._run_id_bytes)
-            layout = self._event_layouts[kind] = records.layout(kind)
-        pack, fixed, kind_bytes = layout
+            template = cdr.KernelEventTemplate(self._run_id_bytes)
+            layout = self._event_layouts[kind] = template.layout(kind)
+        pack, kind_bytes = layout
         size = len(line)
         seq = event.seq
         if type(seq) is not int:
@@ -335,17 +334,14 @@ class BagMirror:
             step = int(step)
         run_id = self._run_id_bytes
         if line.endswith(b"\n"):  # the newline becomes the NUL
-            head = pack(5, fixed + size - 1, self._events_id, 0, ns, ns, cdr.HEADER, sec, nanosec,
-                        len(run_id) + 1, run_id, seq if seq > 0 else 0, len(kind_bytes) + 1,
-                        kind_bytes, step, size)  # fmt: skip
-            rec = b"".join((head, line[:-1], b"\0"))
+            head = pack(cdr.HEADER, sec, nanosec, len(run_id) + 1, run_id, seq if seq > 0 else 0,
+                        len(kind_bytes) + 1, kind_bytes, step, size)  # fmt: skip
+            msg = b"".join((head, line[:-1], b"\0"))
         else:
-            head = pack(5, fixed + size, self._events_id, 0, ns, ns, cdr.HEADER, sec, nanosec,
-                        len(run_id) + 1, run_id, seq if seq > 0 else 0, len(kind_bytes) + 1,
-                        kind_bytes, step, size + 1)  # fmt: skip
-            rec = b"".join((head, line, b"\0"))
-        self._pending.append((self._events_id, ns, rec))
-        self._appender.pending_bytes += len(rec)
+            head = pack(cdr.HEADER, sec, nanosec, len(run_id) + 1, run_id, seq if seq > 0 else 0,
+                        len(kind_bytes) + 1, kind_bytes, step, size + 1)  # fmt: skip
+            msg = b"".join((head, line, b"\0"))
+        self._write_message(self._events, ns, msg)
         self.messages_written += 1
         self.events_written += 1
 
@@ -387,23 +383,22 @@ class BagMirror:
             velocity = ()
         effort = obs.get("joint_efforts")
         effort = () if effort is None else _column(effort, names)
-        records = self._joint_states
-        if records is None or records.names != names:
-            cid = self._cid(self._joint_states_topic, T.JOINT_STATE, QOS_SENSOR)
-            records = self._joint_states = cdr.JointStateRecords(cid, "", names)
+        found = self._joint_states
+        if found is None or found[1].names != names:
+            conn = self._connection(self._joint_states_topic, T.JOINT_STATE, QOS_SENSOR)
+            found = self._joint_states = (conn, cdr.JointStateTemplate("", names))
+        conn, template = found
         try:
-            rec = records.pack(ns, sec, nanosec, positions.values(), velocity, effort)
+            msg = template.pack(sec, nanosec, positions.values(), velocity, effort)
         except (struct.error, TypeError):  # not all plain numbers: convert as float() does
-            rec = records.pack(
-                ns,
+            msg = template.pack(
                 sec,
                 nanosec,
                 [float(positions[n]) for n in names],
                 [float(v) for v in velocity],
                 [float(v) for v in effort],
             )
-        self._pending.append((records.cid, ns, rec))  # drained by write() past the bound
-        self._appender.pending_bytes += len(rec)
+        self._write_message(conn, ns, msg)
         self.messages_written += 1
 
     def _image(self, camera: str, image: Any, step: int, stamp: tuple[int, int], ns: int) -> None:
@@ -439,16 +434,16 @@ class BagMirror:
             return
         frame_id = "hold" if data.get("hold", False) else "policy"
         names = tuple(action)
-        records = self._actions.get(frame_id)
-        if records is None or records.names != names:
-            cid = self._cid(self._action_topic, T.JOINT_STATE, QOS_RELIABLE)
-            records = self._actions[frame_id] = cdr.JointStateRecords(cid, frame_id, names)
+        found = self._actions.get(frame_id)
+        if found is None or found[1].names != names:
+            conn = self._connection(self._action_topic, T.JOINT_STATE, QOS_RELIABLE)
+            found = self._actions[frame_id] = (conn, cdr.JointStateTemplate(frame_id, names))
+        conn, template = found
         try:
-            rec = records.pack(ns, sec, nanosec, action.values())
+            msg = template.pack(sec, nanosec, action.values())
         except (struct.error, TypeError):  # not all plain numbers: NaN for what is not one
-            rec = records.pack(ns, sec, nanosec, [_float(v) for v in action.values()])
-        self._pending.append((records.cid, ns, rec))  # drained by write() past the bound
-        self._appender.pending_bytes += len(rec)
+            msg = template.pack(sec, nanosec, [_float(v) for v in action.values()])
+        self._write_message(conn, ns, msg)
         self.messages_written += 1
 
     def _chunk(
@@ -476,18 +471,17 @@ class BagMirror:
         inference = data.get("inference_s")
         if type(inference) is not float:
             inference = _float(inference)
-        cid = self._chunk_cid
-        if cid is None:
-            cid = self._chunk_cid = self._cid(self._chunk_topic, T.ACTION_CHUNK, QOS_RELIABLE)
-        args = (cid, ns, sec, nanosec, event.run_id, obs_step, keys, horizon)
+        conn = self._chunk_conn
+        if conn is None:
+            conn = self._chunk_conn = self._connection(self._chunk_topic, T.ACTION_CHUNK, QOS_RELIABLE)  # fmt: skip
+        args = (sec, nanosec, event.run_id, obs_step, keys, horizon)
         try:
             if values is None:
                 raise TypeError
-            rec = cdr.action_chunk_record(*args, values, inference)
+            msg = cdr.action_chunk_of_values(*args, values, inference)
         except (struct.error, TypeError, OverflowError):  # as numpy converts them
-            rec = cdr.action_chunk_record(*args, _flat_rows(rows, list(keys)).tolist(), inference)
-        self._pending.append((cid, ns, rec))  # drained by write() past the bound
-        self._appender.pending_bytes += len(rec)
+            msg = cdr.action_chunk_of_values(*args, _flat_rows(rows, list(keys)).tolist(), inference)  # fmt: skip
+        self._write_message(conn, ns, msg)
         self.messages_written += 1
 
     def _intervention(self, data: Mapping[str, Any], stamp: tuple[int, int], ns: int) -> None:
@@ -519,18 +513,8 @@ class BagMirror:
     # -- durability -----------------------------------------------------------------
 
     def _flush(self) -> None:
-        storage = self._writer.storage
-        if storage is None:
-            return
-        # rosbags has no public flush: close the pending MCAP chunk (or commit the
-        # sqlite3 transaction) so what was written so far survives a SIGKILL.
-        chunk = getattr(storage, "chunk", None)
-        if chunk is not None and hasattr(storage, "close_chunk"):
-            self._appender.flush_chunk()
-            storage.bio.flush()
-        elif hasattr(storage, "conn"):
-            self._appender.drain()
-            storage.conn.commit()
+        if self._writer.storage is not None:
+            _flush_storage(self._writer.storage)
 
     def flush(self) -> None:
         """Push everything written so far to the file."""
@@ -551,11 +535,7 @@ class BagMirror:
                 if self._meta:
                     self._writer.set_custom_data(META_KEY, _json_line(self._meta))
                 self._writer.set_custom_data("robokernel.events", str(self.events_written))
-                self._appender.finish()
-                if self._appender.batched:
-                    close_writer(self._writer)  # Writer.close, its YAML from templates
-                else:
-                    self._writer.close()
+                self._writer.close()
             except OSError:
                 self.failed = True
                 _log.exception("closing bag %s failed", self.path)

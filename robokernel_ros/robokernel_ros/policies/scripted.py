@@ -8,8 +8,7 @@ closed-loop on the observation, so it needs position actuators (SO-101).
 
 The task exposes its success criterion: `is_success(context)` is true once every
 waypoint has been reached in order and the robot is at the last one, so
-`eval_policy` scores a success rate without a success_fn, and `task_spec()` gives the
-same criterion as a JSON predicate clause.
+`eval_policy` scores a success rate without a success_fn.
 
 policy_config:
   targets         list of waypoints (required)
@@ -234,18 +233,6 @@ class ScriptedPolicy(Policy):
         self._command[key] = current + step
 
     # --- the task's criterion ------------------------------------------------------------
-
-    def final_targets(self) -> dict[str, float]:
-        """The last waypoint by joint name."""
-        return {self.joint_of(k): v for k, v in (self.waypoints or [{}])[-1].items()}
-
-    def task_spec(self) -> dict[str, Any]:
-        """The success criterion as a JSON predicate clause (the last waypoint reached)."""
-        return {
-            "predicate": "joint_near_target",
-            "targets": self.final_targets(),
-            "tolerance": self.tolerance,
-        }
 
     def is_success(self, context: Mapping[str, Any]) -> bool:
         """Every waypoint reached in order, and the robot within tolerance of the last one."""

@@ -69,10 +69,6 @@ class RecordingFrameError(RuntimeError):
     """Raised by an on_frame callback when a frame could not be recorded: data loss, fatal."""
 
 
-class RolloutStopped(Exception):  # noqa: N818 - a control-flow signal
-    """The rollout was stopped before it drove anything."""
-
-
 # --- the handle of an in-flight rollout ------------------------------------------------------
 
 _ids = itertools.count(1)

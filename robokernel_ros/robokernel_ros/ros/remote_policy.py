@@ -82,7 +82,6 @@ class RemotePolicy(Policy):
         self._run_id = secrets.token_hex(4)
         self._counter = 0
         self._closed = False
-        self.stale_chunks_dropped = 0
         self.last_inference_time_s = math.nan
         # The most recent chunks' (obs_step, inference_time_s, round_trip_s), bounded so a
         # long rollout does not grow it.
@@ -203,8 +202,7 @@ class RemotePolicy(Policy):
             for chunk in self._chunks.take(left):
                 if (chunk.run_id, int(chunk.obs_step)) == key:
                     return chunk
-                if chunk.run_id == self._run_id:
-                    self.stale_chunks_dropped += 1  # the answer to an older request
+                # any other chunk answers an older request (or another client's): dropped
 
     def _await_match(self, deadline: float) -> None:
         """Before the first observation: wait until the server's observation reader and our
@@ -257,9 +255,6 @@ class RemotePolicy(Policy):
             return chunk
         self.positional_fallback_used = True
         return [dict(zip(self.action_keys, row.values(), strict=False)) for row in chunk]
-
-    def server_ready(self) -> bool:
-        return self._watch.ready()
 
     def close(self) -> None:
         if self._closed:

@@ -244,29 +244,27 @@ def test_data_json_is_the_run_directory_line_and_is_encoded_once(tmp_path):
     data_json=texts,
     keys=names,
     actions=st.lists(floats, max_size=30),
-    cid=st.integers(1, 2**16 - 1),
-    ns=st.integers(0, 2**63 - 1),
 )
-def test_framed_records_are_the_messages_framed(
-    args, run_id, kind, seq, step, data_json, keys, actions, cid, ns
-):
-    """The *_record variants (one pack for the MCAP head and the message) equal
-    record(cid, ns, message): the message bytes checked above, framed."""
+def test_templates_make_the_messages(args, run_id, kind, seq, step, data_json, keys, actions):
+    """The mirror's per-topic templates (one pack per message) make the messages checked
+    above, byte for byte."""
     s, n, frame_id, joints, position, velocity, effort = args
-    records = cdr.JointStateRecords(cid, frame_id, joints)
-    assert records.pack(ns, s, n, position, velocity, effort) == cdr.record(
-        cid, ns, cdr.joint_state(s, n, frame_id, joints, position, velocity, effort)
+    template = cdr.JointStateTemplate(frame_id, joints)
+    assert template.pack(s, n, position, velocity, effort) == cdr.joint_state(
+        s, n, frame_id, joints, position, velocity, effort
     )
     line = data_json.encode() + b"\n"
-    message = cdr.kernel_event(s, n, run_id.encode(), seq, kind.encode(), step, line[:-1])
-    framed = cdr.kernel_event_record(cid, ns, s, n, run_id.encode(), seq, kind.encode(), step, line)
-    assert framed == cdr.record(cid, ns, message)
-    head = cdr._RECORD_HEAD.unpack_from(framed)
-    assert head == (5, len(framed) - 9, cid, 0, ns, ns)
+    run = run_id.encode()
+    message = cdr.kernel_event(s, n, run, seq, kind.encode(), step, line[:-1])
+    assert cdr.kernel_event_of_line(s, n, run, seq, kind.encode(), step, line) == message
+    pack, kind_bytes = cdr.KernelEventTemplate(run).layout(kind)  # as the mirror packs it
+    head = pack(cdr.HEADER, s, n, len(run) + 1, run, seq, len(kind_bytes) + 1, kind_bytes, step, len(line))  # fmt: skip
+    assert head + line[:-1] + b"\0" == message
     chunk = cdr.action_chunk(s, n, run_id, seq, keys, len(actions), actions, 0.25)
-    assert cdr.action_chunk_record(
-        cid, ns, s, n, run_id, seq, tuple(keys), len(actions), actions, 0.25
-    ) == cdr.record(cid, ns, chunk)
+    assert (
+        cdr.action_chunk_of_values(s, n, run_id, seq, tuple(keys), len(actions), actions, 0.25)
+        == chunk
+    )
     # an array of the values, converted as numpy converts them: the same message
     assert (
         cdr.action_chunk(s, n, run_id, seq, keys, len(actions), np.asarray(actions), 0.25) == chunk

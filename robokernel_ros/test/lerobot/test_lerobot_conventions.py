@@ -48,7 +48,7 @@ def _with_training_dataset(ckpt: Path, root: Path, names: tuple[str, ...]) -> Pa
 @pytest.fixture(scope="module")
 def ckpt_degrees(ckpt_root: Path) -> Path:
     """A tiny ACT without names of its own, constant output ACTION_MEAN."""
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     return build_tiny_checkpoint(
         ckpt_root / "act_degrees", kind="act", declare_names=False, action_mean=ACTION_MEAN

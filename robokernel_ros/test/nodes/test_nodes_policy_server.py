@@ -134,7 +134,7 @@ def test_wire_format_round_trips_observations_and_chunks() -> None:
 
 def test_lerobot_checkpoint_served_readiness_waits_for_the_load(processes, tmp_path) -> None:
     pytest.importorskip("lerobot")
-    from robokernel_ros.policies.lerobot_fixtures import SO101_JOINTS, build_tiny_checkpoint
+    from fixtures.lerobot import SO101_JOINTS, build_tiny_checkpoint
 
     path = build_tiny_checkpoint(
         tmp_path / "act", kind="act", cameras={"front": (64, 64)}, chunk_size=8

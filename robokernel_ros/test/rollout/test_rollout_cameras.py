@@ -123,7 +123,7 @@ def test_camera_refusals(cell, kwargs, needles):
 def test_lerobot_act_with_one_64x64_camera_runs_end_to_end(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("lerobot")
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     ckpt = build_tiny_checkpoint(
         tmp_path / "act", kind="act", cameras={"wrist": (64, 64)}, chunk_size=4, n_action_steps=4
