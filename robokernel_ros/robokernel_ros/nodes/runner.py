@@ -68,12 +68,12 @@ from robokernel_interfaces.srv import (
     StopPolicy,
     SubmitVerdict,
 )
+from robokernel_ros.kernel.trace import dumps_text
 from robokernel_ros.nodes._common import (
     ESTOP_QOS,
     EVENTS_QOS,
     ParameterError,
     declare,
-    event_json,
     kernel_event_msg,
     run_multithreaded,
 )
@@ -395,10 +395,7 @@ class RunnerNode(Node):
         response.status = status if status in ("success", "error") else "error"
         response.message = _text(out)
         report = _json(out)
-        try:
-            response.report_json = json.dumps(report if report is not None else {}, default=str)
-        except ValueError:
-            response.report_json = json.dumps(_event_json_safe(report))
+        response.report_json = dumps_text(report if report is not None else {})
         return response
 
     def _rollout_kwargs(self, request: Any) -> dict[str, Any]:
@@ -736,10 +733,6 @@ def _json(out: Mapping[str, Any]) -> Any:
         if isinstance(c, Mapping) and "json" in c:
             return c["json"]
     return None
-
-
-def _event_json_safe(value: Any) -> Any:
-    return json.loads(event_json({"v": value}))["v"]
 
 
 def _running_robots(report: Mapping[str, Any]) -> list[str]:

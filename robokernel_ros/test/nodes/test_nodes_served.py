@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+import robokernel_ros.bag  # noqa: E402, F401 - registers the rosbag2 reader with load_trace
 from robokernel_ros.kernel import load_trace  # noqa: E402
 from robokernel_ros.nodes._common import ESTOP_QOS, EVENT_QOS, EVENTS_QOS  # noqa: E402
 from robokernel_ros.nodes.policy_server import CHUNK_QOS, SERVED_OBSERVATION_QOS  # noqa: E402
