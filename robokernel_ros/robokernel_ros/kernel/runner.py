@@ -592,18 +592,19 @@ class _Episode:
         privileged_every = r.privileged_every
         plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
         pacer = r.pacer
+        estop = op.estop_latch
         pacer.restart()
         step = 0
         self._final_observation = observation
         while step < self.max_steps:
             if op.has_notices:
                 self.publish_operator_notices(step)
-            if op._estopped:  # the properties' fields: read every step, so no property call
+            if estop.latched:
                 raise _EpisodeOver(
                     EpisodeOutcome.ESTOPPED,
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
                 )
-            stopping = op._stop_requested
+            stopping = op.stop_requested
             if bus.subscriber_count:
                 self.record_observation(step, observation)
             else:  # nobody listens: count the events, build nothing
@@ -646,7 +647,7 @@ class _Episode:
                 rec.interventions(step, result.interventions)
             action = result.action
 
-            if op._estopped:  # an e-stop during act(): nothing more reaches the env
+            if estop.latched:  # an e-stop during act(): nothing more reaches the env
                 raise _EpisodeOver(
                     EpisodeOutcome.ESTOPPED,
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
