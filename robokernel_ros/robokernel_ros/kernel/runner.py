@@ -407,16 +407,15 @@ class _Episode:
             return
         chunk, measured = self.act_inline(observation, step)
         if timing.mode == "sync":
-            self.merge(_Pending(request_id, step, step, chunk, measured), step)
+            self.merge(step, step, request_id, chunk, measured)
             return
         latency = timing.latency_s if timing.latency_s is not None else measured
         delay = delay_steps(latency, self.spec.control_hz)
         self.last_delay = delay
-        pending = _Pending(request_id, step, step + delay, chunk, latency)
         if delay == 0:
-            self.merge(pending, step)
+            self.merge(step, step, request_id, chunk, latency)
         else:
-            self.pending = pending
+            self.pending = _Pending(request_id, step, step + delay, chunk, latency)
 
     def timed_act(self, observation: Any, step: int) -> tuple[Any, float]:
         start = time.monotonic()
@@ -431,7 +430,7 @@ class _Episode:
         if pending.future is None:  # virtual clock
             if pending.arrival_step is not None and step >= pending.arrival_step:
                 self.pending = None
-                self.merge(pending, step)
+                self.merge_pending(pending, step)
             return
         if not pending.future.done():
             timeout = self.r.act_timeout_s
@@ -447,35 +446,44 @@ class _Episode:
         if self.r.act_timeout_s is not None and pending.inference_s > self.r.act_timeout_s:
             raise self.timeout_error(self.r.act_timeout_s)
         self.last_delay = step - pending.obs_step
-        self.merge(pending, step)
+        self.merge_pending(pending, step)
 
-    def merge(self, pending: _Pending, step: int) -> None:
-        """Aligned merge: drop the actions whose time has passed; the rest replace the queue."""
-        chunk = as_chunk(pending.chunk)
-        if self.timing.execution_steps is not None:
-            chunk = chunk[: self.timing.execution_steps]
-        dropped = min(len(chunk), step - pending.obs_step)
-        kept = chunk[dropped:]
-        self.queue = collections.deque(kept)
+    def merge_pending(self, pending: _Pending, step: int) -> None:
+        self.merge(step, pending.obs_step, pending.request_id, pending.chunk, pending.inference_s)
+
+    def merge(
+        self, step: int, obs_step: int, request_id: int, chunk: Any, inference_s: float
+    ) -> None:
+        """Aligned merge at `step` of the chunk computed from the observation of `obs_step`:
+        drop the actions whose time has passed; the rest replace the queue."""
+        chunk = as_chunk(chunk)
+        execution_steps = self.timing.execution_steps
+        if execution_steps is not None and len(chunk) > execution_steps:
+            chunk = chunk[:execution_steps]
+        dropped = min(len(chunk), step - obs_step)
+        queue = self.queue
+        queue.clear()
+        queue.extend(chunk[dropped:] if dropped else chunk)
         self.chunks += 1
-        if self.rec.bus.subscriber_count:
+        rec = self.rec
+        if rec.bus.subscriber_count:
             keys = self.spec.action_keys
-            self.rec.emit(
+            rec.emit(
                 ev.CHUNK_MERGE,
                 step,
                 {
-                    "obs_step": pending.obs_step,
+                    "obs_step": obs_step,
                     "arrival_step": step,
                     "dropped": dropped,
-                    "kept": len(kept),
-                    "inference_s": pending.inference_s,
-                    "request_id": pending.request_id,
+                    "kept": len(queue),
+                    "inference_s": inference_s,
+                    "request_id": request_id,
                     "keys": list(keys),
                     "actions": [action_row(action, keys) for action in chunk],
                 },
             )
         else:
-            self.rec.seq += 1
+            rec.seq += 1
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> EpisodeRecord:
