@@ -15,12 +15,14 @@ ROS_PREFIXES = ("rclpy", "rosidl", "robokernel_interfaces", "robokernel_ros.node
 
 
 def modules_loaded_by(package: str) -> tuple[list[str], list[str]]:
-    """(the package's modules, every module a fresh interpreter has loaded after importing
-    each of them)."""
+    """(the package's modules, its subpackages' as "sub.module", every module a fresh
+    interpreter has loaded after importing each of them)."""
+    root = importlib.import_module(package)
+    prefix = package + "."
     names = [
-        m.name
-        for m in pkgutil.iter_modules(importlib.import_module(package).__path__)
-        if m.name != "__main__"  # runs the package's command when imported
+        m.name[len(prefix) :]
+        for m in pkgutil.walk_packages(root.__path__, prefix)
+        if not m.name.endswith(".__main__")  # runs the package's command when imported
     ]
     code = (
         "import importlib, json, sys\n"

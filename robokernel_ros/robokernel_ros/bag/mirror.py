@@ -78,7 +78,7 @@ from ..kernel.events import (
     SAFETY_INTERVENTION,
     Event,
 )
-from ..kernel.trace import IMAGES_DIR, dumps_line, event_line, line_with_data, to_jsonable
+from ..kernel.trace import IMAGES_DIR, dumps_text, event_line, line_with_data, to_jsonable
 from . import cdr
 from . import types as T
 
@@ -495,7 +495,7 @@ class BagMirror:
             value=_float(data.get("value")),
             limit=_float(data.get("limit")),
             action=str(data.get("action", "")),
-            detail=_json_line(detail) if detail else "",
+            detail=dumps_text(detail) if detail else "",
         )
         self._put(
             f"{self.prefix}/shield/intervention", T.SHIELD_INTERVENTION, QOS_RELIABLE, msg, ns
@@ -533,20 +533,12 @@ class BagMirror:
                 self._unsubscribe()
             try:
                 if self._meta:
-                    self._writer.set_custom_data(META_KEY, _json_line(self._meta))
+                    self._writer.set_custom_data(META_KEY, dumps_text(self._meta))
                 self._writer.set_custom_data("robokernel.events", str(self.events_written))
                 self._writer.close()
             except OSError:
                 self.failed = True
                 _log.exception("closing bag %s failed", self.path)
-
-
-def _json_line(obj: Any) -> str:
-    """The kernel's strict JSON encoding (the run directory's events.jsonl line), as text."""
-    line = dumps_line(obj)
-    if isinstance(line, bytes | bytearray):
-        line = line.decode("utf-8")
-    return line.rstrip("\n")
 
 
 def _float(value: Any) -> float:

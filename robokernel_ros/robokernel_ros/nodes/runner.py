@@ -73,13 +73,14 @@ from robokernel_interfaces.srv import (
     StopPolicy,
     SubmitVerdict,
 )
+from robokernel_ros.kernel.trace import dumps_text
 from robokernel_ros.ros.actions import RunnerActions
 from robokernel_ros.ros.node import run_multithreaded
 from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.qos import ESTOP_QOS, EVENTS_QOS
 from robokernel_ros.ros.remote_policy import RemotePolicy
 from robokernel_ros.ros.transport import ServerWatch, close_private_link
-from robokernel_ros.ros.wire import event_json, kernel_event_msg
+from robokernel_ros.ros.wire import kernel_event_msg
 from robokernel_ros.safety.estop import EstopCircuit
 
 ENVS = ("sim", "ros")
@@ -409,10 +410,7 @@ class RunnerNode(Node):
         response.status = status if status in ("success", "error") else "error"
         response.message = _text(out)
         report = _json(out)
-        try:
-            response.report_json = json.dumps(report if report is not None else {}, default=str)
-        except ValueError:
-            response.report_json = json.dumps(_event_json_safe(report))
+        response.report_json = dumps_text(report if report is not None else {})
         return response
 
     def _rollout_kwargs(self, request: Any) -> dict[str, Any]:
@@ -751,10 +749,6 @@ def _json(out: Mapping[str, Any]) -> Any:
         if isinstance(c, Mapping) and "json" in c:
             return c["json"]
     return None
-
-
-def _event_json_safe(value: Any) -> Any:
-    return json.loads(event_json({"v": value}))["v"]
 
 
 def _running_robots(report: Mapping[str, Any]) -> list[str]:

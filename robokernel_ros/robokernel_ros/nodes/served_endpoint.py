@@ -78,6 +78,7 @@ from std_srvs.srv import Trigger
 from robokernel_interfaces.msg import ActionChunk, KernelEvent, Observation
 from robokernel_interfaces.srv import GetActionChunk
 from robokernel_ros.kernel import EnvSpec
+from robokernel_ros.kernel.operator import Latch
 from robokernel_ros.ros import wire
 from robokernel_ros.ros.node import exit_main, run_multithreaded
 from robokernel_ros.ros.params import ParameterError, declare
@@ -223,7 +224,7 @@ class ServedEndpoint(PolicyHost):
         self._closed: dict[str, str] = {}  # ended episode_id -> how it ended (ids are not reused)
         self._refused: dict[str, str] = {}  # episode_id -> why its start was refused (retryable)
         self._estop_input = False  # the last estop value
-        self._estop_latched = False  # pressed since the last clear_fault (before a session too)
+        self._estop = Latch()  # pressed since the last clear_fault (before a session too)
         self._next_step = 0  # the step index the active episode expects next
         self._run_id = ""  # the active episode's run directory name (its episode.start)
 
@@ -282,8 +283,8 @@ class ServedEndpoint(PolicyHost):
 
             self._mirror = EpisodeBagMirror(p["trace_dir"])
             self._mirror.attach(session.bus)
-        if self._estop_latched:
-            session.operator.estop()
+        if self._estop.latched:
+            session.operator.estop(self._estop.by)
         self.session = session
         return session
 
@@ -490,9 +491,9 @@ class ServedEndpoint(PolicyHost):
         with self._cond:
             self._estop_input = bool(msg.data)
             if msg.data:
-                self._estop_latched = True
+                self._estop.latch("estop topic: pressed")
                 if self.session is not None:
-                    self.session.operator.estop()
+                    self.session.operator.estop(self._estop.by)
         if msg.data:
             self.get_logger().warn("served: e-stop latched; steps answer the hold action")
 
@@ -505,7 +506,7 @@ class ServedEndpoint(PolicyHost):
                     "release it first"
                 )
                 return response
-            self._estop_latched = False
+            self._estop.clear()
             if self.session is not None:
                 self.session.operator.clear_fault()
         response.success = True

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
-import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from robokernel_ros.kernel.trace import to_jsonable
 from robokernel_ros.tasks.statistics import pass_hat_k, wilson_interval
 
 # The one-release aliases of the chunk_prefetch_* fields.
@@ -28,7 +27,7 @@ def envelope(status: str, text: str, payload: Mapping[str, Any] | None = None) -
     """{"status": "success"|"error", "content": [{"text": ...}, {"json": {...}}]}."""
     content: list[dict[str, Any]] = [{"text": text}]
     if payload is not None:
-        content.append({"json": jsonable(payload)})
+        content.append({"json": to_jsonable(payload)})
     return {"status": status, "content": content}
 
 
@@ -46,25 +45,6 @@ def envelope_json(out: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def envelope_text(out: Mapping[str, Any]) -> str:
     return "\n".join(b["text"] for b in out.get("content", []) if "text" in b)
-
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON types only (numpy scalars/arrays, paths, tuples converted; NaN -> None)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "tolist"):
-        return jsonable(value.tolist())
-    if hasattr(value, "value") and isinstance(getattr(value, "value", None), str):  # enums
-        return value.value
-    return repr(value)
 
 
 class ActionHealth:

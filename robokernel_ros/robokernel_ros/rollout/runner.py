@@ -33,6 +33,7 @@ import numpy as np
 
 from robokernel_ros.kernel import events as ev
 from robokernel_ros.kernel.events import Event, EventBus
+from robokernel_ros.kernel.operator import Latch
 from robokernel_ros.policies.base import Policy, PolicyAgent, batch_refusal, create_policy
 from robokernel_ros.policies.base import preflight as provider_preflight
 from robokernel_ros.tasks.benchmarks import BenchmarkRegistry
@@ -98,7 +99,7 @@ class RolloutControl:
         self._lock = threading.Lock()
         self._operator: Any = None  # the running episode's OperatorChannel
         self._last_operator: Any = None  # the last episode's (a late verdict goes there)
-        self._estopped = False
+        self._estop = Latch()
         self.stop_reason = ""
 
     @property
@@ -107,7 +108,7 @@ class RolloutControl:
 
     @property
     def estopped(self) -> bool:
-        return self._estopped
+        return self._estop.latched
 
     def stop(self, reason: str = "stopped") -> None:
         with self._lock:
@@ -122,10 +123,10 @@ class RolloutControl:
         """E-stop: the running episode ends "estopped" at once, an episode that has not
         attached its operator yet ends so at its first step, and no further episode runs."""
         with self._lock:
-            self._estopped = True
+            self._estop.latch("rollout estop()")
             op = self._operator
         if op is not None:
-            op.estop()
+            op.estop("rollout estop()")
         self.stop("estop")
 
     def reset_done(self) -> bool:
@@ -152,9 +153,9 @@ class RolloutControl:
             if self._operator is not None:
                 self._last_operator = self._operator
             self._operator = operator
-            estopped = self._estopped
+            estopped = self._estop.latched
         if operator is not None and estopped:
-            operator.estop()
+            operator.estop("rollout estop()")
 
     def describe(self) -> dict[str, Any]:
         return {

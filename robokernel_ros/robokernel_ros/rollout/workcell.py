@@ -22,6 +22,7 @@ from typing import Any
 
 from robokernel_ros.envs import MujocoScene
 from robokernel_ros.kernel.events import EventBus
+from robokernel_ros.kernel.operator import Latch
 from robokernel_ros.tasks.benchmarks import BenchmarkRegistry, builtin_benchmark_specs
 from robokernel_ros.tasks.predicates import CriterionError
 
@@ -119,7 +120,7 @@ class SimWorkcell:
         self._inflight: dict[int, RolloutControl] = {}
         self._last: dict[str, dict[str, Any]] = {}
         self._last_control: dict[str, RolloutControl] = {}
-        self._estopped = False  # the workcell's latched e-stop (estop() / clear_fault())
+        self._estop = Latch()  # the workcell's latched e-stop (estop() / clear_fault())
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=v.positive_int("max_concurrent", max_concurrent),
             thread_name_prefix="rollout",
@@ -159,7 +160,7 @@ class SimWorkcell:
         with self._lock:
             if self._closed:
                 raise ValueError("the workcell is closed")
-            if self._estopped:
+            if self._estop.latched:
                 raise ValueError(
                     f"{plan.call} refused: the e-stop is latched on this workcell; "
                     "call clear_fault() to release it first"
@@ -571,15 +572,14 @@ class SimWorkcell:
     @property
     def estopped(self) -> bool:
         """Whether the workcell's e-stop is latched (estop() until clear_fault())."""
-        with self._lock:
-            return self._estopped
+        return self._estop.latched
 
     def estop(self) -> dict[str, Any]:
         """Latch the e-stop: every in-flight rollout's episode ends "estopped" at once (one
         still queued or building its policy ends so at its first step) and runs no further
         episode; every rollout call is refused, naming clear_fault(), until clear_fault()."""
         with self._lock:
-            self._estopped = True
+            self._estop.latch("workcell estop()")
             controls = list(self._inflight.values())
         for c in controls:
             c.estop()
@@ -597,9 +597,7 @@ class SimWorkcell:
 
     def clear_fault(self) -> dict[str, Any]:
         """Release the latched e-stop: rollouts may start again."""
-        with self._lock:
-            was = self._estopped
-            self._estopped = False
+        was = self._estop.clear()
         text = "e-stop cleared" if was else "no e-stop was latched"
         return envelope("success", text, {"estopped": False, "was_estopped": was})
 

@@ -13,7 +13,6 @@ imported where a message is built). The transport is `ros.transport`.
 from __future__ import annotations
 
 import array
-import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
@@ -402,11 +401,12 @@ def msg_to_chunk(msg: Any) -> list[Action]:
 
 
 def event_json(data: Mapping[str, Any]) -> str:
-    """An event's data as a JSON object: images (arrays of 2+ dimensions) become their
-    shape and dtype, non-finite floats their text (JSON has no NaN)."""
+    """An event's data as a JSON object, encoded by the kernel's encoder (non-finite
+    numbers as null, as in the trace); images (arrays of 2+ dimensions) become their
+    shape and dtype."""
     import numpy as np
 
-    from robokernel_ros.kernel.trace import to_jsonable
+    from robokernel_ros.kernel.trace import dumps_text
 
     def strip(value: Any) -> Any:
         if isinstance(value, np.ndarray) and value.ndim >= 2:
@@ -415,16 +415,7 @@ def event_json(data: Mapping[str, Any]) -> str:
             return {k: strip(v) for k, v in value.items()}
         return value
 
-    def finite(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return str(value)
-        if isinstance(value, dict):
-            return {k: finite(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [finite(v) for v in value]
-        return value
-
-    return json.dumps(finite(to_jsonable(strip(dict(data)))))
+    return dumps_text(strip(dict(data)))
 
 
 def kernel_event_msg(event: Any) -> Any:
