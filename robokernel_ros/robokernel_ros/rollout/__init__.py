@@ -10,6 +10,11 @@ Imports no ROS: the runner node wraps SimWorkcell and serves its calls as servic
 """
 
 from .benchmarks import BenchmarkRegistry, builtin_benchmark_specs, pass_hat_k, validate_spec
+from .control import RolloutControl
+from .episode import EpisodeResult, seed_everything
+from .errors import RecordingFrameError
+from .plan import DEFAULT_TRACE_DIR, RolloutPlan
+from .policy_runner import PolicyRunner
 from .predicates import (
     PREDICATES,
     REWARDS,
@@ -22,20 +27,9 @@ from .predicates import (
 )
 from .progress import PROGRESS, Progress
 from .replay import RecordedEpisode, ReplayPolicy, resolve_recording
+from .requests import EvalRequest, MultiRequest, RunRequest, plan_eval, plan_multi, plan_run
 from .results import envelope, envelope_json, envelope_text, error_envelope
-from .runner import (
-    DEFAULT_TRACE_DIR,
-    EpisodeSink,
-    EpisodeSinkContext,
-    PolicyRunner,
-    RecordingFrameError,
-    RolloutControl,
-    RolloutPlan,
-    plan_eval,
-    plan_multi,
-    plan_run,
-    seed_everything,
-)
+from .sinks import EpisodeSink, EpisodeSinkContext
 from .validation import boolean_flag_error
 from .workcell import SCENE_MUTATIONS, SceneBusyError, SimWorkcell
 
@@ -48,8 +42,11 @@ __all__ = [
     "BenchmarkRegistry",
     "Criterion",
     "CriterionError",
+    "EpisodeResult",
     "EpisodeSink",
     "EpisodeSinkContext",
+    "EvalRequest",
+    "MultiRequest",
     "PolicyRunner",
     "Progress",
     "RecordedEpisode",
@@ -57,6 +54,7 @@ __all__ = [
     "ReplayPolicy",
     "RolloutControl",
     "RolloutPlan",
+    "RunRequest",
     "SceneBusyError",
     "SimWorkcell",
     "boolean_flag_error",

@@ -55,7 +55,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .runner import PolicyRunner, RolloutControl, RolloutPlan
+    from .control import RolloutControl
+    from .plan import RolloutPlan
+    from .policy_runner import PolicyRunner
 
 _log = logging.getLogger(__name__)
 
@@ -88,7 +90,9 @@ class EpisodeWorker:
         from robokernel_ros.envs import MujocoScene
 
         from . import torque
-        from .runner import EvalSession, PolicyRunner, RolloutControl
+        from .control import RolloutControl
+        from .policy_runner import PolicyRunner
+        from .session import EvalSession
 
         self.scene = MujocoScene.from_description(dict(scene_description))
         self._held = contextlib.ExitStack()  # the call's torque shims, for the worker's life
@@ -109,7 +113,7 @@ class EpisodeWorker:
         self.control = RolloutControl(plan.robots, plan.call)
         self.control.state = "running"
         runner = PolicyRunner(self.scene, **runner_settings)
-        self.session = EvalSession(runner, plan, self.scene)
+        self.session = EvalSession(runner.outlet(), plan, self.scene)
 
     def pid(self) -> int:
         return os.getpid()
@@ -122,7 +126,7 @@ class EpisodeWorker:
 
     def run_episode(self, episode: int) -> dict[str, Any]:
         """Episode `episode` of the plan; with a local trace folder, its run directory as a tar."""
-        result = self.session.episode(episode, self.control)
+        result = self.session.episode(episode, self.control).to_dict()
         if self.proxy is not None:
             result["_queue_wait_s"], self.proxy.queue_wait_s = self.proxy.queue_wait_s, []
         if self.local_trace is not None and result.get("run_id"):
@@ -165,7 +169,7 @@ def _unpack_run_dir(result: dict[str, Any], trace_dir: Path, local_root: str | N
 def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: RolloutControl,
                           scene: Any) -> dict[str, Any]:  # fmt: skip
     """Run a validated eval plan with plan.workers > 1 Ray workers; the aggregate as on the serial path."""
-    from .runner import eval_progress
+    from .session import eval_progress
 
     t_start = time.monotonic()
     ray_init(plan.ray_address, plan.workers)
@@ -325,7 +329,7 @@ class _ParallelEval:
 
     def report(self, *, startup_s: float, elapsed_s: float) -> dict[str, Any]:
         from .results import BINDING_FLAGS
-        from .runner import eval_report
+        from .session import eval_report
 
         episodes = [self.results[i] for i in sorted(self.results)]
         first = episodes[0] if episodes else {}

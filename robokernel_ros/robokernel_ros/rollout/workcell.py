@@ -25,22 +25,15 @@ from robokernel_ros.kernel.events import EventBus
 
 from . import validation as v
 from .benchmarks import BenchmarkRegistry, builtin_benchmark_specs
+from .control import RolloutControl
+from .errors import AsyncRtcRefused, RecordingFrameError
+from .plan import DEFAULT_TRACE_DIR, RolloutPlan
+from .policy_runner import PolicyRunner
 from .predicates import CriterionError
 from .replay import ReplayPolicy, bind_dataset_names, resolve_recording
-from .results import envelope, error_envelope, summary_table
-from .runner import (
-    DEFAULT_TRACE_DIR,
-    AsyncRtcRefused,
-    EpisodeSink,
-    PolicyRunner,
-    RecordingFrameError,
-    RolloutControl,
-    RolloutPlan,
-    plan_eval,
-    plan_multi,
-    plan_run,
-    result_status,
-)
+from .requests import plan_eval, plan_multi, plan_run
+from .results import envelope, error_envelope, result_status, summary_table
+from .sinks import EpisodeSink
 
 _log = logging.getLogger(__name__)
 
