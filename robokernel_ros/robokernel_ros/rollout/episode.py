@@ -55,13 +55,14 @@ def seed_everything(seed: int) -> None:
 
 @dataclass(frozen=True)
 class EpisodeOutlet:
-    """Where an episode's events go and how densely its trace samples (PolicyRunner's settings)."""
+    """Where an episode's events go and how densely its trace samples (PolicyRunner's settings;
+    a parallel eval's worker gets the driver's, with a bus of its own)."""
 
-    bus: EventBus
-    sinks: Sequence[EpisodeSink]
-    record_privileged: bool
-    image_every: int
-    privileged_every: int
+    bus: EventBus = field(default_factory=EventBus)
+    sinks: Sequence[EpisodeSink] = ()
+    record_privileged: bool = True
+    image_every: int = 1
+    privileged_every: int = 10
 
 
 @dataclass

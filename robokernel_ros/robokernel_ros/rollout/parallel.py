@@ -56,8 +56,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .control import RolloutControl
+    from .episode import EpisodeOutlet
     from .plan import RolloutPlan
-    from .policy_runner import PolicyRunner
 
 _log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class EpisodeWorker:
 
         from . import torque
         from .control import RolloutControl
-        from .policy_runner import PolicyRunner
+        from .episode import EpisodeOutlet
         from .session import EvalSession
 
         self.scene = MujocoScene.from_description(dict(scene_description))
@@ -112,8 +112,8 @@ class EpisodeWorker:
         self.plan = plan
         self.control = RolloutControl(plan.robots, plan.call)
         self.control.state = "running"
-        runner = PolicyRunner(self.scene, **runner_settings)
-        self.session = EvalSession(runner.outlet(), plan, self.scene)
+        # the worker's episodes publish on a bus of their own: only progress reaches the driver
+        self.session = EvalSession(EpisodeOutlet(**runner_settings), plan, self.scene)
 
     def pid(self) -> int:
         return os.getpid()
@@ -166,15 +166,15 @@ def _unpack_run_dir(result: dict[str, Any], trace_dir: Path, local_root: str | N
             result[key] = str(trace_dir / Path(value).relative_to(local_root))
 
 
-def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: RolloutControl,
+def execute_parallel_eval(outlet: EpisodeOutlet, plan: RolloutPlan, control: RolloutControl,
                           scene: Any) -> dict[str, Any]:  # fmt: skip
     """Run a validated eval plan with plan.workers > 1 Ray workers; the aggregate as on the serial path."""
     from .session import eval_progress
 
     t_start = time.monotonic()
     ray_init(plan.ray_address, plan.workers)
-    run = _ParallelEval(runner, plan, control, scene)
-    progress = eval_progress(plan, runner.bus)
+    run = _ParallelEval(outlet, plan, control, scene)
+    progress = eval_progress(plan, outlet.bus)
     try:
         with _interrupt_stops(control):
             run.start()
@@ -190,15 +190,15 @@ class _ParallelEval:
     """The driver's side of one parallel eval: workers, the episode queue, the results."""
 
     def __init__(
-        self, runner: PolicyRunner, plan: RolloutPlan, control: RolloutControl, scene: Any
+        self, outlet: EpisodeOutlet, plan: RolloutPlan, control: RolloutControl, scene: Any
     ) -> None:
         import ray
 
         self.plan, self.control = plan, control
         shipped = dataclasses.replace(plan, scene_override=None, observers=[], on_frame=None,
                                       progress=False, workers=1)  # fmt: skip
-        settings = {"record_privileged": runner.record_privileged, "image_every": runner.image_every,
-                    "privileged_every": runner.privileged_every}  # fmt: skip
+        settings = {"record_privileged": outlet.record_privileged, "image_every": outlet.image_every,
+                    "privileged_every": outlet.privileged_every}  # fmt: skip
         self.marker: Path | None = None
         if plan.trace_dir is not None:  # a worker that sees it shares the driver's storage
             plan.trace_dir.mkdir(parents=True, exist_ok=True)

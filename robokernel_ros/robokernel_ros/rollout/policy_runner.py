@@ -204,7 +204,7 @@ class PolicyRunner:
         if plan.workers > 1:
             from .parallel import execute_parallel_eval
 
-            return execute_parallel_eval(self, plan, control, scene)
+            return execute_parallel_eval(self.outlet(), plan, control, scene)
         session = EvalSession(self.outlet(), plan, scene)
         progress = eval_progress(plan, self.bus)
         episodes: list[dict[str, Any]] = []
