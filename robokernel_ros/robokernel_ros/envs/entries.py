@@ -9,6 +9,15 @@ import numpy as np
 
 from .model_info import ModelInfo, element_names
 
+SHAPES: dict[str, tuple[mujoco.mjtGeom, int, tuple[float, ...]]] = {
+    # shape: (geom type, number of size values, default size) - MuJoCo's half-sizes
+    "box": (mujoco.mjtGeom.mjGEOM_BOX, 3, (0.025, 0.025, 0.025)),
+    "sphere": (mujoco.mjtGeom.mjGEOM_SPHERE, 1, (0.025,)),
+    "cylinder": (mujoco.mjtGeom.mjGEOM_CYLINDER, 2, (0.025, 0.04)),
+    "capsule": (mujoco.mjtGeom.mjGEOM_CAPSULE, 2, (0.02, 0.04)),
+    "ellipsoid": (mujoco.mjtGeom.mjGEOM_ELLIPSOID, 3, (0.03, 0.02, 0.02)),
+}
+
 
 @dataclass
 class RobotEntry:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
@@ -36,23 +35,15 @@ import mujoco
 import numpy as np
 
 from . import checks
-from .entries import CameraEntry, ModelIndex, ObjectEntry, RobotEntry
+from .compose import apply_home, carry_state, compose, hold_position_actuators
+from .entries import SHAPES, CameraEntry, ModelIndex, ObjectEntry, RobotEntry
 from .env import MujocoEnv
 from .geometry import quat_from_xyaxes, xyaxes_from_lookat
 from .model_info import (
-    DEFAULT_OPTIONS,
-    FREE,
-    SCALAR_JOINTS,
-    SYNCED_OPTIONS,
-    TRN_JOINT,
     ModelInfo,
     actuated_info,
     load_model_info,
     model_info,
-    option_value,
-    options_equal,
-    qpos_width,
-    qvel_width,
 )
 from .models import packaged_model_at, resolve_model
 from .render import RendererCache, RenderQuality
@@ -62,14 +53,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMESTEP = 0.002
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
-SHAPES: dict[str, tuple[mujoco.mjtGeom, int, tuple[float, ...]]] = {
-    # shape: (geom type, number of size values, default size) - MuJoCo's half-sizes
-    "box": (mujoco.mjtGeom.mjGEOM_BOX, 3, (0.025, 0.025, 0.025)),
-    "sphere": (mujoco.mjtGeom.mjGEOM_SPHERE, 1, (0.025,)),
-    "cylinder": (mujoco.mjtGeom.mjGEOM_CYLINDER, 2, (0.025, 0.04)),
-    "capsule": (mujoco.mjtGeom.mjGEOM_CAPSULE, 2, (0.02, 0.04)),
-    "ellipsoid": (mujoco.mjtGeom.mjGEOM_ELLIPSOID, 3, (0.03, 0.02, 0.02)),
-}
 
 
 def _described(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -260,7 +243,9 @@ class MujocoScene:
             except Exception:
                 entry.info = previous
                 raise
-            self._hold_position_actuators(entry, home_ctrl=False, only=added)
+            hold_position_actuators(
+                self.model, self.data, self._index, entry, home_ctrl=False, only=added
+            )
             mujoco.mj_forward(self.model, self.data)
             log.info("robot %r: position servos on %s", name, added)
             return added
@@ -661,7 +646,9 @@ class MujocoScene:
                             lo, hi = model.jnt_range[j]
                             value = min(max(value, lo), hi)
                         data.qpos[qadr] = value
-                    self._hold_position_actuators(entry, home_ctrl=False)
+                    hold_position_actuators(
+                        self.model, self.data, self._index, entry, home_ctrl=False
+                    )
             for shim in self._shims.values():  # a shimmed robot holds its reset pose
                 shim.hold(data)
                 shim.apply(data)
@@ -732,84 +719,10 @@ class MujocoScene:
         with self.lock:
             return self._compose().to_xml()
 
-    def _world(self) -> mujoco.MjSpec:
-        if self._base is not None:
-            return self._base.spec.copy()
-        spec = mujoco.MjSpec()
-        spec.modelname = "robokernel_scene"
-        spec.add_texture(
-            name="grid",
-            type=mujoco.mjtTexture.mjTEXTURE_2D,
-            builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
-            rgb1=[0.25, 0.3, 0.35],
-            rgb2=[0.35, 0.4, 0.45],
-            width=256,
-            height=256,
-        )
-        spec.add_texture(
-            name="sky",
-            type=mujoco.mjtTexture.mjTEXTURE_SKYBOX,
-            builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
-            rgb1=[0.55, 0.7, 0.85],
-            rgb2=[0.1, 0.1, 0.15],
-            width=128,
-            height=128,
-        )
-        spec.add_material(name="floor", textures=["", "grid"], texrepeat=[8, 8], reflectance=0.1)
-        spec.worldbody.add_geom(
-            name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], material="floor"
-        )
-        spec.worldbody.add_light(
-            name="light", pos=[0, 0, 4], dir=[0, 0, -1], diffuse=[0.8, 0.8, 0.8], castshadow=False
-        )
-        return spec
-
     def _compose(self) -> mujoco.MjSpec:
-        world = self._world()
-        for entry in self._robots.values():
-            if not entry.prefix:
-                continue  # the loaded scene's robot is the base itself
-            for key, value in entry.info.options.items():
-                current = getattr(world.option, key)
-                if not options_equal(current, getattr(DEFAULT_OPTIONS, key)) and not options_equal(
-                    current, value
-                ):
-                    log.warning(
-                        "robot %r sets option %s=%r; the scene had %r",
-                        entry.name,
-                        key,
-                        value,
-                        current,
-                    )
-                setattr(world.option, key, value)
-        world.option.timestep = self._timestep
-        world.option.gravity = list(self._gravity)
-        vis = world.visual.global_
-        vis.offwidth = max(vis.offwidth, self._offscreen[0])
-        vis.offheight = max(vis.offheight, self._offscreen[1])
-        for entry in self._robots.values():
-            if not entry.prefix:
-                continue
-            child = entry.info.spec.copy()
-            for key in SYNCED_OPTIONS:
-                setattr(child.option, key, option_value(world.option, key))
-            frame = world.worldbody.add_frame(pos=list(entry.pos), quat=list(entry.quat))
-            world.attach(child, prefix=entry.prefix, frame=frame)
-        for obj in self._objects.values():
-            gtype, _, _ = SHAPES[obj.shape]
-            body = world.worldbody.add_body(name=obj.name, pos=list(obj.pos), quat=list(obj.quat))
-            if obj.free:
-                body.add_freejoint(name=obj.name)
-            size = list(obj.size) + [0.0] * (3 - len(obj.size))
-            body.add_geom(name=obj.name, type=gtype, size=size, rgba=list(obj.rgba), mass=obj.mass)
-        for cam in self._cameras.values():
-            world.worldbody.add_camera(
-                name=cam.name,
-                pos=list(cam.pos),
-                quat=list(quat_from_xyaxes(cam.xyaxes)),
-                fovy=cam.fovy,
-            )
-        return world
+        return compose(self._base, self._robots.values(), self._objects.values(),
+                       self._cameras.values(), timestep=self._timestep, gravity=self._gravity,
+                       offscreen=self._offscreen)  # fmt: skip
 
     def _rebuild(self, *, new_robots: Iterable[str], fresh: bool = False) -> None:
         """Compile the description and carry the state over by name."""
@@ -822,7 +735,7 @@ class MujocoScene:
         index = ModelIndex.of(model)
         old = None if fresh else getattr(self, "data", None)
         if old is not None:
-            self._carry_state(self.model, old, self._index, model, data, index)
+            carry_state(self.model, old, self._index, model, data, index)
         self.model, self.data, self._index = model, data, index
         self.generation += 1
         self._compiled += 1
@@ -839,39 +752,6 @@ class MujocoScene:
             self._apply_home(self._robots[name])
         mujoco.mj_forward(model, data)
 
-    @staticmethod
-    def _carry_state(
-        old_model: mujoco.MjModel,
-        old: mujoco.MjData,
-        old_index: ModelIndex,
-        model: mujoco.MjModel,
-        data: mujoco.MjData,
-        index: ModelIndex,
-    ) -> None:
-        data.time = old.time
-        for name, (jtype, _, qadr, vadr) in index.joints.items():
-            prev = old_index.joints.get(name)
-            if prev is None or prev[0] != jtype:
-                continue
-            nq, nv = qpos_width(jtype), qvel_width(jtype)
-            data.qpos[qadr : qadr + nq] = old.qpos[prev[2] : prev[2] + nq]
-            data.qvel[vadr : vadr + nv] = old.qvel[prev[3] : prev[3] + nv]
-        for name, a in index.actuators.items():
-            prev_a = old_index.actuators.get(name)
-            if prev_a is None:
-                continue
-            data.ctrl[a] = old.ctrl[prev_a]
-            if (
-                model.actuator_actnum[a]
-                and model.actuator_actnum[a] == old_model.actuator_actnum[prev_a]
-            ):
-                n, adr, padr = (
-                    model.actuator_actnum[a],
-                    model.actuator_actadr[a],
-                    old_model.actuator_actadr[prev_a],
-                )
-                data.act[adr : adr + n] = old.act[padr : padr + n]
-
     def _apply_base_home(self) -> None:
         """A loaded scene file's own 'home' keyframe, when no robot stands for the file."""
         if self._base is not None and all(e.prefix for e in self._robots.values()):
@@ -879,54 +759,4 @@ class MujocoScene:
 
     def _apply_home(self, entry: RobotEntry) -> None:
         """Put a robot in its 'home' keyframe pose (if any) and set its actuator targets."""
-        data = self.data
-        rot = np.zeros(9)
-        mujoco.mju_quat2Mat(rot, np.asarray(entry.quat))
-        rot = rot.reshape(3, 3)
-        for joint, qpos in entry.info.home_qpos.items():
-            found = self._index.joints.get(entry.full(joint))
-            if found is None:
-                continue
-            jtype, _, qadr, vadr = found
-            if jtype == FREE and entry.prefix:
-                value = qpos.copy()
-                value[:3] = np.asarray(entry.pos) + rot @ qpos[:3]
-                quat = np.zeros(4)
-                mujoco.mju_mulQuat(quat, np.asarray(entry.quat), qpos[3:7])
-                value[3:7] = quat
-                data.qpos[qadr : qadr + 7] = value
-            else:
-                data.qpos[qadr : qadr + len(qpos)] = qpos
-            data.qvel[vadr : vadr + qvel_width(jtype)] = 0.0
-        self._hold_position_actuators(entry, home_ctrl=True)
-
-    def _hold_position_actuators(
-        self, entry: RobotEntry, *, home_ctrl: bool, only: Iterable[str] | None = None
-    ) -> None:
-        """Set the robot's ctrl: the keyframe's ctrl where it has one, else position servos
-        on a joint target that joint's current position (so the robot holds its pose)."""
-        model, data = self.model, self.data
-        for name in entry.info.actuators if only is None else only:
-            a = self._index.actuators.get(entry.full(name))
-            if a is None:
-                continue
-            if home_ctrl and name in entry.info.home_ctrl:
-                data.ctrl[a] = entry.info.home_ctrl[name]
-                continue
-            if (
-                entry.info.actuator_kinds.get(name) == "position"
-                and int(model.actuator_trntype[a]) == TRN_JOINT
-                and model.actuator_biasprm[a][0] == 0
-                and math.isclose(
-                    model.actuator_gainprm[a][0], -model.actuator_biasprm[a][1], rel_tol=1e-9
-                )
-            ):
-                joint = int(model.actuator_trnid[a][0])
-                if int(model.jnt_type[joint]) in SCALAR_JOINTS:
-                    target = float(data.qpos[model.jnt_qposadr[joint]]) * float(
-                        model.actuator_gear[a][0]
-                    )
-                    if model.actuator_ctrllimited[a]:
-                        lo, hi = model.actuator_ctrlrange[a]
-                        target = min(max(target, lo), hi)
-                    data.ctrl[a] = target
+        apply_home(self.model, self.data, self._index, entry)
