@@ -328,8 +328,8 @@ class _ParallelEval:
             self.marker.unlink(missing_ok=True)
 
     def report(self, *, startup_s: float, elapsed_s: float) -> dict[str, Any]:
+        from .report import eval_report
         from .results import BINDING_FLAGS
-        from .session import eval_report
 
         episodes = [self.results[i] for i in sorted(self.results)]
         first = episodes[0] if episodes else {}
@@ -338,7 +338,7 @@ class _ParallelEval:
             policy_report[flag] = any(bool(e.get(flag)) for e in episodes)
         out = eval_report(self.plan, self.control, episodes, policy_report,
                           chunk_prefetch=bool(first.get("chunk_prefetch_enabled")),
-                          policy_rtc=bool(first.get("policy_rtc_enabled")), elapsed_s=elapsed_s)  # fmt: skip
+                          policy_rtc=bool(first.get("policy_rtc_enabled")), elapsed_s=elapsed_s).to_dict()  # fmt: skip
         out["parallel"] = {
             "workers": self.plan.workers,
             "ray_address": self.plan.ray_address,

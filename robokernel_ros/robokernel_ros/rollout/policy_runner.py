@@ -32,9 +32,10 @@ from .episode import EpisodeOutlet, run_episode
 from .multi import MultiAgent, split_action
 from .parts import close_policies, kernel_timing, prepare
 from .plan import RolloutPlan
+from .report import eval_report
 from .requests import plan_eval, plan_multi, plan_run
 from .results import public
-from .session import EvalSession, eval_progress, eval_report
+from .session import EvalSession, eval_progress
 from .sinks import EpisodeSink, close_live
 
 _log = logging.getLogger(__name__)
@@ -223,9 +224,10 @@ class PolicyRunner:
             progress.close()
             session.close()
             close_live(plan)
-        return eval_report(plan, control, episodes, session.policy_report(),
-                           chunk_prefetch=session.chunk_prefetch, policy_rtc=session.policy_rtc,
-                           elapsed_s=time.monotonic() - t0)  # fmt: skip
+        report = eval_report(plan, control, episodes, session.policy_report(),
+                             chunk_prefetch=session.chunk_prefetch, policy_rtc=session.policy_rtc,
+                             elapsed_s=time.monotonic() - t0)  # fmt: skip
+        return report.to_dict()
 
     @torque.with_torque_control
     def execute_multi(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:

@@ -1,15 +1,13 @@
-"""Result records of the rollout API: the multi-episode aggregate, the status line, the envelope."""
+"""Result records of the rollout API at the edge: the envelope, JSON values, the status line."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .benchmarks import pass_hat_k
 from .health import health_note
 
 # The one-release aliases of the chunk_prefetch_* fields.
@@ -72,72 +70,6 @@ def rtc_aliases(result: dict[str, Any]) -> dict[str, Any]:
     for alias, field_name in RTC_ALIASES.items():
         result[alias] = result.get(field_name)
     return result
-
-
-def wilson_interval(successes: int, n: int) -> tuple[float, float]:
-    """The success rate's 95 % interval (scoring's Wilson interval: one definition)."""
-    from robokernel_ros.scoring.scorers import wilson_interval as wilson
-
-    return wilson(successes, n)
-
-
-def aggregate(
-    episodes: Sequence[Mapping[str, Any]],
-    *,
-    base: Mapping[str, Any],
-    policy_report: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The multi-episode report: success_rate, avg_reward, pass_hat_k, total_steps, ..."""
-    n = len(episodes)
-    successes = [bool(e.get("success")) for e in episodes]
-    rewards = [float(e.get("total_reward") or 0.0) for e in episodes]
-    inference = [e["avg_inference_ms"] for e in episodes if e.get("avg_inference_ms") is not None]
-    max_inf = [e["max_inference_ms"] for e in episodes if e.get("max_inference_ms") is not None]
-    errors: Counter[str] = Counter()
-    named = resolved = credited = partial = 0
-    for e in episodes:
-        errors.update(e.get("action_errors") or {})
-        named += e.get("_named_keys", 0)
-        resolved += e.get("_resolved_keys", 0)
-        credited += e.get("action_steps_credited", 0)
-        partial += e.get("action_steps_with_unresolved_keys", 0)
-    out: dict[str, Any] = {
-        **base,
-        "n_episodes": n,
-        "successes": sum(successes),
-        "success_rate": (sum(successes) / n) if n else 0.0,
-        "success_rate_ci95": list(wilson_interval(sum(successes), n)) if n else None,
-        "avg_reward": (sum(rewards) / n) if n else 0.0,
-        "pass_hat_k": pass_hat_k(successes),
-        "total_steps": sum(int(e.get("steps_advanced") or 0) for e in episodes),
-        "actions_applied": sum(int(e.get("actions_applied") or 0) for e in episodes),
-        "steps_advanced": sum(int(e.get("steps_advanced") or 0) for e in episodes),
-        "stopped_reasons": [e.get("stopped_reason") for e in episodes],
-        "outcomes": [e.get("outcome") for e in episodes],
-        "video_paths": [e.get("video_path") for e in episodes if e.get("video_path")],
-        "trace_paths": [e.get("trace_path") for e in episodes],
-        "bag_paths": [e.get("bag_path") for e in episodes],
-        "action_errors": dict(sorted(errors.items())),
-        "action_resolution_rate": (resolved / named) if named else 0.0,
-        "partial_action_failure_rate": (partial / credited) if credited else 0.0,
-        "action_steps_credited": credited,
-        "action_steps_with_unresolved_keys": partial,
-        "chunk_prefetch_chunks_acquired": sum(
-            int(e.get("chunk_prefetch_chunks_acquired") or 0) for e in episodes
-        ),
-        "chunk_prefetch_hits": sum(int(e.get("chunk_prefetch_hits") or 0) for e in episodes),
-        "chunk_prefetch_blocks": sum(int(e.get("chunk_prefetch_blocks") or 0) for e in episodes),
-        "avg_inference_ms": (sum(inference) / len(inference)) if inference else None,
-        "max_inference_ms": max(max_inf) if max_inf else None,
-        "safety_interventions": sum(int(e.get("safety_interventions") or 0) for e in episodes),
-        "sim_time_s": sum(float(e.get("sim_time_s") or 0.0) for e in episodes),
-        **{k: bool(policy_report.get(k, False)) for k in BINDING_FLAGS},
-        "policy_load_time_s": policy_report.get("policy_load_time_s"),
-        "policy_load_cache_hit": policy_report.get("policy_load_cache_hit"),
-        "policy_resident_rss_mb": policy_report.get("policy_resident_rss_mb"),
-        "episodes": [public(e) for e in episodes],
-    }
-    return rtc_aliases(out)
 
 
 def public(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,19 +1,17 @@
-"""An eval's session: one env and one policy shared by its episodes, and the eval's report.
+"""An eval's session: one env and one policy shared by its episodes.
 
     session = EvalSession(runner.outlet(), plan, scene)
     result = session.episode(0, control)       # an EpisodeResult (seed = plan.seed + 0)
-    report = eval_report(plan, control, [result.to_dict()], session.policy_report(), ...)
     session.close()
 
 The serial loop of PolicyRunner.execute_eval and each Ray worker of a parallel eval
 (rollout.parallel) run their episodes through a session, so both paths give each
-episode the same seed and the same result; the aggregate is built by eval_report from
-the episodes' JSON records in episode order.
+episode the same seed and the same result; rollout.report aggregates the episodes'
+records in episode order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from robokernel_ros.kernel.events import EventBus
@@ -25,7 +23,6 @@ from .errors import AsyncRtcRefused
 from .parts import PolicyLoad, close_policies, kernel_timing, prepare
 from .plan import RolloutPlan
 from .progress import Progress
-from .results import aggregate
 
 
 class EvalSession:
@@ -76,28 +73,3 @@ def eval_progress(plan: RolloutPlan, bus: EventBus) -> Progress:
     """The eval's progress (a bar on a terminal, `progress` events on the bus)."""
     return Progress(n_episodes=plan.n_episodes, robot_name=plan.robot, bus=bus, bar=plan.progress,
                     label=plan.benchmark["name"] if plan.benchmark else f"eval {plan.robot}")  # fmt: skip
-
-
-def eval_report(plan: RolloutPlan, control: RolloutControl, episodes: Sequence[Mapping[str, Any]],
-                policy_report: Mapping[str, Any], *, chunk_prefetch: bool, policy_rtc: bool,
-                elapsed_s: float) -> dict[str, Any]:  # fmt: skip
-    """The aggregate report of an eval's finished episodes (in episode order)."""
-    base = {
-        "robot_name": plan.robot,
-        "policy": plan.policies[plan.robot][0],
-        "instruction": plan.instructions[plan.robot],
-        "n_episodes_requested": plan.n_episodes,
-        "max_steps": plan.n_steps,
-        "control_frequency": plan.control_hz,
-        "action_horizon": plan.action_horizons[plan.robot],
-        "seed": plan.seed,
-        "async_rtc": bool(plan.async_rtc),
-        "chunk_prefetch_enabled": chunk_prefetch,
-        "policy_rtc_enabled": policy_rtc,
-        "benchmark": plan.benchmark["name"] if plan.benchmark else None,
-        "stopped": control.stop_requested,
-        "elapsed_s": elapsed_s,
-    }
-    out = aggregate(episodes, base=base, policy_report=policy_report)
-    out["n_episodes"] = len(episodes)
-    return out
