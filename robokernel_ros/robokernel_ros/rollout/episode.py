@@ -275,9 +275,8 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
             _log.exception("episode sink finisher failed; ignored")
     if menv.fatal is not None:
         raise menv.fatal
-    return _result(plan, parts, menv, record, collector, health, episode=episode, seed=seed,
-                   elapsed_s=elapsed, video_path=video_path, video_fps=video_fps,
-                   extras=extras)  # fmt: skip
+    run = _EpisodeRun(parts, menv, collector, seed=seed, video_path=video_path, video_fps=video_fps)
+    return run.result(record, elapsed_s=elapsed, extras=extras)
 
 
 def _stopped_reason(record: Any, outcome: str, plan: RolloutPlan, control: RolloutControl,
@@ -338,66 +337,79 @@ def _health_fields(health: Mapping[str, ActionHealth], split: Split | None) -> t
     return fields, named, resolved
 
 
-def _result(plan: RolloutPlan, parts: EpisodeParts, menv: _MonitoredEnv, record: Any,
-            collector: HealthCollector, health: Mapping[str, ActionHealth], *, episode: int,
-            seed: int | None, elapsed_s: float, video_path: str | None, video_fps: float | None,
-            extras: dict[str, Any]) -> EpisodeResult:  # fmt: skip
-    outcome = getattr(record.outcome, "value", str(record.outcome))
-    error = record.error
-    agents = parts.agents.values()
-    n_inference = sum(a.inference_count for a in agents)
-    total_inference_s = sum(a.inference_total_s for a in agents)
-    max_inference_s = max((a.inference_max_s for a in agents), default=0.0)
-    chunk_enabled = parts.timing is not None and parts.timing.mode == "realtime"
-    health_fields, named, resolved = _health_fields(health, collector.split)
-    binding: dict[str, bool] = {k: False for k in BINDING_FLAGS}
-    for p in parts.policies.values():
-        for k, val in p.binding_report().items():
-            binding[k] = binding.get(k, False) or bool(val)
-    one = len(plan.robots) == 1
-    return EpisodeResult(
-        robot_name=plan.robot if one else list(plan.robots),
-        policy=plan.policies[plan.robot][0] if one else {r: p[0] for r, p in plan.policies.items()},
-        instruction=plan.instructions[plan.robot] if one else dict(plan.instructions),
-        n_steps=plan.n_steps,
-        episode=episode,
-        seed=seed,
-        outcome=outcome,
-        success=_success(outcome, plan, menv),
-        kernel_status=record.status,
-        elapsed_s=elapsed_s,
-        stopped_reason=_stopped_reason(record, outcome, plan, menv.control, menv),
-        stop_predicate=menv.stop_criterion,
-        steps_advanced=menv.step_count,
-        hold_steps=collector.holds,
-        steps=record.steps,
-        holds=record.holds,
-        chunks=record.chunks,
-        health=health_fields,
-        total_reward=float(record.total_reward),
-        video_path=video_path if video_path and menv.video_frames else None,
-        video_frames=menv.video_frames,
-        video_fps=video_fps,
-        sim_time_s=menv.sim_time_s,
-        stop_when_true_at_reset=menv.stop_when_true_at_reset,
-        chunk_prefetch_enabled=chunk_enabled,
-        policy_rtc_enabled=any(
-            bool(getattr(p, "supports_rtc", False)) for p in parts.policies.values()
-        ),
-        chunk_prefetch_chunks_acquired=n_inference,
-        chunk_prefetch_hits=collector.hits if chunk_enabled else 0,
-        chunk_prefetch_blocks=collector.blocks if chunk_enabled else 0,
-        empty_chunks_requeried=sum(a.empty_chunks for a in agents),
-        avg_inference_ms=(1000 * total_inference_s / n_inference) if n_inference else None,
-        max_inference_ms=(1000 * max_inference_s) if n_inference else None,
-        safety_interventions=record.safety_interventions,
-        compat=record.compat.to_dict(),
-        trace_path=str(record.trace_path) if record.trace_path else None,
-        run_id=record.run_id or None,
-        error=error.get("message") if error else None,
-        error_category=error.get("category") if error else None,
-        named_keys=named,
-        resolved_keys=resolved,
-        extras=extras,
-        binding=binding,
-    )
+@dataclass
+class _EpisodeRun:
+    """The pieces of one episode that its result is read from (after the kernel's run)."""
+
+    parts: EpisodeParts
+    menv: _MonitoredEnv
+    collector: HealthCollector
+    seed: int | None
+    video_path: str | None
+    video_fps: float | None
+
+    def result(self, record: Any, *, elapsed_s: float, extras: dict[str, Any]) -> EpisodeResult:
+        """The episode's result from the kernel's record, the monitor and the collector."""
+        parts, menv, collector = self.parts, self.menv, self.collector
+        plan, video_path = menv.plan, self.video_path
+        outcome = getattr(record.outcome, "value", str(record.outcome))
+        error = record.error
+        agents = parts.agents.values()
+        n_inference = sum(a.inference_count for a in agents)
+        total_inference_s = sum(a.inference_total_s for a in agents)
+        max_inference_s = max((a.inference_max_s for a in agents), default=0.0)
+        chunk_enabled = parts.timing is not None and parts.timing.mode == "realtime"
+        health_fields, named, resolved = _health_fields(collector.health, collector.split)
+        binding: dict[str, bool] = {k: False for k in BINDING_FLAGS}
+        for p in parts.policies.values():
+            for k, val in p.binding_report().items():
+                binding[k] = binding.get(k, False) or bool(val)
+        one = len(plan.robots) == 1
+        return EpisodeResult(
+            robot_name=plan.robot if one else list(plan.robots),
+            policy=plan.policies[plan.robot][0]
+            if one
+            else {r: p[0] for r, p in plan.policies.items()},
+            instruction=plan.instructions[plan.robot] if one else dict(plan.instructions),
+            n_steps=plan.n_steps,
+            episode=menv.episode,
+            seed=self.seed,
+            outcome=outcome,
+            success=_success(outcome, plan, menv),
+            kernel_status=record.status,
+            elapsed_s=elapsed_s,
+            stopped_reason=_stopped_reason(record, outcome, plan, menv.control, menv),
+            stop_predicate=menv.stop_criterion,
+            steps_advanced=menv.step_count,
+            hold_steps=collector.holds,
+            steps=record.steps,
+            holds=record.holds,
+            chunks=record.chunks,
+            health=health_fields,
+            total_reward=float(record.total_reward),
+            video_path=video_path if video_path and menv.video_frames else None,
+            video_frames=menv.video_frames,
+            video_fps=self.video_fps,
+            sim_time_s=menv.sim_time_s,
+            stop_when_true_at_reset=menv.stop_when_true_at_reset,
+            chunk_prefetch_enabled=chunk_enabled,
+            policy_rtc_enabled=any(
+                bool(getattr(p, "supports_rtc", False)) for p in parts.policies.values()
+            ),
+            chunk_prefetch_chunks_acquired=n_inference,
+            chunk_prefetch_hits=collector.hits if chunk_enabled else 0,
+            chunk_prefetch_blocks=collector.blocks if chunk_enabled else 0,
+            empty_chunks_requeried=sum(a.empty_chunks for a in agents),
+            avg_inference_ms=(1000 * total_inference_s / n_inference) if n_inference else None,
+            max_inference_ms=(1000 * max_inference_s) if n_inference else None,
+            safety_interventions=record.safety_interventions,
+            compat=record.compat.to_dict(),
+            trace_path=str(record.trace_path) if record.trace_path else None,
+            run_id=record.run_id or None,
+            error=error.get("message") if error else None,
+            error_category=error.get("category") if error else None,
+            named_keys=named,
+            resolved_keys=resolved,
+            extras=extras,
+            binding=binding,
+        )
