@@ -55,13 +55,14 @@ def _pool_init(
 ) -> None:
     global _session, _control
     from robokernel_ros.envs import MujocoScene
-    from robokernel_ros.rollout.runner import EvalSession, PolicyRunner, RolloutControl, plan_eval
+    from robokernel_ros.rollout import PolicyRunner, RolloutControl, plan_eval
+    from robokernel_ros.rollout.session import EvalSession
 
     scene = MujocoScene.from_description(description)
     plan = plan_eval("arm", robots=scene.robots(), n_episodes=episodes, max_steps=steps, seed=SEED,
                      trace_dir=trace_dir, bag="mcap" if bag else False)  # fmt: skip
     _control = RolloutControl(plan.robots, plan.call)
-    _session = EvalSession(PolicyRunner(scene), plan, scene)
+    _session = EvalSession(PolicyRunner(scene).outlet(), plan, scene)
 
 
 def _cpu_s() -> float:
@@ -94,7 +95,7 @@ def _pool_ready(_: int) -> bool:
 
 
 def _pool_episode(i: int) -> bool:
-    return bool(_session.episode(i, _control)["steps_advanced"])
+    return bool(_session.episode(i, _control).steps_advanced)
 
 
 class _BatchClient:

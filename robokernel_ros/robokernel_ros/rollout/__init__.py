@@ -10,22 +10,16 @@ Imports no ROS: the runner node wraps SimWorkcell and serves its calls as servic
 Predicates, benchmark specs and goals are `robokernel_ros.tasks`'.
 """
 
+from .control import RolloutControl
+from .episode import EpisodeResult, seed_everything
+from .errors import RecordingFrameError
+from .plan import DEFAULT_TRACE_DIR, RolloutPlan
+from .policy_runner import PolicyRunner
 from .progress import PROGRESS, Progress
 from .replay import RecordedEpisode, ReplayPolicy, resolve_recording
+from .requests import EvalRequest, MultiRequest, RunRequest, plan_eval, plan_multi, plan_run
 from .results import envelope, envelope_json, envelope_text, error_envelope
-from .runner import (
-    DEFAULT_TRACE_DIR,
-    EpisodeSink,
-    EpisodeSinkContext,
-    PolicyRunner,
-    RecordingFrameError,
-    RolloutControl,
-    RolloutPlan,
-    plan_eval,
-    plan_multi,
-    plan_run,
-    seed_everything,
-)
+from .sinks import EpisodeSink, EpisodeSinkContext
 from .validation import boolean_flag_error
 from .workcell import SCENE_MUTATIONS, SceneBusyError, SimWorkcell
 
@@ -33,8 +27,11 @@ __all__ = [
     "DEFAULT_TRACE_DIR",
     "PROGRESS",
     "SCENE_MUTATIONS",
+    "EpisodeResult",
     "EpisodeSink",
     "EpisodeSinkContext",
+    "EvalRequest",
+    "MultiRequest",
     "PolicyRunner",
     "Progress",
     "RecordedEpisode",
@@ -42,6 +39,7 @@ __all__ = [
     "ReplayPolicy",
     "RolloutControl",
     "RolloutPlan",
+    "RunRequest",
     "SceneBusyError",
     "SimWorkcell",
     "boolean_flag_error",

@@ -27,22 +27,14 @@ from robokernel_ros.tasks.benchmarks import BenchmarkRegistry, builtin_benchmark
 from robokernel_ros.tasks.predicates import CriterionError
 
 from . import validation as v
+from .control import STOP_REASONS, RolloutControl
+from .errors import AsyncRtcRefused, RecordingFrameError
+from .plan import DEFAULT_TRACE_DIR, RolloutPlan
+from .policy_runner import PolicyRunner
 from .replay import ReplayPolicy, bind_dataset_names, resolve_recording
-from .results import envelope, error_envelope, summary_table
-from .runner import (
-    DEFAULT_TRACE_DIR,
-    STOP_REASONS,
-    AsyncRtcRefused,
-    EpisodeSink,
-    PolicyRunner,
-    RecordingFrameError,
-    RolloutControl,
-    RolloutPlan,
-    plan_eval,
-    plan_multi,
-    plan_run,
-    result_status,
-)
+from .requests import plan_eval, plan_multi, plan_run
+from .results import envelope, error_envelope, result_status, summary_table
+from .sinks import EpisodeSink
 
 _log = logging.getLogger(__name__)
 
