@@ -17,7 +17,7 @@ For the SO-101 and the Panda, in the same run and on the same compiled model:
             (events.jsonl + meta.json) streamed to disk, no rosbag mirror (bag=False)
   sync+bag  the same with the SimWorkcell default, which also mirrors every event into
             a rosbag2 (MCAP) file next to the run directory; the bag is written by a pooled
-            writer process (bag.writer_process), whose CPU time is printed apart
+            writer process (recording.writer_process), whose CPU time is printed apart
             (bag_writer_process) since this process's CPU time does not hold it
   untraced  the same with trace_dir=None (what the trace costs)
   async     eval_policy(mock chunk-emitting, async_rtc=True) vs the same policy synchronous
@@ -205,8 +205,8 @@ def floor_seconds_per_step(
 
 
 def writer_cpu_seconds() -> float:
-    """CPU seconds used so far by the pooled bag writer processes (bag.writer_process)."""
-    from robokernel_ros.bag import writer_process
+    """CPU seconds used so far by the pooled bag writer processes (recording.writer_process)."""
+    from robokernel_ros.recording import writer_process
 
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")

@@ -21,7 +21,7 @@ anchor's; zero holds after the first chunk; shield clipped < 1 % (the scripted p
 stays within the limits: its max_delta is scaled to the rate).
 
 With --cameras, a camera publisher process (`--camera-publisher`, like
-test/bag/camera_publisher.py without its PNG stream) adds two 640x480 rgb8 cameras at 30 Hz and the runner reads them (camera_names/camera_topics), so
+test/recording/camera_publisher.py without its PNG stream) adds two 640x480 rgb8 cameras at 30 Hz and the runner reads them (camera_names/camera_topics), so
 every observation sent to the policy server carries both frames; the anchor then also
 runs a bare rclpy round trip of the same Observation message (an echo process answers
 it with an ActionChunk of the policy's size, no policy) and the observation-to-chunk

@@ -64,7 +64,7 @@ def register_subcommand(
 # Modules that register subcommands when imported (a missing one is skipped).
 SUBCOMMAND_MODULES: list[str] = [
     "robokernel_ros.scoring.cli",
-    "robokernel_ros.bag.cli",
+    "robokernel_ros.recording.cli",
     "robokernel_ros.safety.cli",
     "robokernel_ros.cli_replay",
     "robokernel_ros.flywheel.cli",

@@ -210,7 +210,7 @@ def goal_names(cfg: FlywheelConfig) -> list[str]:
 
 def export(cfg: FlywheelConfig, runs: list[Path]) -> dict[str, Any]:
     """The demonstrations -> a LeRobotDataset under OUT/dataset (lerobot's convention)."""
-    from ..bag.export import export_lerobot
+    from ..recording.export import export_lerobot
 
     with _workcell() as cell:
         fps = cell.benchmarks.get(cfg.benchmark)["control_frequency"]

@@ -8,7 +8,7 @@ Subscribes to `<namespace>/events` (robokernel_interfaces/msg/KernelEvent, the r
 `<trace_dir>/<run_id>/bag` through the same BagMirror the in-process runner uses, so
 every topic and stamp is the mirror's: `/robokernel/events`, `/robokernel/joint_states`,
 `/robokernel/action`, `/robokernel/action_chunk`, `/robokernel/camera/<name>/image`,
-shield interventions and operator commands (see `bag.mirror`). `load_trace`,
+shield interventions and operator commands (see `recording.mirror`). `load_trace`,
 `robokernel score` and `robokernel export-lerobot` read the result like a mirrored bag.
 
 Cameras. The runner publishes its observations without the pixels (an image becomes its
@@ -59,9 +59,9 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
-from robokernel_ros.bag import types as bag_types
-from robokernel_ros.bag.mirror import STORAGES, EpisodeBagMirror, camera_topic
 from robokernel_ros.kernel.events import EPISODE_END, EPISODE_START, OBSERVATION, Event
+from robokernel_ros.recording import types as bag_types
+from robokernel_ros.recording.mirror import STORAGES, EpisodeBagMirror, camera_topic
 from robokernel_ros.ros.node import exit_main, run_node
 from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.qos import EVENTS_QOS, SENSOR_QOS

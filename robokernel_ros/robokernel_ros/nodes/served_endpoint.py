@@ -279,7 +279,7 @@ class ServedEndpoint(PolicyHost):
         )
         session.bus.subscribe(self._on_event)
         if trace is not None and p["bag"]:
-            from robokernel_ros.bag import EpisodeBagMirror
+            from robokernel_ros.recording import EpisodeBagMirror
 
             self._mirror = EpisodeBagMirror(p["trace_dir"])
             self._mirror.attach(session.bus)

@@ -21,9 +21,9 @@ from .plan import RolloutPlan
 def attach_bag(bus: EventBus, trace_dir: Path, storage: str) -> Callable[[Any], dict[str, Any]]:
     """Mirror the episode on `bus` to <trace_dir>/<run_id>/bag; the finisher reports bag_path.
 
-    The bag is written by a pooled writer process (bag.writer_process): serialising to
+    The bag is written by a pooled writer process (recording.writer_process): serialising to
     CDR and MCAP in the loop's own process would cost about one MuJoCo step per step."""
-    from robokernel_ros.bag.writer_process import ProcessBagMirror
+    from robokernel_ros.recording.writer_process import ProcessBagMirror
 
     mirror = ProcessBagMirror(trace_dir, storage=storage)
     unsubscribe = mirror.attach(bus)

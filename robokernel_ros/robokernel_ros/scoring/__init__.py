@@ -5,7 +5,7 @@
 Scorers read only the trace: never the agent or the environment.
 """
 
-from .. import bag as _bag  # noqa: F401 - registers the rosbag2 reader with load_trace
+from .. import recording as _recording  # noqa: F401 - registers the rosbag2 reader with load_trace
 from .report import expand_paths, format_table, score_paths
 from .scorers import (
     JerkScorer,

@@ -40,4 +40,4 @@ def test_loading_a_trace_imports_no_reader_outside_the_kernel(tmp_path) -> None:
     )
     message, loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert "not a trace" in message and "run_dir" in message
-    assert [m for m in loaded if m.startswith("robokernel_ros.bag")] == []
+    assert [m for m in loaded if m.startswith("robokernel_ros.recording")] == []

@@ -141,8 +141,8 @@ def test_the_range_mode_maps_the_packaged_models_joint_range_to_plus_minus_100()
 
 
 def test_the_lerobot_export_refuses_what_it_cannot_write_by_name(tmp_path: Path) -> None:
-    from robokernel_ros.bag.export import export_lerobot
     from robokernel_ros.policies.conventions import convention_for_joints
+    from robokernel_ros.recording.export import export_lerobot
 
     with pytest.raises(ValueError, match=r"match no LeRobot robot family .*so_follower"):
         convention_for_joints(["j0", "j1", "j2"])

@@ -98,8 +98,8 @@ def test_eval_action_streams_feedback_while_it_runs(cell) -> None:
 
 
 def test_cancel_mid_eval_holds_and_leaves_a_complete_trace_and_bag(cell) -> None:
-    from robokernel_ros.bag.reader import iter_raw
     from robokernel_ros.kernel.trace import load_trace
+    from robokernel_ros.recording.reader import iter_raw
 
     feedback: list = []
     thread, box = _in_thread(

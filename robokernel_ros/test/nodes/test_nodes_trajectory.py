@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-import robokernel_ros.bag  # noqa: E402, F401 - registers the rosbag2 reader with load_trace
+import robokernel_ros.recording  # noqa: E402, F401 - registers the rosbag2 reader with load_trace
 from robokernel_ros.demo import (  # noqa: E402
     NAMESPACE,
     SO101_JOINTS,

@@ -49,7 +49,7 @@ def test_policy_object_cameras_are_rendered_at_its_size(cell):
     # the frames are in the trace and on the bag's camera topic
     j = envelope_json(out)
     assert (Path(j["trace_path"]) / "images" / "front").is_dir()
-    from robokernel_ros.bag import iter_raw
+    from robokernel_ros.recording import iter_raw
 
     topics = {m.topic for m in iter_raw(j["bag_path"])}
     assert "/robokernel/camera/front/image" in topics

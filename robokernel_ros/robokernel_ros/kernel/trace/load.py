@@ -2,7 +2,7 @@
 
 `load_trace` dispatches on what the path holds through `register_trace_loader`: the
 run directory reader is built in; other formats (the rosbag mirror's reader, which
-`robokernel_ros.bag` registers on import) register themselves. The kernel imports no
+`robokernel_ros.recording` registers on import) register themselves. The kernel imports no
 reader: whoever needs one imports its package. Scorers and shadow replay read only this;
 they never call the agent or the environment.
 """
@@ -68,7 +68,7 @@ def trace_loaders() -> list[str]:
 
 def load_trace(path: str | Path) -> Trace:
     """Read a recorded episode from `path` (a run directory, or its events.jsonl, or what a
-    registered loader reads: a bag folder once `robokernel_ros.bag` is imported)."""
+    registered loader reads: a bag folder once `robokernel_ros.recording` is imported)."""
     p = Path(path)
     if not p.exists():
         raise ValueError(f"path={str(path)!r}: does not exist")

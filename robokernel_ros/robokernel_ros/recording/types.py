@@ -36,7 +36,7 @@ def interface_msg_dir() -> Path:
     for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
         if prefix:
             candidates.append(Path(prefix) / "share" / INTERFACES_PACKAGE / "msg")
-    # robokernel_ros/robokernel_ros/bag/types.py -> repository root is parents[3]
+    # robokernel_ros/robokernel_ros/recording/types.py -> repository root is parents[3]
     here = Path(__file__).resolve()
     candidates.append(here.parents[3] / INTERFACES_PACKAGE / "msg")
     for folder in candidates:

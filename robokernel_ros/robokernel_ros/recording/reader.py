@@ -3,7 +3,7 @@
 A complete bag (metadata.yaml written at close) is read with rosbags' Reader. A bag
 whose writer was killed has no metadata.yaml; its storage file is then scanned
 record by record (MCAP: every complete chunk; sqlite3: every committed row) and the
-result is marked `truncated`. `robokernel_ros.bag.recover` reports and repairs such bags.
+result is marked `truncated`. `robokernel_ros.recording.recover` reports and repairs such bags.
 """
 
 from __future__ import annotations
@@ -428,7 +428,7 @@ def _accepts(path: Path) -> bool:
 
 
 def register() -> None:
-    """Teach kernel.load_trace to read bags (done on importing robokernel_ros.bag)."""
+    """Teach kernel.load_trace to read bags (done on importing robokernel_ros.recording)."""
     from ..kernel.trace import register_trace_loader
 
     register_trace_loader("rosbag2", _accepts, load_bag_trace)

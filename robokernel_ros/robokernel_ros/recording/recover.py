@@ -1,6 +1,6 @@
 """Report (and repair) what a bag left by a killed writer still holds.
 
-    python -m robokernel_ros.bag.recover BAG [--repair OUT] [--json]
+    python -m robokernel_ros.recording.recover BAG [--repair OUT] [--json]
 
 A writer killed mid-episode leaves the storage file without its index and no
 metadata.yaml. Every MCAP chunk flushed before the kill (the mirror flushes at least

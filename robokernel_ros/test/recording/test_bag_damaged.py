@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from robokernel_ros.bag import recover_bag
-from robokernel_ros.bag.cli import main as export_main
-from robokernel_ros.bag.recover import main as recover_main
 from robokernel_ros.kernel.trace import load_trace
+from robokernel_ros.recording import recover_bag
+from robokernel_ros.recording.cli import main as export_main
+from robokernel_ros.recording.recover import main as recover_main
 from robokernel_ros.scoring.cli import main as score_main
 from rosbags.rosbag2 import Reader
 

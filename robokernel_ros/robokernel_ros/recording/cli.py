@@ -2,7 +2,7 @@
 `robokernel bag-recover BAG [--repair OUT] [--json]`.
 
 Importing this module registers both on the `robokernel` CLI's subcommand registry;
-`main(argv)` runs export-lerobot on its own (`python -m robokernel_ros.bag.cli`).
+`main(argv)` runs export-lerobot on its own (`python -m robokernel_ros.recording.cli`).
 Exit status: 0, 1 when refused (message on stderr), 2 for a usage error.
 """
 

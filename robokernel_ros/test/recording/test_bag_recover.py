@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
-from robokernel_ros.bag import load_bag_trace, recover_bag
-from robokernel_ros.bag.recover import main as recover_main
 from robokernel_ros.kernel.trace import load_trace
+from robokernel_ros.recording import load_bag_trace, recover_bag
+from robokernel_ros.recording.recover import main as recover_main
 from rosbags.rosbag2 import Reader
 
 WRITER = r"""
 import sys, time
-from robokernel_ros.bag import BagMirror
+from robokernel_ros.recording import BagMirror
 from robokernel_ros.kernel.events import Event
 path, storage = sys.argv[1], sys.argv[2]
 mirror = BagMirror(path, storage=storage, flush_interval_s=3600)  # flushes only when asked
@@ -112,8 +112,8 @@ def test_recover_cli_reports_and_refuses(tmp_path: Path, capsys, record_episode)
 def test_a_bag_cut_at_any_byte_recovers_a_prefix_of_the_episode(tmp_path: Path):
     """Cut the file anywhere (a chunk half written): what is read is the whole chunks and the
     complete messages of the chunk the cut goes through, in order (a prefix)."""
-    from robokernel_ros.bag import BagMirror
     from robokernel_ros.kernel.events import Event
+    from robokernel_ros.recording import BagMirror
 
     bag = tmp_path / "bag"
     mirror = BagMirror(bag, flush_interval_s=3600)

@@ -168,7 +168,7 @@ def record_episode(tmp_path: Path) -> Callable[..., tuple[Path, list[Event]]]:
     Returns (run_dir, events). Keyword arguments go to publish_episode, except
     storage= (None: no bag; "mcap" or "sqlite3") and root=.
     """
-    from robokernel_ros.bag import BagMirror
+    from robokernel_ros.recording import BagMirror
 
     def run(
         storage: str | None = "mcap", root: Path | None = None, **kwargs: Any

@@ -134,7 +134,7 @@ def test_score_cli_json_table_and_plot(record_episode, tmp_path, capsys):
 )
 def test_shadow_replay_of_the_executing_policy_is_zero(tmp_path, timing):
     store = TraceStore(tmp_path / "runs")
-    from robokernel_ros.bag import EpisodeBagMirror
+    from robokernel_ros.recording import EpisodeBagMirror
 
     bus = EventBus()
     sink = EpisodeBagMirror(store.root)

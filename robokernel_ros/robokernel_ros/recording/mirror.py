@@ -31,10 +31,10 @@ is what `recover` reads).
 Memory is bounded: messages are serialised as they arrive and rosbags closes the MCAP
 chunk past 1 MiB; the mirror closes it and flushes the file at least every
 `flush_interval_s` (sqlite3: commits), so a process killed mid-episode leaves every
-flushed chunk readable (`robokernel_ros.bag.recover`). rosbags has no public flush:
+flushed chunk readable (`robokernel_ros.recording.recover`). rosbags has no public flush:
 `_flush_storage` is the one place that reaches into its storage.
 
-Cost: messages are serialised by the hand-written CDR encoders of `bag.cdr` (byte for
+Cost: messages are serialised by the hand-written CDR encoders of `recording.cdr` (byte for
 byte what rosbags' serialize_cdr writes, without building message objects) through
 per-topic templates (a KernelEvent layout per kind; a JointState layout per name list
 and column sizes, so the names are serialised once; an ActionChunk layout per key list

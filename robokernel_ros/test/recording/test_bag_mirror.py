@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from robokernel_ros.bag import BagMirror, BagTrace, camera_topic, load_bag_trace, mirror_trace
-from robokernel_ros.bag import types as T
 from robokernel_ros.kernel.trace import load_trace
+from robokernel_ros.recording import BagMirror, BagTrace, camera_topic, load_bag_trace, mirror_trace
+from robokernel_ros.recording import types as T
 from rosbags.rosbag2 import Reader
 
 P = "/robokernel"
@@ -162,7 +162,7 @@ def test_metadata_is_complete(record_episode):
 
 def test_types_come_from_the_interface_package_source_without_ros():
     repo = Path(__file__).resolve().parents[3]
-    code = "from robokernel_ros.bag import types as T; print(T.interface_msg_dir()); T.typestore().types['robokernel_interfaces/msg/ActionChunk']"
+    code = "from robokernel_ros.recording import types as T; print(T.interface_msg_dir()); T.typestore().types['robokernel_interfaces/msg/ActionChunk']"
     env = {**os.environ, "AMENT_PREFIX_PATH": ""}
     out = subprocess.run(
         [sys.executable, "-c", code],

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 from bag_fixtures import ChunkAgent, NumpyArm
-from robokernel_ros.bag import EpisodeBagMirror
-from robokernel_ros.bag.cli import main as export_main
 from robokernel_ros.kernel import EpisodeRunner
 from robokernel_ros.kernel.events import EventBus
 from robokernel_ros.kernel.trace import TraceStore, load_trace
+from robokernel_ros.recording import EpisodeBagMirror
+from robokernel_ros.recording.cli import main as export_main
 
 pytest.importorskip("lerobot.datasets.lerobot_dataset", reason="lerobot[dataset] not installed")
 
@@ -78,7 +78,7 @@ def test_export_round_trip(tmp_path, two_episodes, capsys):
 
 
 def test_export_refusals(tmp_path, two_episodes, capsys):
-    from robokernel_ros.bag.export import export_lerobot
+    from robokernel_ros.recording.export import export_lerobot
 
     _, bags = two_episodes
     (tmp_path / "full").mkdir()
@@ -110,7 +110,7 @@ class LateCameraArm(NumpyArm):
 
 def test_export_starts_the_episode_once_every_camera_has_a_frame(tmp_path, caplog):
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
-    from robokernel_ros.bag.export import export_lerobot
+    from robokernel_ros.recording.export import export_lerobot
 
     store = TraceStore(tmp_path / "runs")
     runner = EpisodeRunner(LateCameraArm(steps_to_success=50), ChunkAgent(), trace=store)
@@ -126,7 +126,7 @@ def test_export_starts_the_episode_once_every_camera_has_a_frame(tmp_path, caplo
 
 
 def test_export_refuses_a_camera_without_a_frame_for_any_executed_step(tmp_path):
-    from robokernel_ros.bag.export import export_lerobot
+    from robokernel_ros.recording.export import export_lerobot
 
     class LastMomentArm(LateCameraArm):
         first = 5  # only the final observation (after the last action) has a frame

@@ -1,4 +1,4 @@
-"""The rollout's bag is written by a pooled writer process (bag.writer_process): the same
+"""The rollout's bag is written by a pooled writer process (recording.writer_process): the same
 bag as the in-process mirror, reused children, and nothing lost when either side dies."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from robokernel_ros.bag import load_bag_trace, mirror_trace, recover_bag
-from robokernel_ros.bag import writer_process as wp
 from robokernel_ros.kernel.trace import load_trace
+from robokernel_ros.recording import load_bag_trace, mirror_trace, recover_bag
+from robokernel_ros.recording import writer_process as wp
 from robokernel_ros.rollout import SimWorkcell, envelope_json
 from rosbags.rosbag2 import Reader
 
@@ -94,7 +94,7 @@ def _writer_pids() -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == me and b"robokernel_ros.bag.writer_process" in cmdline:
+        if ppid == me and b"robokernel_ros.recording.writer_process" in cmdline:
             pids.append(int(entry.name))
     return pids
 

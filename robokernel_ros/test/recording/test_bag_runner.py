@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from bag_fixtures import ChunkAgent, NumpyArm
-from robokernel_ros.bag import EpisodeBagMirror, bag_path_for
 from robokernel_ros.kernel import EpisodeRunner
 from robokernel_ros.kernel.events import EventBus
 from robokernel_ros.kernel.timing import Timing
 from robokernel_ros.kernel.trace import TraceStore, load_trace
+from robokernel_ros.recording import EpisodeBagMirror, bag_path_for
 from rosbags.rosbag2 import Reader
 
 

@@ -1,7 +1,7 @@
 """The hand-written CDR encoders equal rosbags' serialize_cdr byte for byte (properties).
 
 rosbags' generated serialisers are the reference: for randomized messages of every
-type the mirror writes, bag.cdr's bytes must be identical, and rosbags must decode
+type the mirror writes, recording.cdr's bytes must be identical, and rosbags must decode
 them back to the same fields.
 """
 
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from robokernel_ros.bag import BagMirror, cdr
-from robokernel_ros.bag import types as T
 from robokernel_ros.kernel.events import Event, EventBus
 from robokernel_ros.kernel.trace import TraceStore
+from robokernel_ros.recording import BagMirror, cdr
+from robokernel_ros.recording import types as T
 from rosbags.rosbag2 import Reader
 
 STORE = T.typestore()

@@ -67,7 +67,7 @@ _MAX_IDLE = 4
 # -- the parent side ------------------------------------------------------------------------
 
 
-_MODULE = "robokernel_ros.bag.writer_process"
+_MODULE = "robokernel_ros.recording.writer_process"
 
 
 class _Child:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mcap.reader import make_reader
-from robokernel_ros.bag import BagMirror, load_bag_trace
 from robokernel_ros.kernel.events import Event
+from robokernel_ros.recording import BagMirror, load_bag_trace
 
 
 def _episode(steps: int = 30, images: bool = True) -> list[Event]:
@@ -66,7 +66,7 @@ def test_sqlite3_storage_writes_through_rosbags(tmp_path):
 def test_chunk_rows_of_every_form_decode_to_the_same_values(tmp_path):
     """Lists, tuples, arrays, ragged rows, mappings and numeric strings: the values numpy
     (or float()) makes of them, row-major."""
-    from robokernel_ros.bag import types as T
+    from robokernel_ros.recording import types as T
     from rosbags.rosbag2 import Reader
 
     keys = ["a", "b"]

@@ -1,6 +1,6 @@
 """rosbag2 mirror of the kernel's traces, the bag reader, recovery and dataset export.
 
-    from robokernel_ros.bag import BagMirror, load_bag_trace, recover_bag
+    from robokernel_ros.recording import BagMirror, load_bag_trace, recover_bag
 
 Importing this package teaches `kernel.load_trace` to read bag folders too.
 """

@@ -244,7 +244,7 @@ def _check_topics_types_counts_and_stamps(runner_bag, recorded_bag, log):
     assert recorded[f"{P}/action_chunk"][0][0] == "robokernel_interfaces/msg/ActionChunk"
     assert recorded[f"{P}/camera/front/image"][0][0] == "sensor_msgs/msg/Image"
     # every message's header stamp is its log time
-    from robokernel_ros.bag import types as T
+    from robokernel_ros.recording import types as T
 
     store = T.typestore()
     for topic in (
@@ -343,7 +343,7 @@ def _check_score_and_export(runner_bag, recorded_bag, tmp_path):
 
     pytest.importorskip("lerobot.datasets.lerobot_dataset", reason="lerobot not installed")
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
-    from robokernel_ros.bag.cli import main as export_main
+    from robokernel_ros.recording.cli import main as export_main
 
     root = tmp_path / "dataset"
     assert (
