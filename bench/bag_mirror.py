@@ -9,7 +9,7 @@
    Target: ratio >= 0.8. Also shown: Writer.write of the pre-serialised bytes alone.
 2. sim_loop_steps_per_s: the product's loop, SimWorkcell.eval_policy on the SO-101 with
    the mock policy and the run directory on, with the bag (written by the pooled writer
-   process, bag.writer_process) against bag=False, wall time of the whole call (the bag
+   process, recording.writer_process) against bag=False, wall time of the whole call (the bag
    closed before it returns). Target: ratio >= 0.9. Also shown: a toy EpisodeRunner
    loop (numpy arm, no physics, ~25 us a step) with the writer process and with the
    in-process mirror against none: there the loop makes events faster than one process
@@ -35,12 +35,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros"))
 
-from robokernel_ros.bag import BagMirror, EpisodeBagMirror  # noqa: E402
-from robokernel_ros.bag import types as T  # noqa: E402
 from robokernel_ros.kernel import EpisodeRunner  # noqa: E402
 from robokernel_ros.kernel.events import Event, EventBus  # noqa: E402
 from robokernel_ros.kernel.spec import Capabilities, EnvSpec, StepResult  # noqa: E402
 from robokernel_ros.kernel.trace import TraceStore  # noqa: E402
+from robokernel_ros.recording import BagMirror, EpisodeBagMirror  # noqa: E402
+from robokernel_ros.recording import types as T  # noqa: E402
 
 JOINTS = tuple(f"joint_{i}" for i in range(6))
 
@@ -183,7 +183,7 @@ class Agent:
 def bench_loop(tmp: Path, steps: int, repeats: int) -> dict[str, Any]:
     """The toy loop (numpy arm, no physics: ~25 us a step) with the product's mirror (a
     writer process) and with the in-process mirror, against no mirror; wall time."""
-    from robokernel_ros.bag.writer_process import ProcessBagMirror
+    from robokernel_ros.recording.writer_process import ProcessBagMirror
 
     runs: dict[str, list[float]] = {"off": [], "process": [], "inline": []}
     for r in range(repeats):  # interleaved, best of each: the machine is shared

@@ -182,7 +182,7 @@ class _Bare:
         return self.ping.get_subscription_count() > 0
 
     def once(self, i: int) -> float:
-        from robokernel_ros.policies.remote import observation_to_msg
+        from robokernel_ros.ros.wire import observation_to_msg
 
         msg = observation_to_msg(self.observation, run_id="bare", step=i)
         self.got.clear()

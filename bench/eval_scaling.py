@@ -42,11 +42,15 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+# The tiny checkpoints are test fixtures: robokernel_ros/test/fixtures/lerobot.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros" / "test"))
 
 TARGET_VS_POOL = 0.9
 TARGET_VS_SERIAL = 1.6
@@ -64,13 +68,14 @@ def _pool_init(
 ) -> None:
     global _session, _control
     from robokernel_ros.envs import MujocoScene
-    from robokernel_ros.rollout.runner import EvalSession, PolicyRunner, RolloutControl, plan_eval
+    from robokernel_ros.rollout import PolicyRunner, RolloutControl, plan_eval
+    from robokernel_ros.rollout.session import EvalSession
 
     scene = MujocoScene.from_description(description)
     plan = plan_eval("arm", robots=scene.robots(), n_episodes=episodes, max_steps=steps, seed=SEED,
                      trace_dir=trace_dir, bag="mcap" if bag else False)  # fmt: skip
     _control = RolloutControl(plan.robots, plan.call)
-    _session = EvalSession(PolicyRunner(scene), plan, scene)
+    _session = EvalSession(PolicyRunner(scene).outlet(), plan, scene)
 
 
 def _pool_ready(_: int) -> bool:
@@ -79,7 +84,7 @@ def _pool_ready(_: int) -> bool:
 
 
 def _pool_episode(i: int) -> bool:
-    return bool(_session.episode(i, _control)["steps_advanced"])
+    return bool(_session.episode(i, _control).steps_advanced)
 
 
 class TreeCpu:
@@ -211,8 +216,8 @@ def batching_figures(rounds: int, reps: int, max_wait_ms: float, root: Path) -> 
     falls on all of them alike."""
     import numpy as np
     import ray
+    from fixtures.lerobot import SO101_JOINTS, build_tiny_checkpoint
     from robokernel_ros.policies.batching import BatchServer
-    from robokernel_ros.policies.lerobot_fixtures import SO101_JOINTS, build_tiny_checkpoint
     from robokernel_ros.rollout.parallel import ray_init
 
     ray_init(None, WORKERS)

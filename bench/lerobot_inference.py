@@ -55,9 +55,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros"))
+# The tiny checkpoints are test fixtures: robokernel_ros/test/fixtures/lerobot.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros" / "test"))
 
+from fixtures.lerobot import SO101_JOINTS, build_tiny_checkpoint  # noqa: E402
 from robokernel_ros.policies import create_policy  # noqa: E402
-from robokernel_ros.policies.lerobot_fixtures import SO101_JOINTS, build_tiny_checkpoint  # noqa: E402
 from robokernel_ros.process import die_with_parent, stop_process_groups  # noqa: E402
 
 ROS_TARGET_P50_MS = 2.0
@@ -243,7 +245,7 @@ def _echo() -> int:
     it back into a dict as the policy_server does, and answers a pre-built ActionChunk of
     CHUNK_SIZE x 6. No policy, no executor, no other thread."""
     import rclpy
-    from robokernel_ros.policies import remote as wire
+    from robokernel_ros.ros import wire
 
     from robokernel_interfaces.msg import ActionChunk, Observation
 
@@ -275,7 +277,7 @@ class EchoClient:
 
     def __init__(self, obs: dict[str, Any], echo: Any) -> None:
         import rclpy
-        from robokernel_ros.policies import remote as wire
+        from robokernel_ros.ros import wire
 
         from robokernel_interfaces.msg import ActionChunk, Observation
 
@@ -321,7 +323,7 @@ def wire_costs(obs: dict[str, Any], chunk: list[dict[str, float]], n: int) -> di
     """What the ROS path does besides inference and DDS, timed in this process: the
     Observation message built from the dict (client), read back (server), the chunk
     message built (server) and read back (client). p50 in ms each."""
-    from robokernel_ros.policies import remote as wire
+    from robokernel_ros.ros import wire
 
     msg = wire.observation_to_msg(obs, run_id="w", step=0)
     cmsg = wire.chunk_to_msg(chunk, run_id="w", obs_step=0, inference_time_s=0.0)

@@ -45,7 +45,8 @@ IN, OUT = "/bench/in", "/bench/out"
 
 def role_relay(executor: str) -> None:
     import rclpy
-    from robokernel_ros.nodes._common import COMMAND_QOS, make_executor, spin_until
+    from robokernel_ros.ros.node import make_executor, spin_until
+    from robokernel_ros.ros.qos import COMMAND_QOS
     from std_msgs.msg import Float64MultiArray
 
     rclpy.init()
@@ -67,7 +68,7 @@ def role_relay(executor: str) -> None:
 def role_probe(rate: float, seconds: float, warmup: float) -> None:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from robokernel_ros.nodes._common import COMMAND_QOS, ESTOP_QOS
+    from robokernel_ros.ros.qos import COMMAND_QOS, ESTOP_QOS
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Bool, Float64MultiArray
 

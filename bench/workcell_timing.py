@@ -21,7 +21,7 @@ anchor's; zero holds after the first chunk; shield clipped < 1 % (the scripted p
 stays within the limits: its max_delta is scaled to the rate).
 
 With --cameras, a camera publisher process (`--camera-publisher`, like
-test/bag/camera_publisher.py without its PNG stream) adds two 640x480 rgb8 cameras at 30 Hz and the runner reads them (camera_names/camera_topics), so
+test/recording/camera_publisher.py without its PNG stream) adds two 640x480 rgb8 cameras at 30 Hz and the runner reads them (camera_names/camera_topics), so
 every observation sent to the policy server carries both frames; the anchor then also
 runs a bare rclpy round trip of the same Observation message (an echo process answers
 it with an ActionChunk of the policy's size, no policy) and the observation-to-chunk
@@ -73,7 +73,7 @@ def pct(values: list[float], q: float) -> float:
 def anchor_main(rate: float, seconds: float, out: str, cameras: bool) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from robokernel_ros.nodes._common import COMMAND_QOS, SENSOR_QOS
+    from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS
     from sensor_msgs.msg import Image, JointState
     from std_msgs.msg import Float64MultiArray
 
@@ -142,7 +142,7 @@ def echo_main() -> int:
     """The bare round trip's far end: every Observation answered with an ActionChunk of
     the scripted policy's size (10 x 6), tagged with its step (no executor, no policy)."""
     import rclpy
-    from robokernel_ros.policies.remote import DirectReader
+    from robokernel_ros.ros.transport import DirectReader
 
     from robokernel_interfaces.msg import ActionChunk, Observation
 
@@ -164,7 +164,7 @@ def echo_main() -> int:
 def bare_round_trips(observation: Any, n: int, period: float) -> list[float]:
     """Observation out, ActionChunk back through the echo process (bare rclpy, no executor)."""
     import rclpy
-    from robokernel_ros.policies.remote import DirectReader
+    from robokernel_ros.ros.transport import DirectReader
 
     from robokernel_interfaces.msg import ActionChunk, Observation
 
@@ -239,8 +239,8 @@ def _episode_figures(trace_path: str, period: float) -> dict[str, Any]:
 
 def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     import rclpy
-    from robokernel_ros.nodes._common import EVENT_QOS, STATUS_QOS
-    from robokernel_ros.policies import remote
+    from robokernel_ros.ros.qos import EVENT_QOS, STATUS_QOS
+    from robokernel_ros.ros.transport import check_server_ready
 
     from robokernel_interfaces.msg import ShieldIntervention, ShieldState
     from robokernel_interfaces.srv import EvalPolicy
@@ -290,7 +290,7 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
         client = node.create_client(EvalPolicy, f"{NAMESPACE}/eval_policy")
         if not client.wait_for_service(timeout_sec=90):
             raise RuntimeError(f"the runner did not come up (logs in {folder})")
-        remote.check_server_ready(node, NAMESPACE, timeout_s=90)
+        check_server_ready(node, NAMESPACE, timeout_s=90)
         deadline = time.monotonic() + 30
         while not states and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -382,7 +382,7 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
 def _camera_observation() -> Any:
     """An Observation as the runner sends it with both cameras: 6 joints, 2 x 640x480 rgb8."""
     import numpy as np
-    from robokernel_ros.policies.remote import observation_to_msg
+    from robokernel_ros.ros.wire import observation_to_msg
 
     image = np.zeros((480, 640, 3), dtype=np.uint8)
     return observation_to_msg(

@@ -7,7 +7,7 @@ package_name = "robokernel_ros"
 setup(
     name=package_name,
     version="0.1.0",
-    packages=find_packages(exclude=["test"]),
+    packages=find_packages(exclude=["test", "test.*"]),
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),
@@ -26,6 +26,7 @@ setup(
             "robokernel = robokernel_ros.cli:main",
             "runner = robokernel_ros.nodes.runner:main",
             "policy_server = robokernel_ros.nodes.policy_server:main",
+            "served_endpoint = robokernel_ros.nodes.served_endpoint:main",
             "safety_shield = robokernel_ros.nodes.safety_shield:main",
             "estop_panel = robokernel_ros.nodes.estop_panel:main",
             "sim_robot = robokernel_ros.nodes.sim_robot:main",

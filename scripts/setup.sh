@@ -67,7 +67,7 @@ if ! up_to_date cmake_fixup "$h"; then
 fi
 
 h=$(stage_hash requirements/*.txt robokernel_interfaces/CMakeLists.txt robokernel_interfaces/package.xml \
-    robokernel_interfaces/msg/* robokernel_interfaces/srv/* robokernel_ros/package.xml robokernel_ros/setup.py \
+    robokernel_interfaces/msg/* robokernel_interfaces/srv/* robokernel_interfaces/action/* robokernel_ros/package.xml robokernel_ros/setup.py \
     robokernel_ros/setup.cfg robokernel_ros/launch/* robokernel_ros/config/*)
 if ! up_to_date colcon "$h" || [ ! -f install/setup.bash ]; then
   echo "setup: colcon build"

@@ -1,5 +1,6 @@
 """A policy served to an external harness that owns the loop (a Gazebo or Isaac
-simulation, another team's controller): the policy_server in served mode.
+simulation, another team's controller): the served_endpoint node (the policy server in
+served mode).
 
     ros2 launch robokernel_ros served_policy.launch.py [namespace:=robokernel]
         [policy_params:=...] [limits_file:=...] [trace_dir:=runs]
@@ -7,7 +8,7 @@ simulation, another team's controller): the policy_server in served mode.
 The harness publishes <ns>/served/episode_start, one Observation per control step on
 <ns>/served/observation (the shielded action comes back on <ns>/served/action_chunk) or
 calls <ns>/served/step, and publishes <ns>/served/episode_end; see
-robokernel_ros/nodes/policy_server.py. Every action it receives has already passed the
+robokernel_ros/nodes/served_endpoint.py. Every action it receives has already passed the
 kernel's SafetyShield with the joint limits of `limits_file`, and the e-stop is
 <ns>/estop, so no safety_shield node is started here: a harness that forwards the actions
 to ros2_control controllers (gz_ros2_control, a real robot) puts the safety_shield node
@@ -33,7 +34,7 @@ def generate_launch_description():
             DeclareLaunchArgument(
                 "policy_params",
                 default_value=os.path.join(config, "served.yaml"),
-                description="policy_server parameter file (served: true, provider, action keys)",
+                description="served_endpoint parameter file (provider, action keys, served mode)",
             ),
             DeclareLaunchArgument(
                 "limits_file",
@@ -45,7 +46,7 @@ def generate_launch_description():
             ),
             Node(
                 package="robokernel_ros",
-                executable="policy_server",
+                executable="served_endpoint",
                 name="policy_server",
                 namespace=LaunchConfiguration("namespace"),
                 parameters=[

@@ -64,10 +64,11 @@ def register_subcommand(
 # Modules that register subcommands when imported (a missing one is skipped).
 SUBCOMMAND_MODULES: list[str] = [
     "robokernel_ros.scoring.cli",
-    "robokernel_ros.bag.cli",
+    "robokernel_ros.recording.cli",
     "robokernel_ros.safety.cli",
     "robokernel_ros.cli_replay",
     "robokernel_ros.flywheel.cli",
+    "robokernel_ros.ros.cli",
 ]
 
 
@@ -365,7 +366,7 @@ def _eval_run(args: argparse.Namespace) -> int:
         return usage_error("eval", conflict)
     out_dir = None
     if args.output:
-        from robokernel_ros.rollout.output import (
+        from robokernel_ros.tasks.eval_output import (
             EVAL_CONFIG,
             RUNS_DIR,
             VIDEOS_DIR,

@@ -1,6 +1,6 @@
 """The eval command's folder and interruption handling on the shell (`robokernel eval
 --output DIR`, `--resume DIR`, Ctrl-C, `--json`); the files themselves are
-`robokernel_ros.rollout.output`'s."""
+`robokernel_ros.tasks.eval_output`'s."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def json_stdout(as_json: bool) -> Any:
 
 def load_resume(args: argparse.Namespace) -> int:
     """--resume DIR: the options of the evaluation in DIR (its eval_config.json)."""
-    from robokernel_ros.rollout.output import EVAL_CONFIG
+    from robokernel_ros.tasks.eval_output import EVAL_CONFIG
 
     path = Path(args.resume) / EVAL_CONFIG
     if not path.is_file():
@@ -83,7 +83,7 @@ def episodes_to_run(args: argparse.Namespace, out_dir: Path | None) -> list[tupl
     run directories, a stopped or cut episode's, move to DIR/unfinished/)."""
     if not args.resume or out_dir is None or args.no_trace:
         return [(0, args.episodes)]
-    from robokernel_ros.rollout.output import RUNS_DIR, finished_episodes
+    from robokernel_ros.tasks.eval_output import RUNS_DIR, finished_episodes
 
     done, unfinished = finished_episodes(out_dir / RUNS_DIR, args.seed or 0, args.episodes)
     for run_dir in unfinished:
@@ -117,7 +117,7 @@ def write_output(
 ) -> None:
     """DIR/eval_info.json over every finished episode; says where everything was written."""
     from robokernel_ros.rollout import envelope_json
-    from robokernel_ros.rollout.output import (
+    from robokernel_ros.tasks.eval_output import (
         EVAL_INFO,
         RUNS_DIR,
         eval_info,

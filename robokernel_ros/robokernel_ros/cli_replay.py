@@ -66,7 +66,7 @@ def _replay_run(args: argparse.Namespace) -> int:
         added = cell.add_robot(name, model)
         if added["status"] != "success":
             return emit(added, as_json=args.json)
-        from robokernel_ros.bag.cli import quiet_libraries
+        from robokernel_ros.recording.cli import quiet_libraries
 
         # a LeRobot dataset is read with lerobot: its import noise only with -v
         with (

@@ -197,8 +197,8 @@ def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
 
     from robokernel_interfaces.msg import ShieldState
     from robokernel_interfaces.srv import EvalPolicy
-    from robokernel_ros.nodes._common import STATUS_QOS
-    from robokernel_ros.policies import remote
+    from robokernel_ros.ros.qos import STATUS_QOS
+    from robokernel_ros.ros.transport import check_server_ready
 
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -230,7 +230,7 @@ def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
                 return 1
             time.sleep(0.05)
         try:
-            remote.check_server_ready(node, NAMESPACE, timeout_s=60)
+            check_server_ready(node, NAMESPACE, timeout_s=60)
         except RuntimeError as exc:
             print(f"demo: {exc} (logs in {log_dir})", file=sys.stderr)
             return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -19,6 +20,20 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_long_collections() -> None:
+    """Keep this process's garbage collections short while its tests time other processes.
+
+    This process is the DDS peer of most tests (recorders, publishers, service clients), and
+    by the late test modules it holds torch, LeRobot, Ray and MuJoCo: a full collection of
+    that heap stalled every thread for 0.6-2 s here, long enough for a best-effort
+    subscription to drop a second of 100 Hz joint states. Objects alive when a module
+    starts are frozen (never scanned again), after a collection of the young generations.
+    """
+    gc.collect(1)
+    gc.freeze()
 
 
 class ProcessGroup:

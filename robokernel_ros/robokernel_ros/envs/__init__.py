@@ -16,9 +16,10 @@ from . import _gl
 _gl.prepare()
 
 from .env import MujocoEnv  # noqa: E402
+from .model_info import actuator_kind  # noqa: E402
 from .models import PACKAGED_MODELS, packaged_models, resolve_model  # noqa: E402
 from .render import RenderingUnavailable, rendering_backend  # noqa: E402
-from .scene import MujocoScene, actuator_kind  # noqa: E402
+from .scene import MujocoScene  # noqa: E402
 from .video import VideoRecorder  # noqa: E402
 
 __all__ = [

@@ -25,15 +25,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mujoco
 import numpy as np
 
 from ..kernel.spec import Action, Capabilities, EnvSpec, Observation, StepResult
-
-if TYPE_CHECKING:
-    from .scene import MujocoScene
+from .entries import selector
+from .protocol import SimScene
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +52,7 @@ class MujocoEnv:
 
     def __init__(
         self,
-        scene: MujocoScene,
+        scene: SimScene,
         robot: str | Sequence[str],
         *,
         control_hz: float = 50.0,
@@ -188,9 +187,9 @@ class MujocoEnv:
         self._key_to_id = dict(zip(keys, act_ids, strict=True))
         self._id_by_key = tuple(zip(keys, act_ids, strict=True))  # step()'s fast path
         self._all_applied = list(keys)
-        self._act_ids = _selector(act_ids)
-        self._qadr = _selector(qadr)
-        self._vadr = _selector(vadr)
+        self._act_ids = selector(act_ids)
+        self._qadr = selector(qadr)
+        self._vadr = selector(vadr)
         self._cam_ids = [scene.camera_id(c) for c in self.cameras]
         # privileged_state()'s name lists, fixed for one compiled model (a new robot or
         # object recompiles the scene and bumps its generation, which re-binds).
@@ -250,10 +249,7 @@ class MujocoEnv:
                 applied, unknown = self._all_applied.copy(), []
             else:
                 applied, unknown = self._set_targets(action)
-            if self.scene._shims:
-                self.scene._advance(self.substeps)  # the shims' PD law at every substep
-            else:
-                mujoco.mj_step(self._model, data, self.substeps)
+            self.scene.advance(self.substeps)  # with the torque shims' PD law at every substep
             observation = self._observe()
             reward = 0.0
             terminated = False
@@ -426,10 +422,3 @@ class MujocoEnv:
             f"MujocoEnv(robots={list(self.robot_names)}, control_hz={self.control_hz:g}, "
             f"substeps={self.substeps}, action_keys={len(self.action_keys)}, cameras={list(self.cameras)})"
         )
-
-
-def _selector(indices: list[int]) -> slice | np.ndarray:
-    """A slice when the indices are one contiguous run (cheaper to apply), else an index array."""
-    if indices and indices == list(range(indices[0], indices[0] + len(indices))):
-        return slice(indices[0], indices[0] + len(indices))
-    return np.asarray(indices, dtype=np.intp)

@@ -25,391 +25,34 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mujoco
 import numpy as np
 
+from . import checks
+from .compose import apply_home, carry_state, compose, hold_position_actuators
+from .entries import SHAPES, CameraEntry, ModelIndex, ObjectEntry, RobotEntry
+from .env import MujocoEnv
+from .geometry import quat_from_xyaxes, xyaxes_from_lookat
+from .model_info import (
+    ModelInfo,
+    actuated_info,
+    load_model_info,
+    model_info,
+)
 from .models import packaged_model_at, resolve_model
 from .render import RendererCache, RenderQuality
 from .torque import Gains, TorqueShim, check_gains, torque_motors
-
-if TYPE_CHECKING:
-    from .env import MujocoEnv
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMESTEP = 0.002
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
-SHAPES: dict[str, tuple[mujoco.mjtGeom, int, tuple[float, ...]]] = {
-    # shape: (geom type, number of size values, default size) - MuJoCo's half-sizes
-    "box": (mujoco.mjtGeom.mjGEOM_BOX, 3, (0.025, 0.025, 0.025)),
-    "sphere": (mujoco.mjtGeom.mjGEOM_SPHERE, 1, (0.025,)),
-    "cylinder": (mujoco.mjtGeom.mjGEOM_CYLINDER, 2, (0.025, 0.04)),
-    "capsule": (mujoco.mjtGeom.mjGEOM_CAPSULE, 2, (0.02, 0.04)),
-    "ellipsoid": (mujoco.mjtGeom.mjGEOM_ELLIPSOID, 3, (0.03, 0.02, 0.02)),
-}
-_FREE = int(mujoco.mjtJoint.mjJNT_FREE)
-_BALL = int(mujoco.mjtJoint.mjJNT_BALL)
-_SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
-_TRN_JOINT = int(mujoco.mjtTrn.mjTRN_JOINT)
-# Solver options a robot model may set and the scene adopts (timestep/gravity excluded).
-_ADOPTED_OPTIONS = (
-    "cone",
-    "impratio",
-    "integrator",
-    "solver",
-    "jacobian",
-    "iterations",
-    "ls_iterations",
-    "noslip_iterations",
-    "tolerance",
-    "ls_tolerance",
-    "noslip_tolerance",
-    "ccd_iterations",
-    "ccd_tolerance",
-)
-# Every option field the attach step compares; copied parent -> child so it never conflicts.
-_SYNCED_OPTIONS = (
-    *_ADOPTED_OPTIONS,
-    "timestep",
-    "gravity",
-    "wind",
-    "magnetic",
-    "density",
-    "viscosity",
-    "o_margin",
-    "o_solref",
-    "o_solimp",
-    "o_friction",
-    "disableflags",
-    "enableflags",
-    "disableactuator",
-    "sdf_initpoints",
-    "sdf_iterations",
-    "sleep_tolerance",
-)
-
-
-# ---------------------------------------------------------------- validation helpers
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
-
-
-def _finite(name: str, value: Any, *, positive: bool = False, nonnegative: bool = False) -> float:
-    if not _is_number(value) or not math.isfinite(float(value)):
-        domain = "a positive" if positive else "a non-negative" if nonnegative else "a"
-        raise ValueError(f"{name}={value!r}: must be {domain} finite number")
-    if positive and not float(value) > 0:
-        raise ValueError(f"{name}={value!r}: must be a positive finite number")
-    if nonnegative and float(value) < 0:
-        raise ValueError(f"{name}={value!r}: must be a non-negative finite number")
-    return float(value)
-
-
-def _vector(name: str, value: Any, n: int, *, positive: bool = False) -> tuple[float, ...]:
-    domain = f"{n} finite{' positive' if positive else ''} numbers"
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise ValueError(f"{name}={value!r}: must be a sequence of {domain}")
-    items = list(value)
-    if len(items) != n or not all(_is_number(v) and math.isfinite(float(v)) for v in items):
-        raise ValueError(f"{name}={value!r}: must be a sequence of {domain}")
-    if positive and not all(float(v) > 0 for v in items):
-        raise ValueError(f"{name}={value!r}: must be a sequence of {domain}")
-    return tuple(float(v) for v in items)
-
-
-def _quat(name: str, value: Any) -> tuple[float, float, float, float]:
-    q = np.asarray(_vector(name, value, 4))
-    norm = float(np.linalg.norm(q))
-    if norm < 1e-9:
-        raise ValueError(f"{name}={value!r}: must be a non-zero quaternion (w, x, y, z)")
-    return tuple((q / norm).tolist())  # type: ignore[return-value]
-
-
-def _entity_name(kind: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip() or value != value.strip():
-        raise ValueError(f"{kind}={value!r}: must be a non-empty name without surrounding spaces")
-    if "/" in value:
-        raise ValueError(f"{kind}={value!r}: must not contain '/' (it separates robot prefixes)")
-    return value
-
-
-def _names(model: mujoco.MjModel, obj: mujoco.mjtObj, count: int) -> list[str]:
-    return [mujoco.mj_id2name(model, obj, i) or "" for i in range(count)]
-
-
-# ---------------------------------------------------------------- model information
-
-
-@dataclass
-class ModelInfo:
-    """What the scene needs to know about one robot model file (parsed once, cached)."""
-
-    path: Path | None
-    spec: mujoco.MjSpec  # pristine: names filled in, keyframes removed; attach a copy
-    actuators: tuple[str, ...]
-    actuator_kinds: dict[str, str]
-    scalar_joints: tuple[str, ...]  # hinge and slide joints, in model order
-    home_qpos: dict[str, np.ndarray]  # joint -> its qpos slice in the 'home' keyframe
-    home_ctrl: dict[str, float]  # actuator -> ctrl in the 'home' keyframe (when it sets ctrl)
-    root_body: str  # the body that stands for the robot's base
-    free_root: bool  # the base is free-floating (free joint)
-    options: dict[str, Any]  # solver options that differ from MuJoCo's defaults
-    bodies: tuple[str, ...]
-    cameras: tuple[str, ...]
-
-
-def actuator_kind(model: mujoco.MjModel, i: int) -> str:
-    """'position', 'velocity', 'motor' or 'other' from an actuator's gain and bias.
-
-    position: fixed gain, affine bias with a negative position term (kp * (ctrl - q));
-    velocity: fixed gain, affine bias with only a negative velocity term;
-    motor:    no bias (ctrl is a force or torque, scaled by the gear);
-    other:    anything else (muscles, user dynamics, ...).
-    """
-    gaintype = int(model.actuator_gaintype[i])
-    biastype = int(model.actuator_biastype[i])
-    bias = model.actuator_biasprm[i]
-    fixed = gaintype == int(mujoco.mjtGain.mjGAIN_FIXED)
-    if fixed and biastype == int(mujoco.mjtBias.mjBIAS_NONE):
-        return "motor"
-    if fixed and biastype == int(mujoco.mjtBias.mjBIAS_AFFINE):
-        if bias[1] < 0:
-            return "position"
-        if bias[1] == 0 and bias[2] < 0:
-            return "velocity"
-    return "other"
-
-
-_INFO_CACHE: dict[tuple[str, float], ModelInfo] = {}
-_INFO_LOCK = threading.Lock()
-_DEFAULT_OPTIONS = mujoco.MjSpec().option
-
-
-def _option_value(option: Any, key: str) -> Any:
-    value = getattr(option, key)
-    return value.copy() if isinstance(value, np.ndarray) else value
-
-
-def _options_equal(a: Any, b: Any) -> bool:
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
-    return a == b
-
-
-def _name_elements(spec: mujoco.MjSpec) -> None:
-    taken = {j.name for j in spec.joints if j.name}
-    for i, joint in enumerate(spec.joints):
-        if joint.name:
-            continue
-        if joint.type == mujoco.mjtJoint.mjJNT_FREE and "root" not in taken:
-            joint.name = "root"
-        else:
-            candidate, k = f"joint{i}", i
-            while candidate in taken:
-                k += 1
-                candidate = f"joint{k}"
-            joint.name = candidate
-        taken.add(joint.name)
-    taken = {a.name for a in spec.actuators if a.name}
-    for i, actuator in enumerate(spec.actuators):
-        if not actuator.name:
-            candidate, k = f"actuator{i}", i
-            while candidate in taken:
-                k += 1
-                candidate = f"actuator{k}"
-            actuator.name = candidate
-            taken.add(candidate)
-
-
-def model_info(spec: mujoco.MjSpec, path: Path | None) -> ModelInfo:
-    """Compile `spec` alone (it is modified: names filled in, keyframes removed) and
-    read what the scene needs from it."""
-    _name_elements(spec)
-    model = spec.compile()
-    actuators = tuple(_names(model, mujoco.mjtObj.mjOBJ_ACTUATOR, model.nu))
-    kinds = {name: actuator_kind(model, i) for i, name in enumerate(actuators)}
-    joints = _names(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)
-    scalar = tuple(joints[j] for j in range(model.njnt) if int(model.jnt_type[j]) in _SCALAR_JOINTS)
-    home_qpos: dict[str, np.ndarray] = {}
-    home_ctrl: dict[str, float] = {}
-    key_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, "home")
-    if key_id >= 0:
-        qpos = model.key_qpos[key_id]
-        for j, name in enumerate(joints):
-            adr = int(model.jnt_qposadr[j])
-            home_qpos[name] = qpos[adr : adr + _qpos_width(int(model.jnt_type[j]))].copy()
-        key_spec = next((k for k in spec.keys if k.name == "home"), None)
-        if key_spec is not None and len(key_spec.ctrl):
-            home_ctrl = {name: float(model.key_ctrl[key_id][i]) for i, name in enumerate(actuators)}
-    bodies = tuple(_names(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody))
-    free_bodies = [
-        int(model.jnt_bodyid[j]) for j in range(model.njnt) if int(model.jnt_type[j]) == _FREE
-    ]
-    top = [b for b in range(1, model.nbody) if model.body_parentid[b] == 0]
-    root_id = free_bodies[0] if free_bodies else (top[0] if top else 0)
-    options = {
-        key: _option_value(spec.option, key)
-        for key in _ADOPTED_OPTIONS
-        if not _options_equal(getattr(spec.option, key), getattr(_DEFAULT_OPTIONS, key))
-    }
-    for key in list(spec.keys):
-        spec.delete(key)
-    return ModelInfo(
-        path=path,
-        spec=spec,
-        actuators=actuators,
-        actuator_kinds=kinds,
-        scalar_joints=scalar,
-        home_qpos=home_qpos,
-        home_ctrl=home_ctrl,
-        root_body=bodies[root_id] if root_id else "",
-        free_root=bool(free_bodies) and root_id in free_bodies,
-        options=options,
-        bodies=tuple(b for b in bodies[1:] if b),
-        cameras=tuple(_names(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam)),
-    )
-
-
-def _actuated_info(
-    info: ModelInfo, kp: float, kv: float, replace_motors: bool
-) -> tuple[ModelInfo, list[str]]:
-    """A copy of `info` whose spec has position servos on undriven (or motor-driven)
-    hinge/slide joints; returns it and the names of the new servos."""
-    spec = info.spec.copy()
-    model = spec.compile()
-    driven: dict[int, list[int]] = {}
-    for a in range(model.nu):
-        if int(model.actuator_trntype[a]) == _TRN_JOINT:
-            driven.setdefault(int(model.actuator_trnid[a][0]), []).append(a)
-    taken = {a.name for a in spec.actuators}
-    added: list[str] = []
-    servos: list[tuple[str, str, tuple[float, float] | None]] = []  # name, joint, range
-    torque: dict[str, tuple[float, float]] = {}  # a replaced motor's torque range
-    for j in range(model.njnt):
-        if int(model.jnt_type[j]) not in _SCALAR_JOINTS:
-            continue
-        joint = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j)
-        limits = (
-            (float(model.jnt_range[j][0]), float(model.jnt_range[j][1]))
-            if model.jnt_limited[j]
-            else None
-        )
-        actuators = driven.get(j, [])
-        if not actuators and model.nu == 0:
-            servo = joint if joint not in taken else f"{joint}_servo"
-            taken.add(servo)
-            servos.append((servo, joint, limits))
-        elif (
-            replace_motors and len(actuators) == 1 and actuator_kind(model, actuators[0]) == "motor"
-        ):
-            a = actuators[0]
-            motor = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, a)
-            if model.actuator_ctrllimited[a]:
-                gear = abs(float(model.actuator_gear[a][0]))
-                lo, hi = (float(v) * gear for v in model.actuator_ctrlrange[a])
-                torque[motor] = (lo, hi)
-            servos.append((motor, joint, limits))
-    for servo, joint, limits in servos:
-        # a replaced motor is changed in place, so the actuator order (action keys) stays
-        actuator = spec.actuator(servo) if servo in taken and spec.actuator(servo) else None
-        if actuator is None:
-            actuator = spec.add_actuator(
-                name=servo, target=joint, trntype=mujoco.mjtTrn.mjTRN_JOINT
-            )
-        actuator.gear = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
-        actuator.gaintype = mujoco.mjtGain.mjGAIN_FIXED
-        actuator.gainprm = [kp] + [0.0] * 9
-        actuator.biastype = mujoco.mjtBias.mjBIAS_AFFINE
-        actuator.biasprm = [0.0, -kp, -kv] + [0.0] * 7
-        actuator.ctrllimited = (
-            mujoco.mjtLimited.mjLIMITED_TRUE if limits else mujoco.mjtLimited.mjLIMITED_FALSE
-        )
-        if limits:
-            actuator.ctrlrange = list(limits)
-        if servo in torque:  # the motor's torque limits stay the servo's force limits
-            actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-            actuator.forcerange = list(torque[servo])
-        added.append(servo)
-    if not added:
-        return info, []
-    new = model_info(spec, info.path)
-    replaced = set(added)
-    new.home_qpos = dict(info.home_qpos)
-    new.home_ctrl = {
-        k: v for k, v in info.home_ctrl.items() if k not in replaced and k in new.actuators
-    }
-    return new, added
-
-
-def load_model_info(path: Path) -> ModelInfo:
-    """The (cached) ModelInfo of an MJCF file; ValueError when it does not load."""
-    key = (str(path), path.stat().st_mtime)
-    with _INFO_LOCK:
-        info = _INFO_CACHE.get(key)
-    if info is not None:
-        return info
-    try:
-        spec = mujoco.MjSpec.from_file(str(path))
-        info = model_info(spec, path)
-    except ValueError as exc:
-        raise ValueError(f"model={str(path)!r}: MuJoCo cannot load it: {exc}") from exc
-    with _INFO_LOCK:
-        _INFO_CACHE[key] = info
-    return info
-
-
-def _qpos_width(jtype: int) -> int:
-    return {_FREE: 7, _BALL: 4}.get(jtype, 1)
-
-
-def _qvel_width(jtype: int) -> int:
-    return {_FREE: 6, _BALL: 3}.get(jtype, 1)
-
-
-def xyaxes_from_lookat(pos: Sequence[float], lookat: Sequence[float]) -> tuple[float, ...]:
-    """The camera's x (right) and y (up) axes for a camera at `pos` looking at `lookat`
-    (MuJoCo cameras look along their -z axis)."""
-    forward = np.asarray(lookat, float) - np.asarray(pos, float)
-    norm = np.linalg.norm(forward)
-    if norm < 1e-9:
-        raise ValueError(f"lookat={tuple(lookat)!r}: must differ from pos={tuple(pos)!r}")
-    forward /= norm
-    up = np.array([0.0, 0.0, 1.0])
-    if abs(float(forward @ up)) > 0.999:
-        up = np.array([0.0, 1.0, 0.0])
-    right = np.cross(forward, up)
-    right /= np.linalg.norm(right)
-    cam_up = np.cross(right, forward)
-    return (*right.tolist(), *cam_up.tolist())
-
-
-def _quat_from_xyaxes(xyaxes: Sequence[float]) -> tuple[float, ...]:
-    x = np.asarray(xyaxes[:3], float)
-    y = np.asarray(xyaxes[3:], float)
-    x /= np.linalg.norm(x)
-    y = y - (y @ x) * x
-    ny = np.linalg.norm(y)
-    if ny < 1e-9:
-        raise ValueError(f"xyaxes={tuple(xyaxes)!r}: the two axes must not be parallel")
-    y /= ny
-    z = np.cross(x, y)
-    mat = np.column_stack([x, y, z]).reshape(-1)
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, mat)
-    return tuple(quat.tolist())
-
-
-# ---------------------------------------------------------------- the description log
 
 
 def _described(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -437,75 +80,6 @@ def _described(method: Callable[..., Any]) -> Callable[..., Any]:
 # ---------------------------------------------------------------- scene entries
 
 
-@dataclass
-class RobotEntry:
-    name: str
-    info: ModelInfo
-    prefix: str  # "arm/"; "" for the robot of a loaded scene file
-    pos: tuple[float, float, float]
-    quat: tuple[float, float, float, float]
-
-    def full(self, name: str) -> str:
-        return self.prefix + name
-
-
-@dataclass
-class ObjectEntry:
-    name: str
-    shape: str
-    size: tuple[float, ...]
-    pos: tuple[float, float, float]
-    quat: tuple[float, float, float, float]
-    rgba: tuple[float, float, float, float]
-    mass: float
-    free: bool
-
-
-@dataclass
-class CameraEntry:
-    name: str
-    pos: tuple[float, float, float]
-    xyaxes: tuple[float, ...]
-    fovy: float
-
-
-@dataclass
-class _Index:
-    """Name lookups of one compiled model."""
-
-    joints: dict[str, tuple[int, int, int, int]] = field(
-        default_factory=dict
-    )  # name -> type, id, qadr, vadr
-    actuators: dict[str, int] = field(default_factory=dict)
-    bodies: list[str] = field(default_factory=list)
-    geoms: list[str] = field(default_factory=list)
-    cameras: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, model: mujoco.MjModel) -> _Index:
-        index = cls()
-        for j, name in enumerate(_names(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)):
-            if name:
-                index.joints[name] = (
-                    int(model.jnt_type[j]),
-                    j,
-                    int(model.jnt_qposadr[j]),
-                    int(model.jnt_dofadr[j]),
-                )
-        for a, name in enumerate(_names(model, mujoco.mjtObj.mjOBJ_ACTUATOR, model.nu)):
-            if name:
-                index.actuators[name] = a
-        index.bodies = _names(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody)
-        index.geoms = [
-            n or f"geom{i}"
-            for i, n in enumerate(_names(model, mujoco.mjtObj.mjOBJ_GEOM, model.ngeom))
-        ]
-        for c, name in enumerate(_names(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam)):
-            if name:
-                index.cameras[name] = c
-        return index
-
-
 # ---------------------------------------------------------------- the scene
 
 
@@ -522,8 +96,8 @@ class MujocoScene:
         """An empty scene (floor, light). `render_quality`: "fast" (no multisampling,
         shadows or reflections; much faster on a software renderer) or "full"."""
         self.lock = threading.RLock()
-        self._timestep = _finite("timestep", timestep, positive=True)
-        self._gravity = _vector("gravity", gravity, 3)
+        self._timestep = checks.finite("timestep", timestep, positive=True)
+        self._gravity = checks.vector("gravity", gravity, 3)
         self._base: ModelInfo | None = None  # a loaded scene file replacing the default world
         self._base_path: Path | None = None
         self._robots: dict[str, RobotEntry] = {}
@@ -537,7 +111,7 @@ class MujocoScene:
         self._compiled = 0
         self.model: mujoco.MjModel
         self.data: mujoco.MjData
-        self._index: _Index
+        self._index: ModelIndex
         self._mutation_guard: Callable[[str], None] | None = None
         self._init_args = {
             "timestep": timestep,
@@ -595,9 +169,9 @@ class MujocoScene:
         quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
     ) -> None:
         """Attach a robot model (packaged name or MJCF path) under the prefix "<name>/"."""
-        name = _entity_name("name", name)
-        position = _vector("pos", pos, 3)
-        orientation = _quat("quat", quat)
+        name = checks.entity_name("name", name)
+        position = checks.vector("pos", pos, 3)
+        orientation = checks.quat("quat", quat)
         path = resolve_model(model)
         self._check("add_robot")  # refuse before the (slow, first-time) model parse
         info = load_model_info(path)  # outside the lock: a rollout keeps stepping meanwhile
@@ -645,8 +219,8 @@ class MujocoScene:
         their values become joint targets (a torque-driven Panda or Go2 then holds its
         pose under gravity); other actuators (the Panda's gripper tendon) are kept. The
         new servos hold the current joint positions. Returns their names."""
-        gain = _finite("kp", kp, positive=True)
-        damping = _finite("kv", kv, nonnegative=True)
+        gain = checks.finite("kp", kp, positive=True)
+        damping = checks.finite("kv", kv, nonnegative=True)
         if not isinstance(replace_motors, bool):
             raise ValueError(
                 f"replace_motors={replace_motors!r}: must be a boolean (True or False)"
@@ -659,7 +233,7 @@ class MujocoScene:
                 raise ValueError(
                     f"name={name!r}: the robot of a loaded scene file cannot be re-actuated"
                 )
-            info, added = _actuated_info(entry.info, gain, damping, replace_motors)
+            info, added = actuated_info(entry.info, gain, damping, replace_motors)
             if not added:
                 return []
             previous = entry.info
@@ -669,7 +243,9 @@ class MujocoScene:
             except Exception:
                 entry.info = previous
                 raise
-            self._hold_position_actuators(entry, home_ctrl=False, only=added)
+            hold_position_actuators(
+                self.model, self.data, self._index, entry, home_ctrl=False, only=added
+            )
             mujoco.mj_forward(self.model, self.data)
             log.info("robot %r: position servos on %s", name, added)
             return added
@@ -766,8 +342,9 @@ class MujocoScene:
     def torque_shim(self, name: str) -> TorqueShim | None:
         return self._shims.get(name)
 
-    def _advance(self, nstep: int) -> None:
-        """nstep physics steps; an installed torque shim writes its motors' ctrl before each."""
+    def advance(self, nstep: int) -> None:
+        """nstep physics steps; an installed torque shim writes its motors' ctrl before each
+        (the caller holds `lock`; step() is the checked, locking form)."""
         shims = self._shims
         if not shims:
             mujoco.mj_step(self.model, self.data, nstep)
@@ -798,17 +375,17 @@ class MujocoScene:
         MuJoCo's half-sizes (box: 3, sphere: 1, cylinder/capsule: radius + half-length,
         ellipsoid: 3). `free=True` gives it a free joint named after it; `free=False` fixes
         it to the world."""
-        name = _entity_name("name", name)
+        name = checks.entity_name("name", name)
         if shape not in SHAPES:
             raise ValueError(f"shape={shape!r}: must be one of {', '.join(SHAPES)}")
         _, n, default = SHAPES[shape]
-        dims = default if size is None else _vector("size", size, n, positive=True)
-        position = _vector("pos", pos, 3)
-        orientation = _quat("quat", quat)
-        color = _vector("rgba", rgba, 4)
+        dims = default if size is None else checks.vector("size", size, n, positive=True)
+        position = checks.vector("pos", pos, 3)
+        orientation = checks.quat("quat", quat)
+        color = checks.vector("rgba", rgba, 4)
         if not all(0.0 <= c <= 1.0 for c in color):
             raise ValueError(f"rgba={rgba!r}: must be 4 numbers in [0, 1]")
-        weight = _finite("mass", mass, positive=True)
+        weight = checks.finite("mass", mass, positive=True)
         if not isinstance(free, bool):
             raise ValueError(f"free={free!r}: must be a boolean (True or False)")
         with self.lock:
@@ -842,13 +419,13 @@ class MujocoScene:
         self, name: str, pos: Sequence[float], quat: Sequence[float] | None = None
     ) -> None:
         """Move an object now (velocity zeroed) and make that its pose on reset. No recompile."""
-        position = _vector("pos", pos, 3)
+        position = checks.vector("pos", pos, 3)
         with self.lock:
             self._check("move_object")
             entry = self._objects.get(name)
             if entry is None:
                 raise ValueError(f"name={name!r}: no such object (objects: {self.objects()})")
-            orientation = entry.quat if quat is None else _quat("quat", quat)
+            orientation = entry.quat if quat is None else checks.quat("quat", quat)
             entry.pos, entry.quat = position, orientation  # type: ignore[assignment]
             self._place_object(entry)
             mujoco.mj_forward(self.model, self.data)
@@ -890,17 +467,17 @@ class MujocoScene:
     ) -> None:
         """A fixed camera at `pos`, aimed at `lookat` (default the origin) or oriented by
         `xyaxes` (its right and up axes, as in MJCF); `fovy` in degrees."""
-        name = _entity_name("name", name)
-        position = _vector("pos", pos, 3)
+        name = checks.entity_name("name", name)
+        position = checks.vector("pos", pos, 3)
         if lookat is not None and xyaxes is not None:
             raise ValueError("lookat and xyaxes: give one of them, not both")
         if xyaxes is not None:
-            axes = _vector("xyaxes", xyaxes, 6)
-            _quat_from_xyaxes(axes)  # refuses parallel axes
+            axes = checks.vector("xyaxes", xyaxes, 6)
+            quat_from_xyaxes(axes)  # refuses parallel axes
         else:
-            target = _vector("lookat", (0.0, 0.0, 0.0) if lookat is None else lookat, 3)
+            target = checks.vector("lookat", (0.0, 0.0, 0.0) if lookat is None else lookat, 3)
             axes = xyaxes_from_lookat(position, target)
-        angle = _finite("fovy", fovy, positive=True)
+        angle = checks.finite("fovy", fovy, positive=True)
         if not angle < 180.0:
             raise ValueError(f"fovy={fovy!r}: must be in (0, 180) degrees")
         with self.lock:
@@ -959,7 +536,7 @@ class MujocoScene:
         the file's own names are the action keys). Robots, objects and cameras can be
         added on top afterwards. Gravity and timestep are taken from the file."""
         if robot is not None:
-            robot = _entity_name("robot", robot)
+            robot = checks.entity_name("robot", robot)
         file = resolve_model(path, param="path")
         with self.lock:
             self._check("load_scene")
@@ -1010,7 +587,7 @@ class MujocoScene:
 
     @_described
     def set_gravity(self, gravity: Sequence[float]) -> None:
-        g = _vector("gravity", gravity, 3)
+        g = checks.vector("gravity", gravity, 3)
         with self.lock:
             self._check("set_gravity")
             self._gravity = g  # type: ignore[assignment]
@@ -1024,7 +601,7 @@ class MujocoScene:
     def set_timestep(self, timestep: float) -> None:
         """Change the physics timestep; environments recompute their substeps (their
         control rate stays as requested where the new timestep allows)."""
-        dt = _finite("timestep", timestep, positive=True)
+        dt = checks.finite("timestep", timestep, positive=True)
         with self.lock:
             self._check("set_timestep")
             self._timestep = dt
@@ -1043,7 +620,7 @@ class MujocoScene:
         current joint positions. With `noise` > 0, the hinge/slide joints of `robots`
         (default: all) get uniform noise in [-noise, noise] from `seed` (clipped to the
         joint ranges); without noise the reset is deterministic and `seed` changes nothing."""
-        amount = _finite("noise", noise, nonnegative=True)
+        amount = checks.finite("noise", noise, nonnegative=True)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
             raise ValueError(f"seed={seed!r}: must be an integer or None")
         with self.lock:
@@ -1069,7 +646,9 @@ class MujocoScene:
                             lo, hi = model.jnt_range[j]
                             value = min(max(value, lo), hi)
                         data.qpos[qadr] = value
-                    self._hold_position_actuators(entry, home_ctrl=False)
+                    hold_position_actuators(
+                        self.model, self.data, self._index, entry, home_ctrl=False
+                    )
             for shim in self._shims.values():  # a shimmed robot holds its reset pose
                 shim.hold(data)
                 shim.apply(data)
@@ -1080,7 +659,7 @@ class MujocoScene:
         if isinstance(nstep, bool) or not isinstance(nstep, int) or nstep < 1:
             raise ValueError(f"nstep={nstep!r}: must be a positive whole number")
         with self.lock:
-            self._advance(nstep)
+            self.advance(nstep)
 
     # ------------------------------------------------------------ rendering
 
@@ -1118,8 +697,6 @@ class MujocoScene:
     ) -> MujocoEnv:
         """A kernel Environment driving one robot (str: action keys are its actuator
         names) or several (a list: keys "robot/actuator"). See MujocoEnv."""
-        from .env import MujocoEnv
-
         return MujocoEnv(
             self,
             robot,
@@ -1134,7 +711,7 @@ class MujocoScene:
     # ------------------------------------------------------------ internals
 
     @property
-    def index(self) -> _Index:
+    def index(self) -> ModelIndex:
         return self._index
 
     def to_xml(self) -> str:
@@ -1142,84 +719,10 @@ class MujocoScene:
         with self.lock:
             return self._compose().to_xml()
 
-    def _world(self) -> mujoco.MjSpec:
-        if self._base is not None:
-            return self._base.spec.copy()
-        spec = mujoco.MjSpec()
-        spec.modelname = "robokernel_scene"
-        spec.add_texture(
-            name="grid",
-            type=mujoco.mjtTexture.mjTEXTURE_2D,
-            builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
-            rgb1=[0.25, 0.3, 0.35],
-            rgb2=[0.35, 0.4, 0.45],
-            width=256,
-            height=256,
-        )
-        spec.add_texture(
-            name="sky",
-            type=mujoco.mjtTexture.mjTEXTURE_SKYBOX,
-            builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT,
-            rgb1=[0.55, 0.7, 0.85],
-            rgb2=[0.1, 0.1, 0.15],
-            width=128,
-            height=128,
-        )
-        spec.add_material(name="floor", textures=["", "grid"], texrepeat=[8, 8], reflectance=0.1)
-        spec.worldbody.add_geom(
-            name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], material="floor"
-        )
-        spec.worldbody.add_light(
-            name="light", pos=[0, 0, 4], dir=[0, 0, -1], diffuse=[0.8, 0.8, 0.8], castshadow=False
-        )
-        return spec
-
     def _compose(self) -> mujoco.MjSpec:
-        world = self._world()
-        for entry in self._robots.values():
-            if not entry.prefix:
-                continue  # the loaded scene's robot is the base itself
-            for key, value in entry.info.options.items():
-                current = getattr(world.option, key)
-                if not _options_equal(
-                    current, getattr(_DEFAULT_OPTIONS, key)
-                ) and not _options_equal(current, value):
-                    log.warning(
-                        "robot %r sets option %s=%r; the scene had %r",
-                        entry.name,
-                        key,
-                        value,
-                        current,
-                    )
-                setattr(world.option, key, value)
-        world.option.timestep = self._timestep
-        world.option.gravity = list(self._gravity)
-        vis = world.visual.global_
-        vis.offwidth = max(vis.offwidth, self._offscreen[0])
-        vis.offheight = max(vis.offheight, self._offscreen[1])
-        for entry in self._robots.values():
-            if not entry.prefix:
-                continue
-            child = entry.info.spec.copy()
-            for key in _SYNCED_OPTIONS:
-                setattr(child.option, key, _option_value(world.option, key))
-            frame = world.worldbody.add_frame(pos=list(entry.pos), quat=list(entry.quat))
-            world.attach(child, prefix=entry.prefix, frame=frame)
-        for obj in self._objects.values():
-            gtype, _, _ = SHAPES[obj.shape]
-            body = world.worldbody.add_body(name=obj.name, pos=list(obj.pos), quat=list(obj.quat))
-            if obj.free:
-                body.add_freejoint(name=obj.name)
-            size = list(obj.size) + [0.0] * (3 - len(obj.size))
-            body.add_geom(name=obj.name, type=gtype, size=size, rgba=list(obj.rgba), mass=obj.mass)
-        for cam in self._cameras.values():
-            world.worldbody.add_camera(
-                name=cam.name,
-                pos=list(cam.pos),
-                quat=list(_quat_from_xyaxes(cam.xyaxes)),
-                fovy=cam.fovy,
-            )
-        return world
+        return compose(self._base, self._robots.values(), self._objects.values(),
+                       self._cameras.values(), timestep=self._timestep, gravity=self._gravity,
+                       offscreen=self._offscreen)  # fmt: skip
 
     def _rebuild(self, *, new_robots: Iterable[str], fresh: bool = False) -> None:
         """Compile the description and carry the state over by name."""
@@ -1229,10 +732,10 @@ class MujocoScene:
         except ValueError as exc:
             raise ValueError(f"the scene does not compile: {exc}") from exc
         data = mujoco.MjData(model)
-        index = _Index.of(model)
+        index = ModelIndex.of(model)
         old = None if fresh else getattr(self, "data", None)
         if old is not None:
-            self._carry_state(self.model, old, self._index, model, data, index)
+            carry_state(self.model, old, self._index, model, data, index)
         self.model, self.data, self._index = model, data, index
         self.generation += 1
         self._compiled += 1
@@ -1249,39 +752,6 @@ class MujocoScene:
             self._apply_home(self._robots[name])
         mujoco.mj_forward(model, data)
 
-    @staticmethod
-    def _carry_state(
-        old_model: mujoco.MjModel,
-        old: mujoco.MjData,
-        old_index: _Index,
-        model: mujoco.MjModel,
-        data: mujoco.MjData,
-        index: _Index,
-    ) -> None:
-        data.time = old.time
-        for name, (jtype, _, qadr, vadr) in index.joints.items():
-            prev = old_index.joints.get(name)
-            if prev is None or prev[0] != jtype:
-                continue
-            nq, nv = _qpos_width(jtype), _qvel_width(jtype)
-            data.qpos[qadr : qadr + nq] = old.qpos[prev[2] : prev[2] + nq]
-            data.qvel[vadr : vadr + nv] = old.qvel[prev[3] : prev[3] + nv]
-        for name, a in index.actuators.items():
-            prev_a = old_index.actuators.get(name)
-            if prev_a is None:
-                continue
-            data.ctrl[a] = old.ctrl[prev_a]
-            if (
-                model.actuator_actnum[a]
-                and model.actuator_actnum[a] == old_model.actuator_actnum[prev_a]
-            ):
-                n, adr, padr = (
-                    model.actuator_actnum[a],
-                    model.actuator_actadr[a],
-                    old_model.actuator_actadr[prev_a],
-                )
-                data.act[adr : adr + n] = old.act[padr : padr + n]
-
     def _apply_base_home(self) -> None:
         """A loaded scene file's own 'home' keyframe, when no robot stands for the file."""
         if self._base is not None and all(e.prefix for e in self._robots.values()):
@@ -1289,54 +759,4 @@ class MujocoScene:
 
     def _apply_home(self, entry: RobotEntry) -> None:
         """Put a robot in its 'home' keyframe pose (if any) and set its actuator targets."""
-        data = self.data
-        rot = np.zeros(9)
-        mujoco.mju_quat2Mat(rot, np.asarray(entry.quat))
-        rot = rot.reshape(3, 3)
-        for joint, qpos in entry.info.home_qpos.items():
-            found = self._index.joints.get(entry.full(joint))
-            if found is None:
-                continue
-            jtype, _, qadr, vadr = found
-            if jtype == _FREE and entry.prefix:
-                value = qpos.copy()
-                value[:3] = np.asarray(entry.pos) + rot @ qpos[:3]
-                quat = np.zeros(4)
-                mujoco.mju_mulQuat(quat, np.asarray(entry.quat), qpos[3:7])
-                value[3:7] = quat
-                data.qpos[qadr : qadr + 7] = value
-            else:
-                data.qpos[qadr : qadr + len(qpos)] = qpos
-            data.qvel[vadr : vadr + _qvel_width(jtype)] = 0.0
-        self._hold_position_actuators(entry, home_ctrl=True)
-
-    def _hold_position_actuators(
-        self, entry: RobotEntry, *, home_ctrl: bool, only: Iterable[str] | None = None
-    ) -> None:
-        """Set the robot's ctrl: the keyframe's ctrl where it has one, else position servos
-        on a joint target that joint's current position (so the robot holds its pose)."""
-        model, data = self.model, self.data
-        for name in entry.info.actuators if only is None else only:
-            a = self._index.actuators.get(entry.full(name))
-            if a is None:
-                continue
-            if home_ctrl and name in entry.info.home_ctrl:
-                data.ctrl[a] = entry.info.home_ctrl[name]
-                continue
-            if (
-                entry.info.actuator_kinds.get(name) == "position"
-                and int(model.actuator_trntype[a]) == _TRN_JOINT
-                and model.actuator_biasprm[a][0] == 0
-                and math.isclose(
-                    model.actuator_gainprm[a][0], -model.actuator_biasprm[a][1], rel_tol=1e-9
-                )
-            ):
-                joint = int(model.actuator_trnid[a][0])
-                if int(model.jnt_type[joint]) in _SCALAR_JOINTS:
-                    target = float(data.qpos[model.jnt_qposadr[joint]]) * float(
-                        model.actuator_gear[a][0]
-                    )
-                    if model.actuator_ctrllimited[a]:
-                        lo, hi = model.actuator_ctrlrange[a]
-                        target = min(max(target, lo), hi)
-                    data.ctrl[a] = target
+        apply_home(self.model, self.data, self._index, entry)

@@ -24,13 +24,12 @@ from typing import TYPE_CHECKING, Any
 import mujoco
 import numpy as np
 
-from .env import _selector
+from .entries import selector
+from .model_info import SCALAR_JOINTS, TRN_JOINT
 
 if TYPE_CHECKING:
-    from .scene import MujocoScene, RobotEntry
-
-_TRN_JOINT = int(mujoco.mjtTrn.mjTRN_JOINT)
-_SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    from .entries import RobotEntry
+    from .protocol import SimScene
 
 
 @dataclass(frozen=True)
@@ -42,20 +41,20 @@ class Gains:
         return {"kp": self.kp, "kd": self.kd}
 
 
-def torque_motors(scene: MujocoScene, entry: RobotEntry) -> dict[str, str]:
+def torque_motors(scene: SimScene, entry: RobotEntry) -> dict[str, str]:
     """{joint: motor actuator} of the robot's torque motors that each drive one hinge or
     slide joint alone (names without the robot prefix), in actuator order."""
     model, index = scene.model, scene.index
     by_joint: dict[int, list[str]] = {}
     for actuator in entry.info.actuators:
         a = index.actuators.get(entry.full(actuator))
-        if a is not None and int(model.actuator_trntype[a]) == _TRN_JOINT:
+        if a is not None and int(model.actuator_trntype[a]) == TRN_JOINT:
             by_joint.setdefault(int(model.actuator_trnid[a][0]), []).append(actuator)
     out: dict[str, str] = {}
     for joint_id, actuators in by_joint.items():
         if len(actuators) != 1 or entry.info.actuator_kinds.get(actuators[0]) != "motor":
             continue
-        if int(model.jnt_type[joint_id]) not in _SCALAR_JOINTS:
+        if int(model.jnt_type[joint_id]) not in SCALAR_JOINTS:
             continue
         name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, joint_id) or ""
         if name.startswith(entry.prefix):
@@ -129,7 +128,7 @@ class TorqueShim:
         self._err = np.zeros(n)
         self._damp = np.zeros(n)
 
-    def bind(self, scene: MujocoScene) -> None:
+    def bind(self, scene: SimScene) -> None:
         """Resolve the addresses, the torque bounds and the joint ranges in the scene's model."""
         model, index = scene.model, scene.index
         entry = scene.robot(self.robot)
@@ -162,9 +161,9 @@ class TorqueShim:
             hi.append(bounds[1])
             if model.jnt_limited[j]:
                 limits[actuator] = (float(model.jnt_range[j][0]), float(model.jnt_range[j][1]))
-        self._ctrl_sel = _selector(acts)
-        self._qpos_sel = _selector(qadr)
-        self._qvel_sel = _selector(vadr)
+        self._ctrl_sel = selector(acts)
+        self._qpos_sel = selector(qadr)
+        self._qvel_sel = selector(vadr)
         # kp / scale and kd / scale: the law lands in ctrl units in one pass
         self._kp = self.kp / np.asarray(scale)
         self._kd = self.kd / np.asarray(scale)

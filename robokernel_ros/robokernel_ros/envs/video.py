@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .scene import MujocoScene
+    from .protocol import SimScene
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class VideoRecorder:
         width: int,
         height: int,
         camera: str | None,
-        scene: MujocoScene,
+        scene: SimScene,
         crf: int = 23,
     ) -> None:
         if not isinstance(path, str | PathLike) or not str(path).strip():

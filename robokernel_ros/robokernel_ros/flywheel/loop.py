@@ -40,13 +40,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..kernel.observation import GOAL_PREFIX
 from ..kernel.trace import load_trace
-from ..policies.scripted import observed_joint_positions
 from ..rollout import SimWorkcell, envelope_json, envelope_text
-from ..rollout.goals import GOAL_PREFIX
-from ..rollout.predicates import compile_criteria
 from ..rollout.results import summary_table
-from ..scoring import wilson_interval
+from ..tasks.context import trace_contexts
+from ..tasks.predicates import compile_criteria, first_true
+from ..tasks.statistics import wilson_interval
 
 _log = logging.getLogger(__name__)
 
@@ -188,14 +188,9 @@ def collect(cfg: FlywheelConfig) -> tuple[list[Path], int]:
         )  # fmt: skip
     kept = []
     for episode in report["episodes"]:
-        trace = load_trace(episode["trace_path"])
-        last = trace.of_kind("observation")[-1].data["obs"]
-        ctx = {
-            "obs": last,
-            "joints": observed_joint_positions(last),
-            "step": episode["steps_advanced"],
-        }
-        if any(c(ctx) for c in success):
+        # kept: the success clause holds on the final step's predicate context
+        contexts = list(trace_contexts(load_trace(episode["trace_path"])))
+        if contexts and first_true(success, contexts[-1], episode=0) is not None:
             kept.append(Path(episode["trace_path"]))
     if not kept:
         raise RuntimeError(
@@ -215,7 +210,7 @@ def goal_names(cfg: FlywheelConfig) -> list[str]:
 
 def export(cfg: FlywheelConfig, runs: list[Path]) -> dict[str, Any]:
     """The demonstrations -> a LeRobotDataset under OUT/dataset (lerobot's convention)."""
-    from ..bag.export import export_lerobot
+    from ..recording.export import export_lerobot
 
     with _workcell() as cell:
         fps = cell.benchmarks.get(cfg.benchmark)["control_frequency"]

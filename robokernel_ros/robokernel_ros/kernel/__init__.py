@@ -6,7 +6,7 @@ and operator channel. Imports no ROS, torch or MuJoCo, ever.
 """
 
 from .events import EVENT_KINDS, Event, EventBus
-from .operator import OperatorChannel
+from .operator import Latch, OperatorChannel
 from .recorder import CompatReport, EpisodeOutcome, EpisodeRecord
 from .runner import EpisodeRunner
 from .served import ServedSession
@@ -55,6 +55,7 @@ __all__ = [
     "GuardContext",
     "HoldActionSource",
     "Intervention",
+    "Latch",
     "LimitGuard",
     "OperatorChannel",
     "PrivilegedStateSource",

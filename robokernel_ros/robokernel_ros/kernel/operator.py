@@ -1,8 +1,14 @@
-"""The operator channel: thread-safe stop, latched e-stop, reset confirmation, verdicts.
+"""The operator channel (thread-safe stop, latched e-stop, reset confirmation, verdicts)
+and the one latch type every e-stop of the project is (`Latch`).
 
 Any thread (a ROS service callback, a UI, a test) calls the methods; the episode loop
 reads the flags at every step boundary and publishes an `operator.*` event for each
 call it sees during an episode.
+
+    latch = Latch()
+    latch.latch("estop topic: pressed")     # True: it was clear; who/why/when are kept
+    latch.latched, latch.by, latch.at       # True, "estop topic: pressed", time.time()
+    latch.clear()                           # True: it was latched
 """
 
 from __future__ import annotations
@@ -15,13 +21,71 @@ from typing import Any
 VERDICT_OUTCOMES = ("success", "failure")
 
 
+class Latch:
+    """A latched fault (an e-stop): set by latch(), held until clear(). Thread-safe.
+
+    latched: whether it is set (a plain read, cheap enough for a per-step check).
+    by: who or what latched it ("" when clear); why: the reason given with it ("" when
+    none); at: when (time.time(), None when clear). A latch() while latched keeps the
+    first latch's by/why/at: the fault that stopped things is the one reported.
+    """
+
+    __slots__ = ("_at", "_by", "_latched", "_lock", "_why")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latched = False
+        self._by = ""
+        self._why = ""
+        self._at: float | None = None
+
+    def latch(self, by: str = "", why: str = "") -> bool:
+        """Latch; True when it was clear before (this call latched it)."""
+        with self._lock:
+            if self._latched:
+                return False
+            self._by, self._why, self._at = str(by), str(why), time.time()
+            self._latched = True
+            return True
+
+    def clear(self) -> bool:
+        """Release; True when it was latched."""
+        with self._lock:
+            was = self._latched
+            self._latched = False
+            self._by, self._why, self._at = "", "", None
+            return was
+
+    @property
+    def latched(self) -> bool:
+        return self._latched
+
+    @property
+    def by(self) -> str:
+        return self._by
+
+    @property
+    def why(self) -> str:
+        return self._why
+
+    @property
+    def at(self) -> float | None:
+        return self._at
+
+    def __repr__(self) -> str:
+        if not self._latched:
+            return "Latch(clear)"
+        return f"Latch(latched by {self._by!r}" + (f": {self._why}" if self._why else "") + ")"
+
+
 class OperatorChannel:
     """Operator input for an EpisodeRunner (or ServedSession).
 
     stop(): end the episode at the next step boundary (outcome "stopped"; the hold
         action executes last).
-    estop(): end it at once (outcome "estopped") and latch: later runs return at once
-        until clear_fault().
+    estop(by="operator", why=""): end it at once (outcome "estopped") and latch: later
+        runs return at once until clear_fault(). The latch (`estop_latch`, a Latch) keeps
+        who latched it, why and when.
     clear_fault(): release the latched e-stop.
     reset_done(): confirm the workcell was reset (when the env requires confirmation).
     verdict(outcome, note=""): "success" or "failure" from the operator; decides the
@@ -30,7 +94,7 @@ class OperatorChannel:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._estopped = False
+        self._estop = Latch()
         self._stop_requested = False
         self.stop_reason = ""  # the first stop's reason ("" when none was given)
         self._reset_confirmed = threading.Event()
@@ -50,14 +114,14 @@ class OperatorChannel:
             self._stop_requested = True
             self._notice("operator.stop", {"reason": str(reason)} if reason else {})
 
-    def estop(self) -> None:
+    def estop(self, by: str = "operator", why: str = "") -> None:
         with self._lock:
-            self._estopped = True
+            self._estop.latch(by, why)
             self._notice("operator.estop", {})
 
     def clear_fault(self) -> None:
         with self._lock:
-            self._estopped = False
+            self._estop.clear()
             self._notice("operator.clear_fault", {})
 
     def reset_done(self) -> None:
@@ -82,7 +146,12 @@ class OperatorChannel:
 
     @property
     def estopped(self) -> bool:
-        return self._estopped
+        return self._estop.latched
+
+    @property
+    def estop_latch(self) -> Latch:
+        """The e-stop's Latch (read it: estop() and clear_fault() are the ways to change it)."""
+        return self._estop
 
     @property
     def stop_requested(self) -> bool:
@@ -128,7 +197,7 @@ class OperatorChannel:
         """Wait for reset_done(); returns early (False) on stop or e-stop, or at the timeout."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not self._reset_confirmed.is_set():
-            if self._estopped or self._stop_requested:
+            if self._estop.latched or self._stop_requested:
                 return False
             remaining = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
             if remaining <= 0:

@@ -1,4 +1,5 @@
-"""Shared bookkeeping of one episode: events with seq/t/wall, the trace writer, counters.
+"""Shared bookkeeping of one episode: events with seq/t/wall, the trace writer, counters,
+the record and its end summary, the error record of a failure, the checks of the parts.
 
 Both the driven EpisodeRunner and the served ServedSession record through this, so
 their events and run directories are the same.
@@ -7,6 +8,7 @@ their events and run directories are the same.
 from __future__ import annotations
 
 import time
+import traceback
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,9 +20,15 @@ import numpy as np
 
 from . import events as ev
 from .events import Event, EventBus
+from .operator import OperatorChannel
 from .shield import Intervention, ShieldResult
-from .spec import EnvSpec
+from .spec import EnvSpec, is_int
 from .trace import RunWriter, TraceStore, snapshot
+
+# error categories (EpisodeRecord.error["category"]; "kernel_error" for a kernel bug)
+POLICY_ERROR = "policy_error"
+POLICY_TIMEOUT = "policy_timeout"
+ENV_ERROR = "env_error"
 
 
 class EpisodeOutcome(StrEnum):
@@ -116,6 +124,68 @@ class EpisodeRecord:
     @property
     def success(self) -> bool:
         return self.outcome == EpisodeOutcome.SUCCESS
+
+
+def episode_summary(record: EpisodeRecord) -> dict[str, Any]:
+    """The episode.end event's data (and the summary merged into meta.json)."""
+    return {
+        "outcome": record.outcome.value,
+        "status": record.status,
+        "steps": record.steps,
+        "holds": record.holds,
+        "chunks": record.chunks,
+        "safety_interventions": record.safety_interventions,
+        "compat": record.compat.to_dict(),
+        "verdict": record.verdict,
+        "total_reward": record.total_reward,
+        "elapsed_s": record.elapsed_s,
+        "events": record.events,
+    }
+
+
+def error_info(
+    category: str, exc: BaseException | None, message: str | None = None
+) -> dict[str, Any]:
+    """EpisodeRecord.error of a failure: its category, the exception's type, message and
+    traceback (a timeout has no exception: type TimeoutError, `message` given)."""
+    if exc is None:
+        return {
+            "category": category,
+            "type": "TimeoutError",
+            "message": message or "",
+            "traceback": "",
+        }
+    return {
+        "category": category,
+        "type": type(exc).__name__,
+        "message": message or str(exc),
+        "traceback": "".join(traceback.format_exception(exc)),
+    }
+
+
+def check_episode_parts(
+    agent: Any,
+    trace: Any,
+    bus: Any,
+    safety: Any,
+    image_every: Any,
+    operator: Any,
+) -> None:
+    """The constructor checks the EpisodeRunner and the ServedSession share (ValueError
+    naming the parameter and its domain)."""
+    for name in ("reset", "act"):
+        if not callable(getattr(agent, name, None)):
+            raise ValueError(f"agent={type(agent).__name__}: has no {name}() method")
+    if trace is not None and not isinstance(trace, TraceStore):
+        raise ValueError(f"trace={trace!r}: must be a TraceStore or None")
+    if bus is not None and not isinstance(bus, EventBus):
+        raise ValueError(f"bus={bus!r}: must be an EventBus or None")
+    if safety is not None and not isinstance(safety, Mapping):
+        raise ValueError(f"safety={safety!r}: must be a mapping or None")
+    if not (is_int(image_every) and image_every >= 0):
+        raise ValueError(f"image_every={image_every!r}: must be an integer >= 0 (0: no images)")
+    if operator is not None and not isinstance(operator, OperatorChannel):
+        raise ValueError(f"operator={operator!r}: must be an OperatorChannel or None")
 
 
 def env_description(spec: EnvSpec) -> dict[str, Any]:

@@ -29,32 +29,34 @@ import logging
 import math
 import threading
 import time
-import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from . import events as ev
-from .events import EventBus
+from .chunks import action_row, as_chunk
+from .events import Event, EventBus
 from .operator import OperatorChannel
 from .recorder import (
+    ENV_ERROR,
+    POLICY_ERROR,
+    POLICY_TIMEOUT,
     VERDICT_OVERRIDABLE,
     CompatReport,
     EpisodeOutcome,
     EpisodeRecord,
     EpisodeRecorder,
+    check_episode_parts,
     env_description,
+    episode_summary,
+    error_info,
 )
-from .shield import SafetyShield, ShieldResult, build_guards
-from .spec import EnvSpec, HoldActionSource, PrivilegedStateSource
+from .shield import ShieldResult, make_shield
+from .spec import EnvSpec, HoldActionSource, PrivilegedStateSource, is_int
 from .timing import Pacer, Timing, delay_steps
-from .trace import EVENTS_FILE, META_FILE, TraceStore, dumps_line, snapshot
+from .trace import TraceStore, append_event, snapshot
 
 _log = logging.getLogger(__name__)
-
-POLICY_ERROR = "policy_error"
-POLICY_TIMEOUT = "policy_timeout"
-ENV_ERROR = "env_error"
 
 
 class _EpisodeOver(Exception):  # noqa: N818 - control flow, never leaves this module
@@ -75,26 +77,8 @@ class _EpisodeOver(Exception):  # noqa: N818 - control flow, never leaves this m
         return cls(
             EpisodeOutcome.ERROR,
             f"error: {category}: {call}{type(exc).__name__}: {exc}",
-            _error_info(category, exc),
+            error_info(category, exc),
         )
-
-
-def _error_info(
-    category: str, exc: BaseException | None, message: str | None = None
-) -> dict[str, Any]:
-    if exc is None:
-        return {
-            "category": category,
-            "type": "TimeoutError",
-            "message": message or "",
-            "traceback": "",
-        }
-    return {
-        "category": category,
-        "type": type(exc).__name__,
-        "message": message or str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
-    }
 
 
 @dataclass
@@ -129,43 +113,6 @@ class _DaemonWorker:
 
         threading.Thread(target=target, name="kernel-act", daemon=True).start()
         return future
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_episode_parts(
-    agent: Any,
-    trace: Any,
-    bus: Any,
-    safety: Any,
-    image_every: Any,
-    operator: Any,
-) -> None:
-    """The constructor checks the EpisodeRunner and the ServedSession share (ValueError
-    naming the parameter and its domain)."""
-    for name in ("reset", "act"):
-        if not callable(getattr(agent, name, None)):
-            raise ValueError(f"agent={type(agent).__name__}: has no {name}() method")
-    if trace is not None and not isinstance(trace, TraceStore):
-        raise ValueError(f"trace={trace!r}: must be a TraceStore or None")
-    if bus is not None and not isinstance(bus, EventBus):
-        raise ValueError(f"bus={bus!r}: must be an EventBus or None")
-    if safety is not None and not isinstance(safety, Mapping):
-        raise ValueError(f"safety={safety!r}: must be a mapping or None")
-    if not (_is_int(image_every) and image_every >= 0):
-        raise ValueError(f"image_every={image_every!r}: must be an integer >= 0 (0: no images)")
-    if operator is not None and not isinstance(operator, OperatorChannel):
-        raise ValueError(f"operator={operator!r}: must be an OperatorChannel or None")
-
-
-def make_shield(spec: EnvSpec, safety: Mapping[str, Any] | None) -> SafetyShield:
-    """The SafetyShield of a build_guards() config (clip_tolerance: the limit guard's, 0.05)."""
-    safety = dict(safety or {})
-    return SafetyShield(
-        spec, build_guards(safety), clip_tolerance=float(safety.get("clip_tolerance", 0.05))
-    )
 
 
 class EpisodeRunner:
@@ -219,7 +166,7 @@ class EpisodeRunner:
         check_episode_parts(agent, trace, bus, safety, image_every, operator)
         if not isinstance(record_privileged, bool):
             raise ValueError(f"record_privileged={record_privileged!r}: must be a bool")
-        if not (_is_int(privileged_every) and privileged_every >= 1):
+        if not (is_int(privileged_every) and privileged_every >= 1):
             raise ValueError(
                 f"privileged_every={privileged_every!r}: must be an integer >= 1 (1: every step)"
             )
@@ -316,9 +263,9 @@ class EpisodeRunner:
         meta: Mapping[str, Any] | None = None,
     ) -> EpisodeRecord:
         """Run one episode of at most max_steps steps; never raises for agent/env failures."""
-        if not (_is_int(max_steps) and max_steps >= 0):
+        if not (is_int(max_steps) and max_steps >= 0):
             raise ValueError(f"max_steps={max_steps!r}: must be an integer >= 0")
-        if seed is not None and not _is_int(seed):
+        if seed is not None and not is_int(seed):
             raise ValueError(f"seed={seed!r}: must be an integer or None")
         if not isinstance(instruction, str):
             raise ValueError(f"instruction={instruction!r}: must be a string")
@@ -433,7 +380,7 @@ class _Episode:
         return _EpisodeOver(
             EpisodeOutcome.ERROR,
             f"error: {POLICY_TIMEOUT}: {message}",
-            _error_info(POLICY_TIMEOUT, None, message),
+            error_info(POLICY_TIMEOUT, None, message),
         )
 
     def worker(self) -> _DaemonWorker:
@@ -460,16 +407,15 @@ class _Episode:
             return
         chunk, measured = self.act_inline(observation, step)
         if timing.mode == "sync":
-            self.merge(_Pending(request_id, step, step, chunk, measured), step)
+            self.merge(step, step, request_id, chunk, measured)
             return
         latency = timing.latency_s if timing.latency_s is not None else measured
         delay = delay_steps(latency, self.spec.control_hz)
         self.last_delay = delay
-        pending = _Pending(request_id, step, step + delay, chunk, latency)
         if delay == 0:
-            self.merge(pending, step)
+            self.merge(step, step, request_id, chunk, latency)
         else:
-            self.pending = pending
+            self.pending = _Pending(request_id, step, step + delay, chunk, latency)
 
     def timed_act(self, observation: Any, step: int) -> tuple[Any, float]:
         start = time.monotonic()
@@ -484,7 +430,7 @@ class _Episode:
         if pending.future is None:  # virtual clock
             if pending.arrival_step is not None and step >= pending.arrival_step:
                 self.pending = None
-                self.merge(pending, step)
+                self.merge_pending(pending, step)
             return
         if not pending.future.done():
             timeout = self.r.act_timeout_s
@@ -500,35 +446,44 @@ class _Episode:
         if self.r.act_timeout_s is not None and pending.inference_s > self.r.act_timeout_s:
             raise self.timeout_error(self.r.act_timeout_s)
         self.last_delay = step - pending.obs_step
-        self.merge(pending, step)
+        self.merge_pending(pending, step)
 
-    def merge(self, pending: _Pending, step: int) -> None:
-        """Aligned merge: drop the actions whose time has passed; the rest replace the queue."""
-        chunk = _as_chunk(pending.chunk)
-        if self.timing.execution_steps is not None:
-            chunk = chunk[: self.timing.execution_steps]
-        dropped = min(len(chunk), step - pending.obs_step)
-        kept = chunk[dropped:]
-        self.queue = collections.deque(kept)
+    def merge_pending(self, pending: _Pending, step: int) -> None:
+        self.merge(step, pending.obs_step, pending.request_id, pending.chunk, pending.inference_s)
+
+    def merge(
+        self, step: int, obs_step: int, request_id: int, chunk: Any, inference_s: float
+    ) -> None:
+        """Aligned merge at `step` of the chunk computed from the observation of `obs_step`:
+        drop the actions whose time has passed; the rest replace the queue."""
+        chunk = as_chunk(chunk)
+        execution_steps = self.timing.execution_steps
+        if execution_steps is not None and len(chunk) > execution_steps:
+            chunk = chunk[:execution_steps]
+        dropped = min(len(chunk), step - obs_step)
+        queue = self.queue
+        queue.clear()
+        queue.extend(chunk[dropped:] if dropped else chunk)
         self.chunks += 1
-        if self.rec.bus.subscriber_count:
+        rec = self.rec
+        if rec.bus.subscriber_count:
             keys = self.spec.action_keys
-            self.rec.emit(
+            rec.emit(
                 ev.CHUNK_MERGE,
                 step,
                 {
-                    "obs_step": pending.obs_step,
+                    "obs_step": obs_step,
                     "arrival_step": step,
                     "dropped": dropped,
-                    "kept": len(kept),
-                    "inference_s": pending.inference_s,
-                    "request_id": pending.request_id,
+                    "kept": len(queue),
+                    "inference_s": inference_s,
+                    "request_id": request_id,
                     "keys": list(keys),
-                    "actions": [_row(action, keys) for action in chunk],
+                    "actions": [action_row(action, keys) for action in chunk],
                 },
             )
         else:
-            self.rec.seq += 1
+            rec.seq += 1
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> EpisodeRecord:
@@ -555,7 +510,7 @@ class _Episode:
             outcome, status, error = (
                 EpisodeOutcome.ERROR,
                 f"error: kernel: {type(exc).__name__}: {exc}",
-                _error_info("kernel_error", exc),
+                error_info("kernel_error", exc),
             )
         finally:
             self.abandon_worker()
@@ -645,18 +600,19 @@ class _Episode:
         privileged_every = r.privileged_every
         plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
         pacer = r.pacer
+        estop = op.estop_latch
         pacer.restart()
         step = 0
         self._final_observation = observation
         while step < self.max_steps:
             if op.has_notices:
                 self.publish_operator_notices(step)
-            if op._estopped:  # the properties' fields: read every step, so no property call
+            if estop.latched:
                 raise _EpisodeOver(
                     EpisodeOutcome.ESTOPPED,
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
                 )
-            stopping = op._stop_requested
+            stopping = op.stop_requested
             if bus.subscriber_count:
                 self.record_observation(step, observation)
             else:  # nobody listens: count the events, build nothing
@@ -699,7 +655,7 @@ class _Episode:
                 rec.interventions(step, result.interventions)
             action = result.action
 
-            if op._estopped:  # an e-stop during act(): nothing more reaches the env
+            if estop.latched:  # an e-stop during act(): nothing more reaches the env
                 raise _EpisodeOver(
                     EpisodeOutcome.ESTOPPED,
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
@@ -813,7 +769,7 @@ class _Episode:
         )
         record.events = rec.seq + 1  # episode.end included
         rec.t = self.clock(step)
-        rec.end(_summary(record), step)
+        rec.end(episode_summary(record), step)
         op.set_late_verdict_handler(lambda v: _late_verdict(r, record, v))
         r.last_record = record
         on_end = getattr(r.agent, "on_episode_end", None)
@@ -825,22 +781,6 @@ class _Episode:
         return record
 
 
-def _summary(record: EpisodeRecord) -> dict[str, Any]:
-    return {
-        "outcome": record.outcome.value,
-        "status": record.status,
-        "steps": record.steps,
-        "holds": record.holds,
-        "chunks": record.chunks,
-        "safety_interventions": record.safety_interventions,
-        "compat": record.compat.to_dict(),
-        "verdict": record.verdict,
-        "total_reward": record.total_reward,
-        "elapsed_s": record.elapsed_s,
-        "events": record.events,
-    }
-
-
 def _late_verdict(runner: Any, record: EpisodeRecord, verdict: dict[str, Any]) -> None:
     """A verdict given right after the episode: update the record, the trace and the bus."""
     record.verdict = verdict
@@ -849,74 +789,19 @@ def _late_verdict(runner: Any, record: EpisodeRecord, verdict: dict[str, Any]) -
         record.status = f"{record.outcome.value}: operator verdict" + (
             f" ({verdict['note']})" if verdict["note"] else ""
         )
-    from .events import Event
-
     event = Event(
         ev.OPERATOR_VERDICT, record.steps, dict(verdict), seq=record.events, run_id=record.run_id
     )
     record.events += 1
     runner.bus.publish(event)
     if record.trace_path is not None:
-        import json
-
-        path = record.trace_path
-        line = {
-            "seq": event.seq,
-            "kind": event.kind,
-            "step": event.step,
-            "t": event.t,
-            "wall": event.wall,
-            "data": event.data,
-        }
-        with open(path / EVENTS_FILE, "ab") as f:
-            f.write(dumps_line(line))
-        meta_path = path / META_FILE
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-        meta.update(
+        append_event(
+            record.trace_path,
+            event,
             {
                 "outcome": record.outcome.value,
                 "status": record.status,
                 "verdict": verdict,
                 "events": record.events,
-            }
+            },
         )
-        tmp = meta_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(meta, indent=2) + "\n")
-        tmp.replace(meta_path)
-
-
-def _as_chunk(chunk: Any) -> list[Any]:
-    """An agent's return value as a list of proposed actions (garbage stays garbage, for the shield)."""
-    if type(chunk) is list:  # the common case, checked first: this runs for every chunk
-        return chunk
-    if isinstance(chunk, Mapping):
-        return [chunk]  # a single-step policy that did not wrap its action
-    if chunk is None or isinstance(chunk, str | bytes) or not hasattr(chunk, "__iter__"):
-        return [chunk]
-    try:
-        return list(chunk)
-    except Exception:
-        return [chunk]
-
-
-def _row(action: Any, keys: Sequence[str]) -> list[Any]:
-    if type(action) is dict:  # the common case: every value a float already
-        row = [action.get(key) for key in keys]
-        for value in row:
-            if type(value) is not float:
-                break
-        else:
-            return row
-    if not isinstance(action, Mapping):
-        return [None] * len(keys)
-    row = []
-    for key in keys:
-        value = action.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            row.append(float(value))
-        else:
-            try:
-                row.append(float(value))  # numpy scalars
-            except (TypeError, ValueError):
-                row.append(None)
-    return row

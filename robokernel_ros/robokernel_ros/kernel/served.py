@@ -25,24 +25,21 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import events as ev
+from .chunks import action_row, as_chunk
 from .events import EventBus
 from .operator import OperatorChannel
 from .recorder import (
+    POLICY_ERROR,
     VERDICT_OVERRIDABLE,
     EpisodeOutcome,
     EpisodeRecord,
     EpisodeRecorder,
-    env_description,
-)
-from .runner import (
-    POLICY_ERROR,
-    _as_chunk,
-    _error_info,
-    _row,
-    _summary,
     check_episode_parts,
-    make_shield,
+    env_description,
+    episode_summary,
+    error_info,
 )
+from .shield import make_shield
 from .spec import EnvSpec
 from .timing import Timing
 from .trace import TraceStore
@@ -246,10 +243,10 @@ class ServedSession:
             chunk = self.agent.act(observation, step)
         except Exception as exc:
             # Served mode cannot end the harness's loop: hold from now on, report at end().
-            self._error = _error_info(POLICY_ERROR, exc)
+            self._error = error_info(POLICY_ERROR, exc)
             rec.emit(ev.ERROR, step, dict(self._error))
             return
-        chunk = _as_chunk(chunk)
+        chunk = as_chunk(chunk)
         if self.timing.execution_steps is not None:
             chunk = chunk[: self.timing.execution_steps]
         self._queue = collections.deque(chunk)
@@ -266,7 +263,7 @@ class ServedSession:
                 "inference_s": time.monotonic() - start,
                 "request_id": request_id,
                 "keys": list(keys),
-                "actions": [_row(a, keys) for a in chunk],
+                "actions": [action_row(a, keys) for a in chunk],
             },
         )
 
@@ -344,7 +341,7 @@ class ServedSession:
             error=self._error,
         )
         rec.t = self._clock()
-        rec.end(_summary(record), self._step)
+        rec.end(episode_summary(record), self._step)
         self._rec = None
         on_end = getattr(self.agent, "on_episode_end", None)
         if on_end is not None:

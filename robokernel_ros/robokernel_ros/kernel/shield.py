@@ -507,6 +507,14 @@ class SafetyShield:
         return ShieldResult(fallback, interventions, True, missing, unknown)
 
 
+def make_shield(spec: EnvSpec, safety: Mapping[str, Any] | None) -> SafetyShield:
+    """The SafetyShield of a build_guards() config (clip_tolerance: the limit guard's, 0.05)."""
+    safety = dict(safety or {})
+    return SafetyShield(
+        spec, build_guards(safety), clip_tolerance=float(safety.get("clip_tolerance", 0.05))
+    )
+
+
 def _short_repr(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -16,6 +16,11 @@ Action = Mapping[str, float]
 Observation = Mapping[str, Any]
 
 
+def is_int(value: Any) -> bool:
+    """An integer that is not a bool (the parameter checks' one spelling)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """Optional things an environment offers."""

@@ -28,15 +28,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from .spec import is_int
+
 TimingMode = Literal["sync", "realtime"]
 TimingClock = Literal["virtual", "wall"]
 
 # 0.1 s at 50 Hz is 5 steps, not 6: float error in latency x rate is forgiven.
 DELAY_TOLERANCE = 1e-9
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -54,12 +52,12 @@ class Timing:
         if self.clock not in ("virtual", "wall"):
             raise ValueError(f"clock={self.clock!r}: must be 'virtual' or 'wall'")
         if self.execution_steps is not None and not (
-            _is_int(self.execution_steps) and self.execution_steps >= 1
+            is_int(self.execution_steps) and self.execution_steps >= 1
         ):
             raise ValueError(
                 f"execution_steps={self.execution_steps!r}: must be an integer >= 1 or None"
             )
-        if not (_is_int(self.refill_steps) and self.refill_steps >= 0):
+        if not (is_int(self.refill_steps) and self.refill_steps >= 0):
             raise ValueError(f"refill_steps={self.refill_steps!r}: must be an integer >= 0")
         latency_ok = self.latency_s is None or (
             isinstance(self.latency_s, int | float)
@@ -69,7 +67,7 @@ class Timing:
         )
         if not latency_ok:
             raise ValueError(f"latency_s={self.latency_s!r}: must be a finite number >= 0 or None")
-        if not (_is_int(self.max_hold_steps) and self.max_hold_steps >= 1):
+        if not (is_int(self.max_hold_steps) and self.max_hold_steps >= 1):
             raise ValueError(f"max_hold_steps={self.max_hold_steps!r}: must be an integer >= 1")
 
     @property

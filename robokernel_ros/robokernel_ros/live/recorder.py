@@ -20,7 +20,7 @@ has it read the rest and close the file while the caller goes on, result waits f
 messages as the file; a client of a fast eval gets the joint and action channels at the
 display rate (live.view). Where no child can be started the same EpisodeMcap reads the
 finished trace in the closing thread. The child is pooled with the rosbag mirror's
-writer processes (`bag.writer_process`), framed the same way.
+writer processes (`recording.writer_process`), framed the same way.
 
 Wire format (parent -> child, stdin): frames of op (1 byte), length (uint32 LE), payload:
     F  follow: JSON {"run_dir", "image_hz", "base_ns", "progress"}: an EpisodeMcap of
@@ -150,7 +150,7 @@ class McapRecording:
     close after the episode's trace is closed (LiveView.detach)."""
 
     def __init__(self) -> None:
-        from ..bag.writer_process import _acquire
+        from ..recording.writer_process import _acquire
 
         self.failed: str | None = None
         self._spec: dict[str, Any] | None = None
@@ -209,7 +209,7 @@ class McapRecording:
 
     def release(self) -> None:
         """Hand the child back to the pool (a failed one is stopped)."""
-        from ..bag.writer_process import _release
+        from ..recording.writer_process import _release
 
         child, self._child = self._child, None
         if child is None:
@@ -220,7 +220,7 @@ class McapRecording:
             _release(child)
 
     def _send(self, op: bytes, payload: bytes) -> None:
-        from ..bag.writer_process import _frame
+        from ..recording.writer_process import _frame
 
         try:
             self._child.send(_frame(op, payload))
@@ -237,7 +237,7 @@ class McapRecording:
 
 
 def _serve(fd: int, out: Any) -> None:
-    from ..bag.writer_process import _HEAD
+    from ..recording.writer_process import _HEAD
 
     buf = bytearray()
     mcap: EpisodeMcap | None = None

@@ -41,7 +41,7 @@ channels go to <run_dir>/foxglove.mcap: the server's messages for every event (a
 of a real-time run got the same messages; a client of a fast eval got the sampled
 channels at the display rate, each message one of the file's). It is a sibling of the episode's rosbag2
 (<run_dir>/bag), not channels inside it: the bag is written by rosbags' Writer in a
-pooled writer process (bag.writer_process) and read back by load_trace, scoring and
+pooled writer process (recording.writer_process) and read back by load_trace, scoring and
 export, which expect ROS 2 message types only; Foxglove-schema channels (protobuf, JSON)
 inside it would be unreadable to rosbags and ros2 bag. The layout file is written next
 to it (<run_dir>/foxglove_layout.json, see live.layout); `live.layout.write_layout`

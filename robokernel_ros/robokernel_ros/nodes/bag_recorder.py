@@ -8,7 +8,7 @@ Subscribes to `<namespace>/events` (robokernel_interfaces/msg/KernelEvent, the r
 `<trace_dir>/<run_id>/bag` through the same BagMirror the in-process runner uses, so
 every topic and stamp is the mirror's: `/robokernel/events`, `/robokernel/joint_states`,
 `/robokernel/action`, `/robokernel/action_chunk`, `/robokernel/camera/<name>/image`,
-shield interventions and operator commands (see `bag.mirror`). `load_trace`,
+shield interventions and operator commands (see `recording.mirror`). `load_trace`,
 `robokernel score` and `robokernel export-lerobot` read the result like a mirrored bag.
 
 Cameras. The runner publishes its observations without the pixels (an image becomes its
@@ -59,12 +59,13 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
-from robokernel_ros.bag import types as bag_types
-from robokernel_ros.bag.mirror import STORAGES, EpisodeBagMirror, camera_topic
 from robokernel_ros.kernel.events import EPISODE_END, EPISODE_START, OBSERVATION, Event
-from robokernel_ros.policies.remote import is_compressed_topic
-
-from ._common import EVENTS_QOS, SENSOR_QOS, ParameterError, declare, exit_main, run_node
+from robokernel_ros.recording import types as bag_types
+from robokernel_ros.recording.mirror import STORAGES, EpisodeBagMirror, camera_topic
+from robokernel_ros.ros.node import exit_main, run_node
+from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.qos import EVENTS_QOS, SENSOR_QOS
+from robokernel_ros.ros.wire import is_compressed_topic
 
 #: Camera frames: best effort (matches reliable and best-effort drivers), and deeper than
 #: SENSOR_QOS so that a short stall of this node does not drop the frames the events
@@ -183,7 +184,7 @@ class BagRecorderNode(Node):
         if names:
             import PIL.Image  # noqa: F401
 
-            import robokernel_ros.policies.remote  # noqa: F401
+            import robokernel_ros.ros.wire  # noqa: F401
         self.get_logger().info(
             f"recording {ns.rstrip('/')}/events"
             + "".join(f", camera {n} <- {t}" for n, t in zip(names, topics, strict=True))
@@ -314,7 +315,7 @@ def _received_ns(info: Any) -> int:
 
 def _decode(msg: Any) -> np.ndarray:
     """A camera message as the HxWx3 / HxW uint8 array the mirror writes (rgb8 / mono8)."""
-    from robokernel_ros.policies.remote import image_from_msg
+    from robokernel_ros.ros.wire import image_from_msg
 
     array = image_from_msg(msg)  # bgr8 -> RGB and compressed decoded, as the runner reads them
     if array.ndim == 3 and array.shape[2] == 4:

@@ -36,7 +36,9 @@ from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
-from robokernel_ros.nodes._common import ESTOP_QOS, ParameterError, _report, declare, exit_main
+from robokernel_ros.ros.node import exit_main, report
+from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.qos import ESTOP_QOS
 
 
 class EstopPanelNode(Node):
@@ -121,7 +123,7 @@ def main(args: Sequence[str] | None = None) -> int:
             )
         executor.shutdown(timeout_sec=1.0)
     except ParameterError as exc:
-        _report(node, f"refused: {exc}")
+        report(node, f"refused: {exc}")
         status = 2
     finally:
         if node is not None:

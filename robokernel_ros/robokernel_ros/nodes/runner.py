@@ -14,6 +14,11 @@ Names (relative to the node's namespace, `/robokernel` in the launch files):
   services  run_policy, start_policy, stop_policy, list_policies_running, eval_policy,
             evaluate_benchmark, replay_episode, run_multi_policy   (robokernel_interfaces)
             stop, clear_fault, reset_done (std_srvs/Trigger), verdict (SubmitVerdict)
+  actions   run_policy, eval_policy, evaluate_benchmark, replay_episode, run_multi_policy
+            (robokernel_interfaces/action: the service's fields as goal and result,
+            progress as feedback, cancel stops with hold; robokernel_ros.ros.actions).
+            The blocking services stay as thin wrappers of the same calls, without
+            feedback or cancel (stop_policy stops them).
   topics    estop (std_msgs/Bool, reliable + transient_local depth 1: the one the shield
             listens to, from the estop_panel node; true latches the e-stop; with
             `estop_required`, default for env=ros, rollouts start only while its source is
@@ -68,16 +73,14 @@ from robokernel_interfaces.srv import (
     StopPolicy,
     SubmitVerdict,
 )
-from robokernel_ros.nodes._common import (
-    ESTOP_QOS,
-    EVENTS_QOS,
-    ParameterError,
-    declare,
-    event_json,
-    kernel_event_msg,
-    run_multithreaded,
-)
-from robokernel_ros.policies import remote
+from robokernel_ros.kernel.trace import dumps_text
+from robokernel_ros.ros.actions import RunnerActions
+from robokernel_ros.ros.node import run_multithreaded
+from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.qos import ESTOP_QOS, EVENTS_QOS
+from robokernel_ros.ros.remote_policy import RemotePolicy
+from robokernel_ros.ros.transport import ServerWatch, close_private_link
+from robokernel_ros.ros.wire import kernel_event_msg
 from robokernel_ros.safety.estop import EstopCircuit
 
 ENVS = ("sim", "ros")
@@ -122,9 +125,7 @@ class RunnerNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("runner", **kwargs)
         self._started_at = time.monotonic()
-        self._watches: dict[
-            str, remote.ServerWatch
-        ] = {}  # policy servers' heartbeats, by namespace
+        self._watches: dict[str, ServerWatch] = {}  # policy servers' heartbeats, by namespace
         self._watches_lock = threading.Lock()
         self.env_kind = declare(
             self, "env", "sim", "environment: sim (MuJoCo in-process) or ros", choices=ENVS
@@ -274,6 +275,20 @@ class RunnerNode(Node):
             (RunMultiPolicy, "run_multi_policy", self._on_run_multi_policy),
         ):
             self.create_service(srv_type, name, handler, callback_group=long_calls)
+        # The same long calls as actions (goal, feedback, cancel: robokernel_ros.ros.actions).
+        self._actions = RunnerActions(
+            self,
+            {
+                "run_policy": self._on_run_policy,
+                "eval_policy": self._on_eval_policy,
+                "evaluate_benchmark": self._on_evaluate_benchmark,
+                "replay_episode": self._on_replay_episode,
+                "run_multi_policy": self._on_run_multi_policy,
+            },
+            bus=bus,
+            cancel=lambda: self.cell.interrupt("cancelled"),
+            callback_group=long_calls,
+        )
         self.create_service(StopPolicy, "stop_policy", self._on_stop_policy, callback_group=quick)
         self.create_service(
             ListPoliciesRunning, "list_policies_running", self._on_list, callback_group=quick
@@ -341,7 +356,7 @@ class RunnerNode(Node):
             if isinstance(out, Mapping) and out.get("status") == "error":
                 raise ParameterError("robot", self.robot, _text(out))
             return cell
-        from robokernel_ros.nodes.ros_env import RosRobotEnv, RosScene
+        from robokernel_ros.ros.ros_env import RosRobotEnv, RosScene
 
         self.ros_env = RosRobotEnv(
             self,
@@ -395,10 +410,7 @@ class RunnerNode(Node):
         response.status = status if status in ("success", "error") else "error"
         response.message = _text(out)
         report = _json(out)
-        try:
-            response.report_json = json.dumps(report if report is not None else {}, default=str)
-        except ValueError:
-            response.report_json = json.dumps(_event_json_safe(report))
+        response.report_json = dumps_text(report if report is not None else {})
         return response
 
     def _rollout_kwargs(self, request: Any) -> dict[str, Any]:
@@ -441,7 +453,7 @@ class RunnerNode(Node):
                 clauses = extra.pop(key)
                 if isinstance(clauses, str):
                     clauses = {"predicate": clauses}
-                from robokernel_ros.rollout import compile_criteria
+                from robokernel_ros.tasks import compile_criteria
 
                 try:
                     criteria = compile_criteria(f"extra_json[{key!r}]", clauses)
@@ -481,7 +493,7 @@ class RunnerNode(Node):
                 "namespace", self.get_namespace() if self.get_namespace() != "/" else ""
             )
             try:
-                remote.RemotePolicy.preflight(config)
+                RemotePolicy.preflight(config)
                 self._server_watch(namespace).wait_ready(self.server_ready_timeout_s)
             except (ValueError, RuntimeError) as exc:
                 raise Refused(f"policy_provider='remote': {exc}") from exc
@@ -495,14 +507,14 @@ class RunnerNode(Node):
                 "cannot share; parallel episodes need a simulated robot (env=sim) or evaluate_benchmark"
             )
 
-    def _server_watch(self, namespace: str) -> remote.ServerWatch:
+    def _server_watch(self, namespace: str) -> ServerWatch:
         """One heartbeat subscription per policy server, kept for the node's life: destroying
         a subscription while the multi-threaded executor spins races its wait set (rclpy's
         "cannot use Destroyable because destruction was requested" ended the process)."""
         with self._watches_lock:
             watch = self._watches.get(namespace)
             if watch is None:
-                watch = self._watches[namespace] = remote.ServerWatch(self, namespace)
+                watch = self._watches[namespace] = ServerWatch(self, namespace)
             return watch
 
     def _on_run_policy(self, request: RunPolicy.Request, response: RunPolicy.Response) -> Any:
@@ -708,9 +720,10 @@ class RunnerNode(Node):
             close()
         if self._unsubscribe is not None:
             self._unsubscribe()
-        remote.close_private_link()
+        close_private_link()
         if getattr(self, "live_view", None) is not None:
             self.live_view.close()
+        self._actions.destroy()
         super().destroy_node()
 
 
@@ -736,10 +749,6 @@ def _json(out: Mapping[str, Any]) -> Any:
         if isinstance(c, Mapping) and "json" in c:
             return c["json"]
     return None
-
-
-def _event_json_safe(value: Any) -> Any:
-    return json.loads(event_json({"v": value}))["v"]
 
 
 def _running_robots(report: Mapping[str, Any]) -> list[str]:

@@ -92,6 +92,16 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from robokernel_interfaces.msg import ShieldIntervention, ShieldState
 from robokernel_ros.kernel import FiniteGuard, Intervention, LimitGuard, SafetyShield, run_guards
 from robokernel_ros.kernel.shield import GuardContext
+from robokernel_ros.ros.node import EXECUTORS, exit_main, run_node
+from robokernel_ros.ros.params import ParameterError, check, declare
+from robokernel_ros.ros.qos import (
+    COMMAND_QOS,
+    ESTOP_QOS,
+    EVENT_QOS,
+    LATCHED_QOS,
+    SENSOR_QOS,
+    STATUS_QOS,
+)
 from robokernel_ros.safety.estop import LOST, EstopCircuit
 from robokernel_ros.safety.limits import (
     LIMIT_KEYS,
@@ -104,21 +114,6 @@ from robokernel_ros.safety.limits import (
     merge_limit_sources,
     parse_joint_limits,
     urdf_limit_sources,
-)
-
-from ._common import (
-    COMMAND_QOS,
-    ESTOP_QOS,
-    EVENT_QOS,
-    EXECUTORS,
-    LATCHED_QOS,
-    SENSOR_QOS,
-    STATUS_QOS,
-    ParameterError,
-    check,
-    declare,
-    exit_main,
-    run_node,
 )
 
 CONTROLLERS = ("forward_command", "joint_trajectory")

@@ -36,15 +36,9 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
-from ._common import (
-    COMMAND_QOS,
-    EXECUTORS,
-    JOINT_STATE_PUB_QOS,
-    ParameterError,
-    declare,
-    exit_main,
-    run_node,
-)
+from robokernel_ros.ros.node import EXECUTORS, exit_main, run_node
+from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.qos import COMMAND_QOS, JOINT_STATE_PUB_QOS
 
 
 class SimRobotNode(Node):

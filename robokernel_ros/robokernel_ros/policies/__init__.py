@@ -1,4 +1,5 @@
-"""Policy protocol and providers: mock, scripted, lerobot, remote (ROS)."""
+"""Policy protocol and providers: mock, scripted, lerobot; remote (ROS: robokernel_ros.ros.remote_policy,
+imported only when the provider is asked for)."""
 
 from robokernel_ros.policies.base import (
     Policy,

@@ -9,6 +9,7 @@ before any robot is claimed.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -145,11 +146,13 @@ def register_provider(
 
 def available_providers() -> list[str]:
     _load_builtin_providers()
-    return sorted(_PROVIDERS)
+    return sorted(set(_PROVIDERS) | set(_LAZY_PROVIDERS))
 
 
 def provider_class(name: str) -> type[Policy] | PolicyFactory:
     _load_builtin_providers()
+    if isinstance(name, str) and name not in _PROVIDERS and name in _LAZY_PROVIDERS:
+        importlib.import_module(_LAZY_PROVIDERS[name])  # registers itself on import
     if not isinstance(name, str) or name not in _PROVIDERS:
         raise ValueError(f"policy_provider={name!r}: must be one of {sorted(_PROVIDERS)}")
     return _PROVIDERS[name]
@@ -179,6 +182,9 @@ def create_policy(name: str, **config: Any) -> Policy:
 
 
 _BUILTINS_LOADED = False
+#: Built-in providers whose module is imported only when their name is asked for: the
+#: `remote` provider is ROS code (robokernel_ros.ros), which policies/ must not import.
+_LAZY_PROVIDERS = {"remote": "robokernel_ros.ros.remote_policy"}
 
 
 def _load_builtin_providers() -> None:
@@ -187,9 +193,7 @@ def _load_builtin_providers() -> None:
     if _BUILTINS_LOADED:
         return
     _BUILTINS_LOADED = True
-    import importlib
-
-    for module in ("mock", "scripted", "lerobot", "remote"):
+    for module in ("mock", "scripted", "lerobot"):
         try:
             importlib.import_module(f"robokernel_ros.policies.{module}")
         except ModuleNotFoundError as exc:

@@ -472,22 +472,15 @@ class LerobotPolicy(Policy):
         self.convention: RobotConvention | None = _convention(config, self.robot_type)
 
         create_start = time.monotonic()
-        rss_before = resident_rss_mb()
         self._loaded, self.load_cache_hit = _load_checkpoint(
             path, self.device, config.get("overrides") or {}, config.get("rtc")
         )
         self.load_time_s = time.monotonic() - create_start
         self.checkpoint_load_time_s = self._loaded.load_time_s
         self.resident_rss_mb = resident_rss_mb()
-        self.rss_delta_mb = self.resident_rss_mb - rss_before
         lr_cfg = self._loaded.config
 
         self.supports_rtc = bool(self._loaded.rtc_signature)
-        self.rtc_execution_horizon = (
-            int(lr_cfg.rtc_config.execution_horizon)
-            if self.supports_rtc and lr_cfg.rtc_config is not None
-            else 0
-        )
         # RTC merges the whole predicted chunk (as LeRobot's RTC engine does), so its
         # tail is there to blend with and to cover the inference delay.
         self.full_chunk = bool(config.get("full_chunk", self.supports_rtc))

@@ -8,8 +8,7 @@ closed-loop on the observation, so it needs position actuators (SO-101).
 
 The task exposes its success criterion: `is_success(context)` is true once every
 waypoint has been reached in order and the robot is at the last one, so
-`eval_policy` scores a success rate without a success_fn, and `task_spec()` gives the
-same criterion as a JSON predicate clause.
+`eval_policy` scores a success rate without a success_fn.
 
 policy_config:
   targets         list of waypoints (required)
@@ -23,7 +22,7 @@ policy_config:
   execution_horizon  actions per chunk (default 1: closed loop)
 
 The `scripted_goal` provider is the expert of a benchmark with a per-episode goal
-(`rollout/goals.py`): its one waypoint is the observation's `goal.<joint>` entries,
+(`tasks/goals.py`): its one waypoint is the observation's `goal.<joint>` entries,
 read at every call; it takes the same keys but `targets`.
 """
 
@@ -33,8 +32,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
+from robokernel_ros.kernel.observation import goal_in, observed_joint_positions
 from robokernel_ros.policies.base import Action, Policy, register_provider
 
 _CONFIG_KEYS = frozenset(
@@ -49,42 +47,6 @@ _CONFIG_KEYS = frozenset(
         "seed",
     }  # fmt: skip
 )
-
-
-def observed_joint_positions(observation: Mapping[str, Any]) -> dict[str, float]:
-    """Joint positions by joint name from an observation, whatever its layout.
-
-    Understands the MujocoEnv layout {"joint_positions": {name: value}, ...}, also
-    {"joint_pos": ...} / {"qpos": {name: value}} / {"state": {...}} and flat "<joint>.pos" keys.
-    """
-    for key in ("joint_positions", "joint_pos", "qpos", "positions"):
-        value = observation.get(key)
-        if isinstance(value, Mapping):
-            return {str(k): float(np.asarray(v).reshape(-1)[0]) for k, v in value.items()}
-    state = observation.get("state")
-    if isinstance(state, Mapping):
-        return observed_joint_positions(state)
-    out: dict[str, float] = {}
-    for key, value in observation.items():
-        if isinstance(key, str) and key.endswith(".pos"):
-            try:
-                out[key[: -len(".pos")]] = float(np.asarray(value).reshape(-1)[0])
-            except (TypeError, ValueError, IndexError):
-                continue
-    return out
-
-
-GOAL_PREFIX = "goal."
-
-
-def goal_in(observation: Mapping[str, Any]) -> dict[str, float]:
-    """The `goal.<joint>` entries of an observation, by joint ({} when it has none)."""
-    n = len(GOAL_PREFIX)
-    return {
-        k[n:]: float(v)
-        for k, v in observation.items()
-        if isinstance(k, str) and k.startswith(GOAL_PREFIX)
-    }
 
 
 def _positive(config: Mapping[str, Any], key: str) -> None:
@@ -271,18 +233,6 @@ class ScriptedPolicy(Policy):
         self._command[key] = current + step
 
     # --- the task's criterion ------------------------------------------------------------
-
-    def final_targets(self) -> dict[str, float]:
-        """The last waypoint by joint name."""
-        return {self.joint_of(k): v for k, v in (self.waypoints or [{}])[-1].items()}
-
-    def task_spec(self) -> dict[str, Any]:
-        """The success criterion as a JSON predicate clause (the last waypoint reached)."""
-        return {
-            "predicate": "joint_near_target",
-            "targets": self.final_targets(),
-            "tolerance": self.tolerance,
-        }
 
     def is_success(self, context: Mapping[str, Any]) -> bool:
         """Every waypoint reached in order, and the robot within tolerance of the last one."""

@@ -7,49 +7,31 @@
     out["status"], out["content"]           # "success" | "error", [{"text": ...}, {"json": {...}}]
 
 Imports no ROS: the runner node wraps SimWorkcell and serves its calls as services.
+Predicates, benchmark specs and goals are `robokernel_ros.tasks`'.
 """
 
-from .benchmarks import BenchmarkRegistry, builtin_benchmark_specs, pass_hat_k, validate_spec
-from .predicates import (
-    PREDICATES,
-    REWARDS,
-    Criterion,
-    CriterionError,
-    compile_criteria,
-    compile_rewards,
-    register_predicate,
-    register_reward,
-)
+from .control import RolloutControl
+from .episode import EpisodeResult, seed_everything
+from .errors import RecordingFrameError
+from .plan import DEFAULT_TRACE_DIR, RolloutPlan
+from .policy_runner import PolicyRunner
 from .progress import PROGRESS, Progress
 from .replay import RecordedEpisode, ReplayPolicy, resolve_recording
+from .requests import EvalRequest, MultiRequest, RunRequest, plan_eval, plan_multi, plan_run
 from .results import envelope, envelope_json, envelope_text, error_envelope
-from .runner import (
-    DEFAULT_TRACE_DIR,
-    EpisodeSink,
-    EpisodeSinkContext,
-    PolicyRunner,
-    RecordingFrameError,
-    RolloutControl,
-    RolloutPlan,
-    plan_eval,
-    plan_multi,
-    plan_run,
-    seed_everything,
-)
+from .sinks import EpisodeSink, EpisodeSinkContext
 from .validation import boolean_flag_error
 from .workcell import SCENE_MUTATIONS, SceneBusyError, SimWorkcell
 
 __all__ = [
     "DEFAULT_TRACE_DIR",
-    "PREDICATES",
     "PROGRESS",
-    "REWARDS",
     "SCENE_MUTATIONS",
-    "BenchmarkRegistry",
-    "Criterion",
-    "CriterionError",
+    "EpisodeResult",
     "EpisodeSink",
     "EpisodeSinkContext",
+    "EvalRequest",
+    "MultiRequest",
     "PolicyRunner",
     "Progress",
     "RecordedEpisode",
@@ -57,23 +39,17 @@ __all__ = [
     "ReplayPolicy",
     "RolloutControl",
     "RolloutPlan",
+    "RunRequest",
     "SceneBusyError",
     "SimWorkcell",
     "boolean_flag_error",
-    "builtin_benchmark_specs",
-    "compile_criteria",
-    "compile_rewards",
     "envelope",
     "envelope_json",
     "envelope_text",
     "error_envelope",
-    "pass_hat_k",
     "plan_eval",
     "plan_multi",
     "plan_run",
-    "register_predicate",
-    "register_reward",
     "resolve_recording",
     "seed_everything",
-    "validate_spec",
 ]

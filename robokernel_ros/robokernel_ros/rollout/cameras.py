@@ -212,7 +212,7 @@ def _same_camera(scene: Any, cam: str, spec: Mapping[str, Any]) -> None:
             f"cameras[{cam!r}]: the scene already has a camera {cam!r} (of a robot or a loaded scene); "
             f"name it without a definition, or define another name"
         )
-    from robokernel_ros.envs.scene import xyaxes_from_lookat
+    from robokernel_ros.envs.geometry import xyaxes_from_lookat
 
     pos = tuple(float(v) for v in spec["pos"])
     if spec.get("xyaxes") is not None:

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .runner import RecentChunks
+from .agent import RecentChunks
 
 
 def split_observation(observation: Mapping[str, Any], robot: str) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def split_action(action: Mapping[str, Any], robots: Sequence[str]) -> dict[str, 
 
 
 class MultiAgent:
-    """Composes per-robot agents (each a _RolloutAgent) into one kernel Agent."""
+    """Composes per-robot agents (each a RolloutAgent) into one kernel Agent."""
 
     supports_rtc = False
 

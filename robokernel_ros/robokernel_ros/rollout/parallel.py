@@ -55,7 +55,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .runner import PolicyRunner, RolloutControl, RolloutPlan
+    from .control import RolloutControl
+    from .episode import EpisodeOutlet
+    from .plan import RolloutPlan
 
 _log = logging.getLogger(__name__)
 
@@ -88,7 +90,9 @@ class EpisodeWorker:
         from robokernel_ros.envs import MujocoScene
 
         from . import torque
-        from .runner import EvalSession, PolicyRunner, RolloutControl
+        from .control import RolloutControl
+        from .episode import EpisodeOutlet
+        from .session import EvalSession
 
         self.scene = MujocoScene.from_description(dict(scene_description))
         self._held = contextlib.ExitStack()  # the call's torque shims, for the worker's life
@@ -107,8 +111,8 @@ class EpisodeWorker:
         self.plan = plan
         self.control = RolloutControl(plan.robots, plan.call)
         self.control.state = "running"
-        runner = PolicyRunner(self.scene, **runner_settings)
-        self.session = EvalSession(runner, plan, self.scene)
+        # the worker's episodes publish on a bus of their own: only progress reaches the driver
+        self.session = EvalSession(EpisodeOutlet(**runner_settings), plan, self.scene)
 
     def pid(self) -> int:
         return os.getpid()
@@ -121,7 +125,7 @@ class EpisodeWorker:
 
     def run_episode(self, episode: int) -> dict[str, Any]:
         """Episode `episode` of the plan; with a local trace folder, its run directory as a tar."""
-        result = self.session.episode(episode, self.control)
+        result = self.session.episode(episode, self.control).to_dict()
         if self.local_trace is not None and result.get("run_id"):
             run_dir = self.local_trace / str(result["run_id"])
             buffer = io.BytesIO()
@@ -159,15 +163,15 @@ def _unpack_run_dir(result: dict[str, Any], trace_dir: Path, local_root: str | N
             result[key] = str(trace_dir / Path(value).relative_to(local_root))
 
 
-def execute_parallel_eval(runner: PolicyRunner, plan: RolloutPlan, control: RolloutControl,
+def execute_parallel_eval(outlet: EpisodeOutlet, plan: RolloutPlan, control: RolloutControl,
                           scene: Any) -> dict[str, Any]:  # fmt: skip
     """Run a validated eval plan with plan.workers > 1 Ray workers; the aggregate as on the serial path."""
-    from .runner import eval_progress
+    from .session import eval_progress
 
     t_start = time.monotonic()
     ray_init(plan.ray_address, plan.workers)
-    run = _ParallelEval(runner, plan, control, scene)
-    progress = eval_progress(plan, runner.bus)
+    run = _ParallelEval(outlet, plan, control, scene)
+    progress = eval_progress(plan, outlet.bus)
     try:
         with _interrupt_stops(control):
             run.start()
@@ -183,15 +187,15 @@ class _ParallelEval:
     """The driver's side of one parallel eval: workers, the episode queue, the results."""
 
     def __init__(
-        self, runner: PolicyRunner, plan: RolloutPlan, control: RolloutControl, scene: Any
+        self, outlet: EpisodeOutlet, plan: RolloutPlan, control: RolloutControl, scene: Any
     ) -> None:
         import ray
 
         self.plan, self.control = plan, control
         shipped = dataclasses.replace(plan, scene_override=None, observers=[], on_frame=None,
                                       progress=False, workers=1)  # fmt: skip
-        settings = {"record_privileged": runner.record_privileged, "image_every": runner.image_every,
-                    "privileged_every": runner.privileged_every}  # fmt: skip
+        settings = {"record_privileged": outlet.record_privileged, "image_every": outlet.image_every,
+                    "privileged_every": outlet.privileged_every}  # fmt: skip
         self.marker: Path | None = None
         if plan.trace_dir is not None:  # a worker that sees it shares the driver's storage
             plan.trace_dir.mkdir(parents=True, exist_ok=True)
@@ -326,8 +330,8 @@ class _ParallelEval:
             self.marker.unlink(missing_ok=True)
 
     def report(self, *, startup_s: float, elapsed_s: float) -> dict[str, Any]:
+        from .report import eval_report
         from .results import BINDING_FLAGS
-        from .runner import eval_report
 
         episodes = [self.results[i] for i in sorted(self.results)]
         first = episodes[0] if episodes else {}
@@ -336,7 +340,7 @@ class _ParallelEval:
             policy_report[flag] = any(bool(e.get(flag)) for e in episodes)
         out = eval_report(self.plan, self.control, episodes, policy_report,
                           chunk_prefetch=bool(first.get("chunk_prefetch_enabled")),
-                          policy_rtc=bool(first.get("policy_rtc_enabled")), elapsed_s=elapsed_s)  # fmt: skip
+                          policy_rtc=bool(first.get("policy_rtc_enabled")), elapsed_s=elapsed_s).to_dict()  # fmt: skip
         out["parallel"] = {
             "workers": self.plan.workers,
             "ray_address": self.plan.ray_address,

@@ -74,6 +74,8 @@ def resolve_episode(repo_id: Any, episode: Any) -> Trace:
                     f"episode={episode}: {str(path)!r} holds {len(runs)} recorded episodes (0..{len(runs) - 1})"
                 )
             path = runs[episode]
+    import robokernel_ros.recording  # noqa: F401 - registers the rosbag2 reader with load_trace
+
     try:
         return load_trace(path)
     except ValueError as exc:

@@ -1,15 +1,14 @@
-"""Result records of the rollout API: per-episode health, the multi-episode aggregate, the envelope."""
+"""Result records of the rollout API at the edge: the envelope, JSON values, the status line."""
 
 from __future__ import annotations
 
 import json
-import math
-import os
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .benchmarks import pass_hat_k
+from robokernel_ros.kernel.trace import to_jsonable
+
+from .health import health_note
 
 # The one-release aliases of the chunk_prefetch_* fields.
 RTC_ALIASES: dict[str, str] = {
@@ -28,7 +27,7 @@ def envelope(status: str, text: str, payload: Mapping[str, Any] | None = None) -
     """{"status": "success"|"error", "content": [{"text": ...}, {"json": {...}}]}."""
     content: list[dict[str, Any]] = [{"text": text}]
     if payload is not None:
-        content.append({"json": jsonable(payload)})
+        content.append({"json": to_jsonable(payload)})
     return {"status": status, "content": content}
 
 
@@ -48,228 +47,10 @@ def envelope_text(out: Mapping[str, Any]) -> str:
     return "\n".join(b["text"] for b in out.get("content", []) if "text" in b)
 
 
-def jsonable(value: Any) -> Any:
-    """Plain JSON types only (numpy scalars/arrays, paths, tuples converted; NaN -> None)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "tolist"):
-        return jsonable(value.tolist())
-    if hasattr(value, "value") and isinstance(getattr(value, "value", None), str):  # enums
-        return value.value
-    return repr(value)
-
-
-class ActionHealth:
-    """Per-key resolution health of the actions a policy sent to one robot.
-
-    A step's credit is known when the policy's action named at least one key and not
-    only driven joint names (a step keyed by joint names is excluded, not scored).
-
-    count() is cheap: it tallies the action's key tuple (a policy names the same keys
-    step after step), and the figures are folded from those tallies when read. At most
-    MAX_SHAPES distinct key tuples are tallied; an action of any further shape is folded
-    at once, so the state stays bounded whatever a policy emits.
-    """
-
-    MAX_SHAPES = 64
-
-    def __init__(self, action_keys: frozenset[str], joint_names: frozenset[str] = frozenset()):
-        self.action_keys = frozenset(action_keys)
-        self.joint_names = frozenset(joint_names)
-        self._steps = 0  # policy actions executed (holds excluded)
-        self._applied = 0  # those that commanded at least one actuator
-        self._credited = 0
-        self._partial = 0  # credited steps with at least one unresolved key
-        self._named = 0
-        self._resolved = 0
-        self._errors: Counter[str] = Counter()
-        self._missing: Counter[str] = Counter()
-        self._shapes: dict[tuple[Any, ...], int] = {}  # key tuple -> actions not folded yet
-
-    def count(self, action: Any) -> None:
-        """One executed policy action (a non-mapping counts as an action naming no key)."""
-        shape = tuple(action) if type(action) is dict or isinstance(action, Mapping) else ()
-        shapes = self._shapes
-        n = shapes.get(shape)
-        if n is not None:
-            shapes[shape] = n + 1
-        elif len(shapes) < self.MAX_SHAPES:
-            shapes[shape] = 1
-        else:
-            self._fold_shape(shape, 1)
-
-    def count_all(self, actions: Iterable[Any]) -> None:
-        for action in actions:
-            self.count(action)
-
-    def _fold_shape(self, shape: tuple[Any, ...], n: int) -> None:
-        self._steps += n
-        named = set(shape)
-        resolved = named & self.action_keys
-        if resolved:
-            self._applied += n
-        if not named:
-            return
-        if not resolved and named <= self.joint_names:
-            return  # keyed by driven joint names: credit unknown
-        unresolved = named - self.action_keys
-        self._credited += n
-        self._named += n * len(named)
-        self._resolved += n * len(resolved)
-        if unresolved:
-            self._partial += n
-            for key in unresolved:
-                self._errors[key] += n
-        for key in self.action_keys - named:
-            self._missing[key] += n
-
-    def _fold(self) -> None:
-        shapes, self._shapes = self._shapes, {}
-        for shape, n in shapes.items():
-            self._fold_shape(shape, n)
-
-    @property
-    def steps(self) -> int:
-        self._fold()
-        return self._steps
-
-    @property
-    def applied(self) -> int:
-        self._fold()
-        return self._applied
-
-    @property
-    def credited(self) -> int:
-        self._fold()
-        return self._credited
-
-    @property
-    def partial(self) -> int:
-        self._fold()
-        return self._partial
-
-    @property
-    def named_keys(self) -> int:
-        self._fold()
-        return self._named
-
-    @property
-    def resolved_keys(self) -> int:
-        self._fold()
-        return self._resolved
-
-    @property
-    def errors(self) -> Counter[str]:
-        self._fold()
-        return self._errors
-
-    @property
-    def missing(self) -> Counter[str]:
-        self._fold()
-        return self._missing
-
-    def to_dict(self) -> dict[str, Any]:
-        self._fold()
-        return {
-            "actions_applied": self._applied,
-            "action_errors": dict(sorted(self._errors.items())),
-            "action_resolution_rate": (self._resolved / self._named) if self._named else 0.0,
-            "partial_action_failure_rate": (self._partial / self._credited)
-            if self._credited
-            else 0.0,
-            "action_steps_credited": self._credited,
-            "action_steps_with_unresolved_keys": self._partial,
-            "action_missing_keys": dict(sorted(self._missing.items())),
-        }
-
-
 def rtc_aliases(result: dict[str, Any]) -> dict[str, Any]:
     for alias, field_name in RTC_ALIASES.items():
         result[alias] = result.get(field_name)
     return result
-
-
-def health_note(result: Mapping[str, Any]) -> str:
-    partial = result.get("action_steps_with_unresolved_keys", 0)
-    credited = result.get("action_steps_credited", 0)
-    if partial:
-        keys = ", ".join(sorted(result.get("action_errors") or {}))
-        return f"{partial}/{credited} action steps had unresolved keys ({keys})"
-    return ""
-
-
-def wilson_interval(successes: int, n: int) -> tuple[float, float]:
-    """The success rate's 95 % interval (scoring's Wilson interval: one definition)."""
-    from robokernel_ros.scoring.scorers import wilson_interval as wilson
-
-    return wilson(successes, n)
-
-
-def aggregate(
-    episodes: Sequence[Mapping[str, Any]],
-    *,
-    base: Mapping[str, Any],
-    policy_report: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The multi-episode report: success_rate, avg_reward, pass_hat_k, total_steps, ..."""
-    n = len(episodes)
-    successes = [bool(e.get("success")) for e in episodes]
-    rewards = [float(e.get("total_reward") or 0.0) for e in episodes]
-    inference = [e["avg_inference_ms"] for e in episodes if e.get("avg_inference_ms") is not None]
-    max_inf = [e["max_inference_ms"] for e in episodes if e.get("max_inference_ms") is not None]
-    errors: Counter[str] = Counter()
-    named = resolved = credited = partial = 0
-    for e in episodes:
-        errors.update(e.get("action_errors") or {})
-        named += e.get("_named_keys", 0)
-        resolved += e.get("_resolved_keys", 0)
-        credited += e.get("action_steps_credited", 0)
-        partial += e.get("action_steps_with_unresolved_keys", 0)
-    out: dict[str, Any] = {
-        **base,
-        "n_episodes": n,
-        "successes": sum(successes),
-        "success_rate": (sum(successes) / n) if n else 0.0,
-        "success_rate_ci95": list(wilson_interval(sum(successes), n)) if n else None,
-        "avg_reward": (sum(rewards) / n) if n else 0.0,
-        "pass_hat_k": pass_hat_k(successes),
-        "total_steps": sum(int(e.get("steps_advanced") or 0) for e in episodes),
-        "actions_applied": sum(int(e.get("actions_applied") or 0) for e in episodes),
-        "steps_advanced": sum(int(e.get("steps_advanced") or 0) for e in episodes),
-        "stopped_reasons": [e.get("stopped_reason") for e in episodes],
-        "outcomes": [e.get("outcome") for e in episodes],
-        "video_paths": [e.get("video_path") for e in episodes if e.get("video_path")],
-        "trace_paths": [e.get("trace_path") for e in episodes],
-        "bag_paths": [e.get("bag_path") for e in episodes],
-        "action_errors": dict(sorted(errors.items())),
-        "action_resolution_rate": (resolved / named) if named else 0.0,
-        "partial_action_failure_rate": (partial / credited) if credited else 0.0,
-        "action_steps_credited": credited,
-        "action_steps_with_unresolved_keys": partial,
-        "chunk_prefetch_chunks_acquired": sum(
-            int(e.get("chunk_prefetch_chunks_acquired") or 0) for e in episodes
-        ),
-        "chunk_prefetch_hits": sum(int(e.get("chunk_prefetch_hits") or 0) for e in episodes),
-        "chunk_prefetch_blocks": sum(int(e.get("chunk_prefetch_blocks") or 0) for e in episodes),
-        "avg_inference_ms": (sum(inference) / len(inference)) if inference else None,
-        "max_inference_ms": max(max_inf) if max_inf else None,
-        "safety_interventions": sum(int(e.get("safety_interventions") or 0) for e in episodes),
-        "sim_time_s": sum(float(e.get("sim_time_s") or 0.0) for e in episodes),
-        **{k: bool(policy_report.get(k, False)) for k in BINDING_FLAGS},
-        "policy_load_time_s": policy_report.get("policy_load_time_s"),
-        "policy_load_cache_hit": policy_report.get("policy_load_cache_hit"),
-        "policy_resident_rss_mb": policy_report.get("policy_resident_rss_mb"),
-        "episodes": [public(e) for e in episodes],
-    }
-    return rtc_aliases(out)
 
 
 def public(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -294,3 +75,41 @@ def _cell(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value)
     return str(value)
+
+
+def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) -> tuple[str, str]:
+    """(status, text) of a run or an eval result: error when no action was applied."""
+    if result.get("stopped_before_first_frame"):
+        return "success", f"stopped before the first frame ({result.get('robot_name')})"
+    reason = str(result.get("stopped_reason") or "")
+    applied = int(result.get("actions_applied") or 0)
+    note = health_note(result)
+    if aggregate_report:
+        head = (
+            f"{result.get('policy')} on {result.get('robot_name')}: {result.get('n_episodes')} "
+            f"episode{'' if result.get('n_episodes') == 1 else 's'}, "
+            f"success_rate={result.get('success_rate', 0.0):.3f}, avg_reward={result.get('avg_reward', 0.0):.3f}, "
+            f"{result.get('total_steps')} steps"
+        )
+        errors = [r for r in result.get("stopped_reasons", []) if str(r).startswith("error")]
+        if applied == 0 and result.get("n_episodes"):
+            return "error", (
+                head
+                + "; refused: no action was applied in any episode (actions_applied=0), so success_rate, "
+                "avg_reward and pass_hat_k would describe the scene's initial state"
+            )
+        if errors:
+            return "error", head + f"; {len(errors)} episode(s) ended in error: {errors[0]}"
+        return "success", head + (f"; {note}" if note else "")
+    head = (
+        f"{result.get('policy')} on {result.get('robot_name')}: {result.get('steps_advanced')} steps, "
+        f"{applied} actions applied, stopped_reason={reason}"
+    )
+    if reason.startswith("error"):
+        return "error", head
+    if applied == 0 and reason not in ("stopped", "estopped"):
+        return "error", head + (
+            "; no action commanded the robot (no step resolved any of its action keys): "
+            f"action_errors={result.get('action_errors')}"
+        )
+    return "success", head + (f"; {note}" if note else "")

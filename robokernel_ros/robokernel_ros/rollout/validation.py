@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Integral, Real
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+from robokernel_ros.kernel.domains import is_number, positive_int, positive_number
 from robokernel_ros.policies.base import Policy
 
 
@@ -37,35 +38,6 @@ def check_flag(name: str, value: Any, *, allow_none: bool = False) -> bool | Non
     return value
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
-
-
-def positive_number(name: str, value: Any) -> float:
-    """A positive finite number (bools refused)."""
-    if not _is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
-        raise ValueError(f"{name}={value!r}: must be a positive finite number")
-    return float(value)
-
-
-def positive_int(name: str, value: Any) -> int:
-    """A positive whole number: 3 and 3.0 are accepted, 3.5, True and "3" are refused."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name}={value!r}: must be a positive whole number, got a boolean")
-    if isinstance(value, Integral):
-        if int(value) <= 0:
-            raise ValueError(f"{name}={value!r}: must be a positive whole number")
-        return int(value)
-    if (
-        _is_number(value)
-        and math.isfinite(float(value))
-        and float(value).is_integer()
-        and value > 0
-    ):
-        return int(value)
-    raise ValueError(f"{name}={value!r}: must be a positive whole number")
-
-
 def optional_positive_int(name: str, value: Any) -> int | None:
     return None if value is None else positive_int(name, value)
 
@@ -74,7 +46,7 @@ def timeout_seconds(name: str, value: Any) -> float | None:
     """Positive finite seconds, or None to wait without a deadline."""
     if value is None:
         return None
-    if not _is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
+    if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
         raise ValueError(
             f"{name}={value!r}: must be positive finite seconds, or None for no deadline"
         )
@@ -398,7 +370,7 @@ def parallel_options(
         )
     check_flag("batch_inference", batch_inference)
     batch = positive_int("max_batch", max_batch)
-    if not _is_number(max_wait_ms) or not math.isfinite(float(max_wait_ms)) or max_wait_ms < 0:
+    if not is_number(max_wait_ms) or not math.isfinite(float(max_wait_ms)) or max_wait_ms < 0:
         raise ValueError(
             f"max_wait_ms={max_wait_ms!r}: must be a finite number of milliseconds >= 0"
         )

@@ -22,25 +22,19 @@ from typing import Any
 
 from robokernel_ros.envs import MujocoScene
 from robokernel_ros.kernel.events import EventBus
+from robokernel_ros.kernel.operator import Latch
+from robokernel_ros.tasks.benchmarks import BenchmarkRegistry, builtin_benchmark_specs
+from robokernel_ros.tasks.predicates import CriterionError
 
 from . import validation as v
-from .benchmarks import BenchmarkRegistry, builtin_benchmark_specs
-from .predicates import CriterionError
+from .control import STOP_REASONS, RolloutControl
+from .errors import AsyncRtcRefused, RecordingFrameError
+from .plan import DEFAULT_TRACE_DIR, RolloutPlan
+from .policy_runner import PolicyRunner
 from .replay import ReplayPolicy, bind_dataset_names, resolve_recording
-from .results import envelope, error_envelope, summary_table
-from .runner import (
-    DEFAULT_TRACE_DIR,
-    AsyncRtcRefused,
-    EpisodeSink,
-    PolicyRunner,
-    RecordingFrameError,
-    RolloutControl,
-    RolloutPlan,
-    plan_eval,
-    plan_multi,
-    plan_run,
-    result_status,
-)
+from .requests import plan_eval, plan_multi, plan_run
+from .results import envelope, error_envelope, result_status, summary_table
+from .sinks import EpisodeSink
 
 _log = logging.getLogger(__name__)
 
@@ -118,7 +112,7 @@ class SimWorkcell:
         self._inflight: dict[int, RolloutControl] = {}
         self._last: dict[str, dict[str, Any]] = {}
         self._last_control: dict[str, RolloutControl] = {}
-        self._estopped = False  # the workcell's latched e-stop (estop() / clear_fault())
+        self._estop = Latch()  # the workcell's latched e-stop (estop() / clear_fault())
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=v.positive_int("max_concurrent", max_concurrent),
             thread_name_prefix="rollout",
@@ -158,7 +152,7 @@ class SimWorkcell:
         with self._lock:
             if self._closed:
                 raise ValueError("the workcell is closed")
-            if self._estopped:
+            if self._estop.latched:
                 raise ValueError(
                     f"{plan.call} refused: the e-stop is latched on this workcell; "
                     "call clear_fault() to release it first"
@@ -360,14 +354,17 @@ class SimWorkcell:
             text, {"stopped": [], "running": [c.describe() for c in inflight], "last": last}
         )
 
-    def interrupt(self) -> None:
-        """Stop every rollout because the process was interrupted (Ctrl-C): the running
-        episode ends "stopped" at its next step boundary with stopped_reason "interrupted"
-        (its trace and bag closed as after any stop), and no further episode starts."""
+    def interrupt(self, reason: str = "interrupted") -> None:
+        """Stop every rollout because the process was interrupted (Ctrl-C), or with
+        reason "cancelled" because its ROS action was: the running episode ends "stopped"
+        at its next step boundary with that stopped_reason (its trace and bag closed as
+        after any stop), and no further episode starts."""
+        if reason not in STOP_REASONS:
+            raise ValueError(f"reason={reason!r}: must be one of {STOP_REASONS}")
         with self._lock:
             targets = list(self._inflight.values())
         for c in targets:
-            c.stop("interrupted")
+            c.stop(reason)
 
     def list_policies_running(self) -> dict[str, Any]:
         """The robots being driven now (queued or running, any launch shape)."""
@@ -567,15 +564,14 @@ class SimWorkcell:
     @property
     def estopped(self) -> bool:
         """Whether the workcell's e-stop is latched (estop() until clear_fault())."""
-        with self._lock:
-            return self._estopped
+        return self._estop.latched
 
     def estop(self) -> dict[str, Any]:
         """Latch the e-stop: every in-flight rollout's episode ends "estopped" at once (one
         still queued or building its policy ends so at its first step) and runs no further
         episode; every rollout call is refused, naming clear_fault(), until clear_fault()."""
         with self._lock:
-            self._estopped = True
+            self._estop.latch("workcell estop()")
             controls = list(self._inflight.values())
         for c in controls:
             c.estop()
@@ -593,9 +589,7 @@ class SimWorkcell:
 
     def clear_fault(self) -> dict[str, Any]:
         """Release the latched e-stop: rollouts may start again."""
-        with self._lock:
-            was = self._estopped
-            self._estopped = False
+        was = self._estop.clear()
         text = "e-stop cleared" if was else "no e-stop was latched"
         return envelope("success", text, {"estopped": False, "was_estopped": was})
 

@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import math
 
+from robokernel_ros.kernel.operator import Latch
+
 #: latch causes, as they appear in ~/state and the interventions
 LOST = "e-stop source lost"
 PRESSED = "~/estop topic: pressed"
@@ -56,7 +58,9 @@ PRESSED = "~/estop topic: pressed"
 
 class EstopCircuit:
     """The e-stop decision of one consumer (see the module docstring). Not thread-safe:
-    the owner serialises calls (one executor callback group, or a lock)."""
+    the owner serialises calls (one executor callback group, or a lock). The latch is the
+    kernel's `Latch` (`estop_latch`: who latched it, why and when); `latched` and
+    `latched_by` read it."""
 
     def __init__(
         self,
@@ -73,8 +77,9 @@ class EstopCircuit:
         self.timeout_s = float(timeout_s)
         self.wait_s = float(wait_s)
         self._t_start = now
-        self.latched = bool(latched_by)
-        self.latched_by = latched_by
+        self._latch = Latch()
+        if latched_by:
+            self._latch.latch(latched_by)
         #: the last sample's value (True = pressed), None before the first one
         self.input: bool | None = None
         self._samples = 0  # since the source (re)appeared
@@ -82,6 +87,19 @@ class EstopCircuit:
         self._t_pressed = -math.inf
         #: how long the source had been silent when the circuit noticed its loss
         self.lost_after_s = math.nan
+
+    @property
+    def estop_latch(self) -> Latch:
+        """The circuit's Latch (read it: latch() and clear() are the ways to change it)."""
+        return self._latch
+
+    @property
+    def latched(self) -> bool:
+        return self._latch.latched
+
+    @property
+    def latched_by(self) -> str:
+        return self._latch.by
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -100,10 +118,7 @@ class EstopCircuit:
     def latch(self, by: str) -> bool:
         """Latch (a pressed sample, a service, a latch file, a lost source). True when it
         was not latched before."""
-        if self.latched:
-            return False
-        self.latched, self.latched_by = True, by
-        return True
+        return self._latch.latch(by)
 
     def tick(self, now: float) -> bool:
         """Check the source's liveness at `now`. True when it latched now (source lost)."""
@@ -133,9 +148,8 @@ class EstopCircuit:
                     f"estop_timeout_s={self.timeout_s:g}; a pressed source may still be "
                     "live); try again"
                 )
-        if not self.latched:
+        if not self._latch.clear():
             return True, "no fault latched"
-        self.latched, self.latched_by = False, ""
         return True, "e-stop cleared"
 
     # -- decisions ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 Scorers read only the trace: never the agent or the environment.
 """
 
+from .. import recording as _recording  # noqa: F401 - registers the rosbag2 reader with load_trace
 from .report import expand_paths, format_table, score_paths
 from .scorers import (
     JerkScorer,
@@ -16,11 +17,9 @@ from .scorers import (
     aggregate,
     callable_scorer,
     get_scorers,
-    privileged_contexts,
     register_scorer,
     score_trace,
     scorer_names,
-    wilson_interval,
 )
 from .shadow import ShadowReport, ShadowStep, shadow_replay
 
@@ -38,11 +37,9 @@ __all__ = [
     "expand_paths",
     "format_table",
     "get_scorers",
-    "privileged_contexts",
     "register_scorer",
     "score_paths",
     "score_trace",
     "scorer_names",
     "shadow_replay",
-    "wilson_interval",
 ]

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..cli import flag_names
     from ..kernel.trace import load_trace
-    from ..rollout.predicates import CriterionError
+    from ..tasks.predicates import CriterionError
     from .plot import plot_episode
     from .report import expand_paths, format_table, score_paths
     from .scorers import PredicateScorer, get_scorers

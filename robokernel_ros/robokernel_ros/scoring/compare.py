@@ -53,7 +53,7 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def load_episodes(path: str | Path) -> list[dict[str, Any]]:
     """The per-episode records (seed, success, sum_reward, ...) of an evaluation folder."""
-    from ..rollout.output import EVAL_INFO, RUNS_DIR, episode_from_run
+    from ..tasks.eval_output import EVAL_INFO, RUNS_DIR, episode_from_run
 
     folder = Path(path)
     info = folder / EVAL_INFO

@@ -21,16 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from ..kernel.trace import load_trace
+from ..tasks.statistics import wilson_interval
 from .plot import plot_episode
 from .report import expand_paths, load_episode
-from .scorers import get_scorers, score_trace, wilson_interval
+from .scorers import get_scorers, score_trace
 
 # one colour per evaluation, in order (matplotlib's tab10, as RGB for the tests' pixel counts)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
 
 
 def _runs_of(path: Path) -> Path:
-    from ..rollout.output import RUNS_DIR
+    from ..tasks.eval_output import RUNS_DIR
 
     return path / RUNS_DIR if (path / RUNS_DIR).is_dir() else path
 

@@ -15,8 +15,8 @@ from .scorers import Scorer, aggregate, get_scorers, score_trace
 def _is_trace(path: Path) -> bool:
     if (path / EVENTS_FILE).is_file():
         return True
-    from ..bag.mirror import BAG_DIR
-    from ..bag.reader import is_bag
+    from ..recording.mirror import BAG_DIR
+    from ..recording.reader import is_bag
 
     return is_bag(path) or is_bag(path / BAG_DIR)  # a run directory left with its bag only
 

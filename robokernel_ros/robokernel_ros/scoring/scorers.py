@@ -41,12 +41,13 @@ from ..kernel.events import (
     ACTION,
     CHUNK_MERGE,
     EPISODE_START,
-    OBSERVATION,
     OPERATOR_VERDICT,
-    PRIVILEGED,
     SAFETY_INTERVENTION,
 )
 from ..kernel.trace import Trace
+from ..tasks.context import SUCCESS, judge, trace_contexts
+from ..tasks.predicates import compile_criteria
+from ..tasks.statistics import wilson_interval
 
 
 @runtime_checkable
@@ -126,20 +127,6 @@ def _means(episodes: list[dict[str, Any]], keys: Iterable[str]) -> dict[str, Any
         ]
         out[f"mean_{key}"] = float(np.mean(values)) if values else None
     return out
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (95 % by default)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # exact at the ends: 0 of n has lower bound 0 (not 5.6e-17), n of n upper bound 1
-    lower = 0.0 if successes <= 0 else max(0.0, centre - half)
-    upper = 1.0 if successes >= n else min(1.0, centre + half)
-    return (lower, upper)
 
 
 # --- trace helpers -------------------------------------------------------------------------
@@ -323,47 +310,42 @@ class JerkScorer:
         return _means(episodes, ("action_jerk_rms",))
 
 
-def privileged_contexts(trace: Trace) -> Iterable[dict[str, Any]]:
-    """The context the rollout's predicates see after each step, rebuilt from the trace:
-    {"step", "robot", "obs", "joints", **privileged state}. Needs recorded privileged state."""
-    robot = trace.meta.get("robot")
-    obs_by_step: dict[int, Any] = {}
-    for e in trace.events:
-        if e.kind == OBSERVATION:
-            obs_by_step[e.step] = e.data.get("obs") or {}
-        elif e.kind == PRIVILEGED:
-            obs = obs_by_step.get(e.step, {})
-            joints = obs.get("joint_positions") if isinstance(obs, Mapping) else None
-            ctx = {"step": e.step, "robot": robot, "obs": obs, "joints": joints or {}}
-            ctx.update(e.data.get("state") or {})
-            yield ctx
-
-
 class PredicateScorer:
-    """A benchmark's success clause evaluated offline over the recorded privileged state.
+    """A benchmark's clauses evaluated offline over the recorded privileged state, on the
+    same contexts and in the same order as the rollout evaluated them online
+    (`tasks.context`): at each step failure first, then success.
 
-    criteria: what `rollout.predicates.compile_criteria` accepts (a clause, a list of
-    clauses, or a callable context -> bool).
+    criteria: the success clause(s), what `tasks.compile_criteria` accepts (a clause, a
+    list of clauses, or a callable context -> bool). failure: the failure clause(s), or
+    None. Figures: <name>_success (None without recorded privileged state) and
+    <name>_step (the step it first held); with failure clauses also <name>_failure_step.
     """
 
-    def __init__(self, criteria: Any, name: str = "predicate") -> None:
-        from ..rollout.predicates import compile_criteria
-
+    def __init__(self, criteria: Any, name: str = "predicate", *, failure: Any = None) -> None:
         self.name = name
-        self._criteria = compile_criteria(name, criteria)
+        self._success = compile_criteria(name, criteria)
+        self._failure = compile_criteria(f"{name} failure", failure)
+        self._judges_failure = failure is not None
+
+    @classmethod
+    def for_benchmark(cls, spec: Mapping[str, Any]) -> PredicateScorer:
+        """The scorer of a benchmark spec's success and failure clauses, named after it."""
+        return cls(spec.get("success") or [], name=spec["name"], failure=spec.get("failure") or [])
 
     def score(self, trace: Trace) -> dict[str, Any]:
-        from ..rollout.predicates import first_true
-
-        have_state = False
-        for ctx in privileged_contexts(trace):
-            have_state = True
-            hit = first_true(self._criteria, ctx, episode=0)
-            if hit is not None:
-                return {f"{self.name}_success": True, f"{self.name}_step": int(ctx["step"])}
-        if not have_state:
-            return {f"{self.name}_success": None, f"{self.name}_step": None}
-        return {f"{self.name}_success": False, f"{self.name}_step": None}
+        success: bool | None = None
+        step = failure_step = None
+        for ctx in trace_contexts(trace):
+            success = False
+            verdict = judge(self._failure, self._success, ctx, episode=ctx["episode"] or 0)
+            if verdict is not None:
+                success = verdict[0] == SUCCESS
+                step, failure_step = (ctx["step"], None) if success else (None, ctx["step"])
+                break
+        out = {f"{self.name}_success": success, f"{self.name}_step": step}
+        if self._judges_failure:
+            out[f"{self.name}_failure_step"] = failure_step
+        return out
 
     def aggregate(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
         values = [e.get(f"{self.name}_success") for e in episodes]

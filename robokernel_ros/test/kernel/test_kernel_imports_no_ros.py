@@ -1,25 +1,43 @@
-"""The kernel imports no ROS, torch or MuJoCo: checked in a fresh interpreter."""
+"""The kernel's import boundary: importing every kernel module, in a fresh interpreter,
+loads nothing of robokernel_ros outside the kernel, no ROS, torch or MuJoCo."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from boundary import ROS_PREFIXES, modules_loaded_by
 
-FORBIDDEN_PREFIXES = ("rclpy", "rosidl", "robokernel_interfaces", "torch", "mujoco")
+FORBIDDEN_PREFIXES = (*ROS_PREFIXES, "torch", "mujoco", "rosbags")
 
 
-def test_importing_the_kernel_loads_no_ros() -> None:
+def test_importing_the_kernel_loads_nothing_outside_it() -> None:
+    modules, loaded = modules_loaded_by("robokernel_ros.kernel")
+    assert {"runner", "served", "operator", "trace", "trace.jsonl", "trace.store"} <= set(modules)
+    assert {"robokernel_ros.kernel.runner", "robokernel_ros.kernel.trace.load"} <= set(loaded)
+    ours = [m for m in loaded if m.split(".")[0] == "robokernel_ros"]
+    outside = [
+        m for m in ours if m != "robokernel_ros" and not m.startswith("robokernel_ros.kernel")
+    ]
+    assert outside == [], f"the kernel pulled in {outside}"
+    leaked = [m for m in loaded if m.split(".")[0].startswith(FORBIDDEN_PREFIXES)]
+    assert leaked == [], f"the kernel pulled in {leaked}"
+
+
+def test_loading_a_trace_imports_no_reader_outside_the_kernel(tmp_path) -> None:
+    """load_trace dispatches to registered readers only: the kernel never imports one."""
+    import json
+    import subprocess
+    import sys
+
     code = (
         "import json, sys\n"
-        "import robokernel_ros.kernel\n"
-        "from robokernel_ros.kernel import *\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
+        "from robokernel_ros.kernel import load_trace\n"
+        "try:\n"
+        f"    load_trace({str(tmp_path)!r})\n"
+        "except ValueError as exc:\n"
+        "    print(json.dumps([str(exc), sorted(sys.modules)]))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
-    modules = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "robokernel_ros.kernel" in modules
-    loaded = [m for m in modules if m.split(".")[0].startswith(FORBIDDEN_PREFIXES)]
-    assert loaded == [], f"the kernel pulled in {loaded}"
+    message, loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "not a trace" in message and "run_dir" in message
+    assert [m for m in loaded if m.startswith("robokernel_ros.recording")] == []

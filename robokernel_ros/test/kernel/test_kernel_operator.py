@@ -15,6 +15,7 @@ from robokernel_ros.kernel import (
     EpisodeOutcome,
     EpisodeRunner,
     Event,
+    Latch,
     OperatorChannel,
     Timing,
     TraceStore,
@@ -204,3 +205,49 @@ def test_estop_during_a_slow_act_reaches_the_env_with_nothing_more() -> None:
     record = runner.run(10)
     assert record.outcome == EpisodeOutcome.ESTOPPED and len(env.received) == 2
     runner.operator.clear_fault()
+
+
+# -- the latch ---------------------------------------------------------------------------
+
+
+def test_latch_keeps_the_first_latch_until_clear() -> None:
+    latch = Latch()
+    assert not latch.latched and latch.by == "" and latch.at is None
+    before = time.time()
+    assert latch.latch("estop topic: pressed", "panel A") is True
+    assert latch.latched and latch.by == "estop topic: pressed" and latch.why == "panel A"
+    assert latch.at is not None and before <= latch.at <= time.time()
+    first_at = latch.at
+    assert latch.latch("lost source") is False  # already latched: the first fault is kept
+    assert latch.by == "estop topic: pressed" and latch.at == first_at
+    assert latch.clear() is True
+    assert not latch.latched and latch.by == "" and latch.why == "" and latch.at is None
+    assert latch.clear() is False
+    with pytest.raises(AttributeError):
+        latch.latched = True  # read-only: latch() and clear() change it
+
+
+def test_latch_latches_once_under_concurrent_callers() -> None:
+    latch = Latch()
+    barrier = threading.Barrier(8)
+    wins: dict[int, bool] = {}
+
+    def press(i: int) -> None:
+        barrier.wait()
+        wins[i] = latch.latch(f"thread {i}")
+
+    threads = [threading.Thread(target=press, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (winner,) = [i for i, won in wins.items() if won]
+    assert len(wins) == 8 and latch.by == f"thread {winner}"
+
+
+def test_operator_estop_is_a_latch_that_names_who_latched_it() -> None:
+    op = OperatorChannel()
+    op.estop("panel")
+    assert op.estopped and op.estop_latch.latched and op.estop_latch.by == "panel"
+    op.clear_fault()
+    assert not op.estopped and not op.estop_latch.latched

@@ -136,11 +136,12 @@ def test_registered_loader_is_dispatched_by_path_content(tmp_path: Path) -> None
     def load_other(path: Path) -> Trace:
         return Trace(meta={"format": "other"}, events=[Event("episode.start", 0)], path=path)
 
-    register_trace_loader("test_other", lambda p: (p / "marker.txt").exists(), load_other)
+    unregister = register_trace_loader(
+        "test_other", lambda p: (p / "marker.txt").exists(), load_other
+    )
     try:
         assert load_trace(folder).meta == {"format": "other"}
         assert trace_loaders()[0] == "test_other"
     finally:
-        import robokernel_ros.kernel.trace as trace_module
-
-        trace_module._LOADERS[:] = [e for e in trace_module._LOADERS if e[0] != "test_other"]
+        unregister()
+    assert "test_other" not in trace_loaders()

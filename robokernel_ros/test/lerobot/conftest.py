@@ -21,14 +21,14 @@ def ckpt_root(tmp_path_factory: pytest.TempPathFactory, lerobot_available: None)
 
 @pytest.fixture(scope="session")
 def ckpt_act(ckpt_root: Path) -> Path:
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     return build_tiny_checkpoint(ckpt_root / "act", kind="act", chunk_size=10, n_action_steps=5)
 
 
 @pytest.fixture(scope="session")
 def ckpt_diffusion(ckpt_root: Path) -> Path:
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     return build_tiny_checkpoint(
         ckpt_root / "diffusion", kind="diffusion", chunk_size=8, n_action_steps=4
@@ -38,7 +38,7 @@ def ckpt_diffusion(ckpt_root: Path) -> Path:
 @pytest.fixture(scope="session")
 def ckpt_flow(ckpt_root: Path) -> Path:
     """tiny_flow with its action names in an order the robot does not use."""
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     return build_tiny_checkpoint(
         ckpt_root / "flow",

@@ -48,7 +48,7 @@ def _with_training_dataset(ckpt: Path, root: Path, names: tuple[str, ...]) -> Pa
 @pytest.fixture(scope="module")
 def ckpt_degrees(ckpt_root: Path) -> Path:
     """A tiny ACT without names of its own, constant output ACTION_MEAN."""
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     return build_tiny_checkpoint(
         ckpt_root / "act_degrees", kind="act", declare_names=False, action_mean=ACTION_MEAN
@@ -141,8 +141,8 @@ def test_the_range_mode_maps_the_packaged_models_joint_range_to_plus_minus_100()
 
 
 def test_the_lerobot_export_refuses_what_it_cannot_write_by_name(tmp_path: Path) -> None:
-    from robokernel_ros.bag.export import export_lerobot
     from robokernel_ros.policies.conventions import convention_for_joints
+    from robokernel_ros.recording.export import export_lerobot
 
     with pytest.raises(ValueError, match=r"match no LeRobot robot family .*so_follower"):
         convention_for_joints(["j0", "j1", "j2"])

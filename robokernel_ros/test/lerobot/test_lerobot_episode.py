@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fixtures.lerobot import TINY_FLOW_PLUGIN, build_tiny_checkpoint
 from lerobot_test_helpers import SO101
 from robokernel_ros.policies import PolicyAgent, create_policy
-from robokernel_ros.policies.lerobot_fixtures import TINY_FLOW_PLUGIN, build_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("lerobot_available")
 

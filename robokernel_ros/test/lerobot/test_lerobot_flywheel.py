@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from lerobot_test_helpers import SO101
 from robokernel_ros.kernel.trace import load_trace
-from robokernel_ros.rollout.benchmarks import builtin_benchmark_specs
-from robokernel_ros.rollout.goals import draw_goal
+from robokernel_ros.tasks.benchmarks import builtin_benchmark_specs
+from robokernel_ros.tasks.goals import draw_goal
 
 pytest.importorskip("lerobot.datasets.lerobot_dataset", reason="lerobot[dataset] not installed")
 

@@ -93,7 +93,7 @@ def test_diffusion_chunks_and_episode_reset(ckpt_diffusion: Path) -> None:
 
 def test_binding_by_name_matches_lerobot_itself(ckpt_root: Path) -> None:
     """Checkpoint names in another order than the robot's: the provider reorders both ways."""
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     order = ("gripper", "wrist_roll", "shoulder_pan", "elbow_flex", "shoulder_lift", "wrist_flex")
     path = build_tiny_checkpoint(
@@ -114,7 +114,7 @@ def test_binding_by_name_matches_lerobot_itself(ckpt_root: Path) -> None:
 
 
 def test_explicit_mapping_in_policy_config(ckpt_root: Path) -> None:
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     path = build_tiny_checkpoint(
         ckpt_root / "act_generic",
@@ -152,7 +152,7 @@ def test_explicit_mapping_in_policy_config(ckpt_root: Path) -> None:
 
 
 def test_dimension_mismatch_is_refused_before_the_first_step(ckpt_root: Path) -> None:
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     seven = (*SO101, "elbow_roll")
     path = build_tiny_checkpoint(ckpt_root / "act7", kind="act", state_names=seven, chunk_size=4)
@@ -181,7 +181,7 @@ def test_dimension_mismatch_is_refused_before_the_first_step(ckpt_root: Path) ->
 
 
 def test_missing_state_keys_refused_or_reported(ckpt_root: Path) -> None:
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     path = build_tiny_checkpoint(
         ckpt_root / "act_extra_state",

@@ -1,6 +1,6 @@
 """Real-time chunking: the kernel's RTC context reaches a LeRobot policy that supports it.
 
-The policy is `tiny_flow`, a LeRobot policy plugin built here (lerobot_fixtures): a
+The policy is `tiny_flow`, a LeRobot policy plugin built here (test/fixtures/lerobot): a
 small MLP velocity field sampled with LeRobot's own `euler_integrate` + `RTCProcessor`
 guidance (the RTC code SmolVLA/pi0 run). SmolVLA and pi0 themselves cannot be built
 offline on these machines (hub processors; 9-18 GB), so this is the RTC policy tested.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fixtures.lerobot import TINY_FLOW_PLUGIN
 from lerobot_test_helpers import SO101, so101_observation
 from robokernel_ros.policies import PolicyAgent, create_policy
-from robokernel_ros.policies.lerobot_fixtures import TINY_FLOW_PLUGIN
 
 pytestmark = pytest.mark.usefixtures("lerobot_available")
 

@@ -31,7 +31,7 @@ def _json(out: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory, lerobot_available: None) -> dict[str, Any]:
-    from robokernel_ros.bag.cli import main as export_main
+    from robokernel_ros.recording.cli import main as export_main
     from robokernel_ros.rollout import SimWorkcell
 
     tmp = tmp_path_factory.mktemp("so101_export")
@@ -175,7 +175,7 @@ def test_lerobot_train_on_the_export_serves_back_bound_by_name(
 
 def test_the_range_mode_export_upsamples_by_repeating_steps(exported: dict[str, Any]) -> None:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
-    from robokernel_ros.bag.export import export_lerobot
+    from robokernel_ros.recording.export import export_lerobot
 
     root = exported["tmp"] / "range100"
     report = export_lerobot(

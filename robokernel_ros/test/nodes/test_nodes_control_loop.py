@@ -15,8 +15,9 @@ import pytest
 pytest.importorskip("rclpy")
 
 from robokernel_ros.demo import NAMESPACE, workcell_graph  # noqa: E402
-from robokernel_ros.nodes.runner import EVENTS_QOS  # noqa: E402
-from robokernel_ros.policies import remote  # noqa: E402
+from robokernel_ros.ros.qos import EVENTS_QOS, SENSOR_QOS  # noqa: E402
+from robokernel_ros.ros.transport import check_server_ready  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
 
 from robokernel_interfaces.msg import KernelEvent  # noqa: E402
 from robokernel_interfaces.srv import EvalPolicy, ListPoliciesRunning  # noqa: E402
@@ -32,8 +33,12 @@ def test_eval_on_the_robot_keeps_its_period_and_services_answer_meanwhile(
         n.name: processes.start(n.name, n.argv()) for n in workcell_graph(trace_dir=str(trace_dir))
     }
     events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
+    states = ros.collect(JointState, "/joint_states", SENSOR_QOS)
     assert ros.wait_for(EvalPolicy, f"{NS}/eval_policy", 60), processes.log(procs["runner"])
-    remote.check_server_ready(ros.node, NS, timeout_s=60)
+    check_server_ready(ros.node, NS, timeout_s=60)
+    # The robot is up (a loaded machine starts sim_robot last; the episode would end
+    # env_error after the runner's 2 s state_timeout).
+    assert ros.wait_until(lambda: states, 60), processes.log(procs["sim_robot"])
 
     request = EvalPolicy.Request(
         robot_name="arm", policy_provider="remote", n_episodes=1, max_steps=150, async_rtc=True

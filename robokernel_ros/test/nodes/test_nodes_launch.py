@@ -19,7 +19,7 @@ LAUNCH_FILES = ["sim_workcell.launch.py", "workcell.launch.py", "served_policy.l
 def served_graph(trace_dir: str) -> list[NodeProcess]:
     """The nodes of served_policy.launch.py with its defaults, as test_nodes_served starts them."""
     params = {"limits_file": str(config_dir() / "joint_limits_so101.yaml"), "trace_dir": trace_dir}
-    return [NodeProcess("policy_server", "policy_server", ["served.yaml"], params)]
+    return [NodeProcess("policy_server", "served_endpoint", ["served.yaml"], params)]
 
 
 def _console_scripts() -> set[str]:

@@ -12,7 +12,13 @@ import pytest
 pytest.importorskip("rclpy")
 
 from robokernel_ros.policies import create_policy  # noqa: E402
-from robokernel_ros.policies import remote as wire  # noqa: E402
+from robokernel_ros.ros import wire  # noqa: E402
+from robokernel_ros.ros.remote_policy import RemotePolicy  # noqa: E402
+from robokernel_ros.ros.transport import (  # noqa: E402
+    DirectReader,
+    check_server_ready,
+    close_private_link,
+)
 
 SERVER = "robokernel_ros.nodes.policy_server"
 
@@ -71,13 +77,13 @@ def test_remote_refuses_when_no_server_runs() -> None:
 
 def test_remote_preflight_refuses_bad_config() -> None:
     with pytest.raises(ValueError, match="mode"):
-        wire.RemotePolicy.preflight({"mode": "udp"})
+        RemotePolicy.preflight({"mode": "udp"})
     with pytest.raises(ValueError, match="namespace"):
-        wire.RemotePolicy.preflight({"namespace": "relative"})
+        RemotePolicy.preflight({"namespace": "relative"})
     with pytest.raises(ValueError, match="chunk_timeout_s"):
-        wire.RemotePolicy.preflight({"chunk_timeout_s": float("nan")})
+        RemotePolicy.preflight({"chunk_timeout_s": float("nan")})
     with pytest.raises(ValueError, match="unknown"):
-        wire.RemotePolicy.preflight({"bogus": 1})
+        RemotePolicy.preflight({"bogus": 1})
 
 
 def test_chunk_timeout_when_the_server_dies(processes) -> None:
@@ -128,7 +134,7 @@ def test_wire_format_round_trips_observations_and_chunks() -> None:
 
 def test_lerobot_checkpoint_served_readiness_waits_for_the_load(processes, tmp_path) -> None:
     pytest.importorskip("lerobot")
-    from robokernel_ros.policies.lerobot_fixtures import SO101_JOINTS, build_tiny_checkpoint
+    from fixtures.lerobot import SO101_JOINTS, build_tiny_checkpoint
 
     path = build_tiny_checkpoint(
         tmp_path / "act", kind="act", cameras={"front": (64, 64)}, chunk_size=8
@@ -169,15 +175,15 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
     as the trace's chunk events, although the kernel skips steps between requests
     (several actions per chunk; in async mode the actions it executes meanwhile)."""
     from robokernel_ros.kernel import load_trace
-    from robokernel_ros.nodes.policy_server import CHUNK_QOS
     from robokernel_ros.rollout import SimWorkcell
+    from robokernel_ros.ros.qos import CHUNK_QOS
 
     from robokernel_interfaces.msg import ActionChunk
 
     ns = "/ps_steps_async" if async_rtc else "/ps_steps_sync"
     server = _server(processes, ns, "mock", {"execution_horizon": 8})
     wire_chunks = ros.collect(ActionChunk, f"{ns}/action_chunk", CHUNK_QOS)
-    wire.check_server_ready(ros.node, ns, timeout_s=30)
+    check_server_ready(ros.node, ns, timeout_s=30)
     assert ros.wait_until(lambda: ros.node.count_publishers(f"{ns}/action_chunk") >= 1, 10)
     time.sleep(0.5)  # the collector matches the server's publisher
     cell = SimWorkcell(trace_dir=tmp_path / "runs", bag=False)
@@ -266,7 +272,7 @@ def test_closing_the_link_wakes_a_policy_waiting_for_its_chunk(processes) -> Non
         thread.start()
         time.sleep(0.5)
         closed_at = time.monotonic()
-        wire.close_private_link()
+        close_private_link()
         thread.join(timeout=10)
         assert not thread.is_alive() and time.monotonic() - closed_at < 3.0
         (result,) = outcome
@@ -329,7 +335,7 @@ def test_direct_reader_drains_what_waits_and_answers_the_first_after_a_wait() ->
     qos = QoSProfile(
         history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE
     )
-    reader = wire.DirectReader(node, String, "/direct_reader_test", qos)
+    reader = DirectReader(node, String, "/direct_reader_test", qos)
     pub = node.create_publisher(String, "/direct_reader_test", qos)
     try:
         assert _until(lambda: reader.publisher_count() > 0, 10)

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+import robokernel_ros.recording  # noqa: E402, F401 - registers the rosbag2 reader with load_trace
 from robokernel_ros.kernel import load_trace  # noqa: E402
 
 from robokernel_interfaces.srv import (  # noqa: E402

@@ -13,10 +13,17 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+import robokernel_ros.recording  # noqa: E402, F401 - registers the rosbag2 reader with load_trace
 from robokernel_ros.kernel import load_trace  # noqa: E402
-from robokernel_ros.nodes._common import ESTOP_QOS, EVENT_QOS, EVENTS_QOS  # noqa: E402
-from robokernel_ros.nodes.policy_server import CHUNK_QOS, SERVED_OBSERVATION_QOS  # noqa: E402
-from robokernel_ros.policies import remote as wire  # noqa: E402
+from robokernel_ros.ros import wire  # noqa: E402
+from robokernel_ros.ros.qos import (  # noqa: E402  # noqa: E402
+    CHUNK_QOS,
+    ESTOP_QOS,
+    EVENT_QOS,
+    EVENTS_QOS,
+    SERVED_OBSERVATION_QOS,
+)
+from robokernel_ros.ros.transport import check_server_ready  # noqa: E402
 from robokernel_ros.safety.limits import load_limits_file  # noqa: E402
 from std_msgs.msg import Bool, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
@@ -61,7 +68,7 @@ class Harness:
 
     def connect(self, processes, proc) -> None:
         assert self.ros.wait_for(GetActionChunk, f"{self.ns}/served/step", 60), processes.log(proc)
-        wire.check_server_ready(self.ros.node, self.ns, timeout_s=60)
+        check_server_ready(self.ros.node, self.ns, timeout_s=60)
         assert self.ros.wait_until(
             lambda: (
                 self.start_pub.get_subscription_count() >= 1

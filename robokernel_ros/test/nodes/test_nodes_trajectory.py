@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+import robokernel_ros.recording  # noqa: E402, F401 - registers the rosbag2 reader with load_trace
 from robokernel_ros.demo import (  # noqa: E402
     NAMESPACE,
     SO101_JOINTS,
@@ -18,7 +19,7 @@ from robokernel_ros.demo import (  # noqa: E402
     config_dir,  # noqa: E402
 )
 from robokernel_ros.kernel import load_trace  # noqa: E402
-from robokernel_ros.nodes._common import COMMAND_QOS, SENSOR_QOS, STATUS_QOS  # noqa: E402
+from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_QOS  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402

@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 from robokernel_ros.policies.mock import MockPolicy
 from robokernel_ros.rollout import SimWorkcell, envelope_json, envelope_text
+from robokernel_ros.rollout.agent import RecentChunks, RolloutAgent
+from robokernel_ros.rollout.health import ActionHealth
 from robokernel_ros.rollout.multi import MultiAgent
-from robokernel_ros.rollout.results import ActionHealth
-from robokernel_ros.rollout.runner import RecentChunks, _RolloutAgent
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ class Events:
 def test_the_agent_keeps_running_figures_not_every_chunk():
     policy = MockPolicy(execution_horizon=4)
     policy.set_robot_state_keys(["a", "b"])
-    agent = _RolloutAgent(policy, action_horizon=4, policy_kwargs={})
+    agent = RolloutAgent(policy, action_horizon=4, policy_kwargs={})
     agent.reset(seed=0)
     obs = {"a": 0.0, "b": 0.0}
     for step in range(500):
@@ -71,7 +71,7 @@ def test_the_agent_keeps_running_figures_not_every_chunk():
 def test_the_multi_agent_keeps_only_recent_composed_chunks():
     policy = MockPolicy()
     policy.set_robot_state_keys(["j"])
-    agent = MultiAgent({"r": _RolloutAgent(policy, action_horizon=1, policy_kwargs={})}, ["r"], {})
+    agent = MultiAgent({"r": RolloutAgent(policy, action_horizon=1, policy_kwargs={})}, ["r"], {})
     agent.reset(seed=0)
     for step in range(300):
         agent.act({"r/j": 0.0}, step)

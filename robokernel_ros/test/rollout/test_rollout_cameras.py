@@ -49,7 +49,7 @@ def test_policy_object_cameras_are_rendered_at_its_size(cell):
     # the frames are in the trace and on the bag's camera topic
     j = envelope_json(out)
     assert (Path(j["trace_path"]) / "images" / "front").is_dir()
-    from robokernel_ros.bag import iter_raw
+    from robokernel_ros.recording import iter_raw
 
     topics = {m.topic for m in iter_raw(j["bag_path"])}
     assert "/robokernel/camera/front/image" in topics
@@ -123,7 +123,7 @@ def test_camera_refusals(cell, kwargs, needles):
 def test_lerobot_act_with_one_64x64_camera_runs_end_to_end(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("lerobot")
-    from robokernel_ros.policies.lerobot_fixtures import build_tiny_checkpoint
+    from fixtures.lerobot import build_tiny_checkpoint
 
     ckpt = build_tiny_checkpoint(
         tmp_path / "act", kind="act", cameras={"wrist": (64, 64)}, chunk_size=4, n_action_steps=4

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import robokernel_ros.recording  # noqa: F401 - registers the rosbag2 reader with load_trace
 
 from robokernel_ros import cli
 

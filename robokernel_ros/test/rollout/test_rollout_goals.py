@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from robokernel_ros.kernel.trace import load_trace
 from robokernel_ros.rollout import SimWorkcell, envelope_json
-from robokernel_ros.rollout.benchmarks import builtin_benchmark_specs, validate_spec
-from robokernel_ros.rollout.goals import draw_goal
-from robokernel_ros.rollout.predicates import joint_goal_distance, joint_near_goal
+from robokernel_ros.tasks.benchmarks import builtin_benchmark_specs, validate_spec
+from robokernel_ros.tasks.goals import draw_goal
+from robokernel_ros.tasks.predicates import joint_goal_distance, joint_near_goal
 
 SPEC = builtin_benchmark_specs()["so101_reach_random"]
 EXPERT = {"max_delta": 0.08, "max_accel": 0.02, "tolerance": 0.05}

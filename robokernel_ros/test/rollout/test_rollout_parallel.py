@@ -141,7 +141,7 @@ def test_stop_policy_stops_every_worker_and_reports_what_finished(cell):
 
 
 def test_a_worker_without_shared_storage_sends_its_run_directory_back(cell, tmp_path):
-    from robokernel_ros.rollout.runner import plan_eval
+    from robokernel_ros.rollout import plan_eval
 
     plan = plan_eval("arm", robots=cell.scene.robots(), n_episodes=2, max_steps=20, seed=3,
                      trace_dir=tmp_path / "driver")  # fmt: skip

@@ -292,3 +292,39 @@ def test_positive_int_accepts_whole_numbers(value):
 
 def test_policy_object_is_accepted_only_as_instance():
     assert isinstance(v.policy_object("policy_object", MockPolicy()), Policy)
+
+
+@pytest.mark.parametrize(
+    ("request_type", "kwargs", "named"),
+    [
+        ("RunRequest", {"policy_provider": "counting", "fast_mode": "false"}, "fast_mode"),
+        ("RunRequest", {"policy_provider": "counting", "action_horizon": 0}, "action_horizon"),
+        ("EvalRequest", {"policy_provider": "counting", "n_episodes": 0}, "n_episodes"),
+        ("EvalRequest", {"policy_provider": "counting", "async_rtc": None}, "async_rtc"),
+        ("EvalRequest", {"spec": "reach", "async_rtc": True}, "async_rtc"),
+        ("MultiRequest", {"policies": {}}, "policies"),
+    ],
+)
+def test_a_request_refuses_a_bad_field_where_it_is_built_before_any_scene(
+    request_type, kwargs, named
+):
+    import robokernel_ros.rollout as rollout
+
+    BUILT.clear()
+    with pytest.raises(ValueError, match=f"^{named}="):
+        getattr(rollout, request_type)(**kwargs)
+    assert BUILT == []
+
+
+def test_a_request_names_an_unknown_parameter_and_plans_on_the_scene_robots():
+    from robokernel_ros.rollout import EvalRequest, RunRequest
+
+    with pytest.raises(TypeError, match="n_stepz"):
+        RunRequest(robot_name="arm", n_stepz=3)
+    request = RunRequest(robot_name="arm", n_steps=3)  # checked without a scene
+    with pytest.raises(ValueError, match="robot_name='arm': no such robot"):
+        request.plan(robots=["other"])
+    plan = request.plan(robots=["arm"])
+    assert plan.robots == ("arm",) and plan.n_steps == 3 and plan.policies["arm"][0] == "mock"
+    plan = EvalRequest(n_episodes=2).plan(robots=["solo"])  # the sole robot, auto-resolved
+    assert plan.robot == "solo" and plan.n_episodes == 2 and plan.n_steps == 300

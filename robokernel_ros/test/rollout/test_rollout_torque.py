@@ -117,7 +117,7 @@ def test_the_flag_is_refused_where_it_cannot_apply_naming_the_robot_and_why(cell
 
 
 def test_a_ros_robot_is_refused_by_name():
-    from robokernel_ros.nodes.ros_env import RosScene
+    from robokernel_ros.ros.ros_env import RosScene
 
     cell = SimWorkcell(
         scene=RosScene("ur5", None), trace_dir=None

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
-from robokernel_ros.nodes._common import LATCHED_QOS
+from robokernel_ros.ros.qos import LATCHED_QOS
 from shield_harness import SHIELD, is_hold, shield_args, wait_state, wait_until
 from std_msgs.msg import Float64MultiArray, String
 

@@ -1,4 +1,4 @@
-"""The scoring tests record hand-built episodes with the bag tests' `record_episode` fixture
+"""The scoring tests record hand-built episodes with the recording tests' `record_episode` fixture
 (loaded under its own module name: two modules called `conftest` must not collide)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 _spec = importlib.util.spec_from_file_location(
-    "_bag_test_conftest", Path(__file__).resolve().parent.parent / "bag" / "conftest.py"
+    "_bag_test_conftest", Path(__file__).resolve().parent.parent / "recording" / "conftest.py"
 )
 assert _spec is not None and _spec.loader is not None
 _bag = importlib.util.module_from_spec(_spec)

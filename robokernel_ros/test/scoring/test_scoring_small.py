@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 
-from robokernel_ros.scoring import score_paths, wilson_interval
+from robokernel_ros.scoring import score_paths
 from robokernel_ros.scoring.report import format_table
 from robokernel_ros.scoring.shadow import shadow_replay
+from robokernel_ros.tasks.statistics import wilson_interval
 
 
 def test_the_interval_is_exact_at_zero_and_all_successes():

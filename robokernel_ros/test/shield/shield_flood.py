@@ -12,7 +12,7 @@ import sys
 import time
 
 import rclpy
-from robokernel_ros.nodes._common import COMMAND_QOS
+from robokernel_ros.ros.qos import COMMAND_QOS
 from std_msgs.msg import Float64MultiArray
 
 

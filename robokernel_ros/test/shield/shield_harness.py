@@ -17,7 +17,7 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from robokernel_ros.nodes._common import COMMAND_QOS, ESTOP_QOS, EVENT_QOS, STATUS_QOS
+from robokernel_ros.ros.qos import COMMAND_QOS, ESTOP_QOS, EVENT_QOS, STATUS_QOS
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger

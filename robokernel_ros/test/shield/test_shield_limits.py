@@ -8,8 +8,8 @@ import pytest
 import rclpy
 from rclpy.context import Context
 from rclpy.parameter import Parameter
-from robokernel_ros.nodes._common import ParameterError
 from robokernel_ros.nodes.safety_shield import SafetyShieldNode
+from robokernel_ros.ros.params import ParameterError
 from robokernel_ros.safety.limits import JointLimit
 
 URDF = """<robot name="r">

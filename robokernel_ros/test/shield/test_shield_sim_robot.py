@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from robokernel_ros.nodes._common import SENSOR_QOS
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from robokernel_ros.ros.qos import SENSOR_QOS
 from sensor_msgs.msg import JointState
 from shield_harness import SHIELD, SO101_JOINTS, shield_args, wait_state, wait_until
 from std_msgs.msg import Float64MultiArray
@@ -14,6 +15,14 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 SIM = "robokernel_ros.nodes.sim_robot"
 START = [0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
+
+
+#: Reliable and deep enough for 3 s of 100 Hz states.
+RATE_QOS = QoSProfile(depth=300, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def _stamp(msg: JointState) -> float:
+    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
 
 
 def _positions(states) -> list[float]:
@@ -24,6 +33,10 @@ def _positions(states) -> list[float]:
 
 def test_shield_sim_robot_topics(processes, peer):
     js = peer.record(JointState, "/joint_states", SENSOR_QOS)
+    # The rate is the sim's, read from its own stamps on a reliable, deep subscription:
+    # a stall of this test process (a garbage collection of its large heap) delays
+    # delivery but drops nothing, so it cannot pass for a slow publisher.
+    stamped = peer.record(JointState, "/joint_states", RATE_QOS)
     fc = peer.publisher(Float64MultiArray, "/forward_position_controller/commands")
     jt = peer.publisher(JointTrajectory, "/joint_trajectory_controller/joint_trajectory")
     processes.python(
@@ -38,9 +51,14 @@ def test_shield_sim_robot_topics(processes, peer):
     wait_until(lambda: len(js) >= 10, 30, "joint states")
     assert sorted(js[-1][1].name) == sorted(SO101_JOINTS)
     assert all(abs(a - b) < 0.05 for a, b in zip(_positions(js), START, strict=True))
-    n0, t0 = len(js), time.monotonic()
-    time.sleep(1.0)
-    rate = (len(js) - n0) / (time.monotonic() - t0)
+    n0 = len(stamped)
+    wait_until(
+        lambda: len(stamped) > n0 and _stamp(stamped[-1][1]) - _stamp(stamped[n0][1]) >= 1.0,
+        10,
+        "1 s of joint states",
+    )
+    window = [m for _, m in stamped[n0:]]
+    rate = (len(window) - 1) / (_stamp(window[-1]) - _stamp(window[0]))
     assert 70 <= rate <= 115, f"/joint_states at {rate:.1f} Hz, expected about 100 Hz"
 
     peer.wait_for_subscribers(fc)

@@ -1,0 +1,36 @@
+"""rosbag2 mirror of the kernel's traces, the bag reader, recovery and dataset export.
+
+    from robokernel_ros.recording import BagMirror, load_bag_trace, recover_bag
+
+Importing this package teaches `kernel.load_trace` to read bag folders too.
+"""
+
+from .mirror import (
+    BAG_DIR,
+    DEFAULT_PREFIX,
+    BagMirror,
+    EpisodeBagMirror,
+    bag_path_for,
+    camera_topic,
+    mirror_trace,
+)
+from .reader import BagTrace, is_bag, iter_raw, load_bag_trace, register
+from .recover import RecoveryReport, recover_bag
+
+register()
+
+__all__ = [
+    "BAG_DIR",
+    "DEFAULT_PREFIX",
+    "BagMirror",
+    "EpisodeBagMirror",
+    "BagTrace",
+    "RecoveryReport",
+    "bag_path_for",
+    "camera_topic",
+    "is_bag",
+    "iter_raw",
+    "load_bag_trace",
+    "mirror_trace",
+    "recover_bag",
+]

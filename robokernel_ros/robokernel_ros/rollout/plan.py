@@ -1,0 +1,68 @@
+"""RolloutPlan: every parameter of a rollout call, checked and normalised (see rollout.requests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robokernel_ros.policies.base import Policy
+from robokernel_ros.tasks.predicates import Criterion, RewardTerm
+
+DEFAULT_TRACE_DIR = "runs/"
+
+
+@dataclass
+class RolloutPlan:
+    """Every parameter of a call, checked and normalised (see plan_run / plan_eval / plan_multi)."""
+
+    call: str
+    robots: tuple[str, ...]
+    policies: dict[
+        str, tuple[str, dict[str, Any], Policy | None]
+    ]  # robot -> (provider, config, object)
+    policy_kwargs: dict[str, Any]
+    instructions: dict[str, str]
+    n_steps: int
+    duration: float
+    control_hz: float
+    action_horizons: dict[str, int]
+    seed: int | None
+    async_rtc: bool | None
+    rtc_timeout: float | None
+    stop_when: list[Criterion] = field(default_factory=list)
+    success: list[Criterion] = field(default_factory=list)
+    failure: list[Criterion] = field(default_factory=list)
+    rewards: list[RewardTerm] = field(default_factory=list)
+    success_fn: Criterion | None = None
+    observers: list[Callable[..., Any]] = field(default_factory=list)
+    on_frame: Callable[..., Any] | None = None
+    video: dict[str, Any] | None = None
+    fast_mode: bool = True
+    reset_between: bool = True
+    n_episodes: int = 1
+    trace_dir: Path | None = None
+    safety: dict[str, Any] | None = None
+    progress: bool | None = None
+    benchmark: dict[str, Any] | None = None
+    scene_override: Any = None  # a benchmark's own scene
+    bag: str | None = None  # the rosbag2 storage of each episode's <run_dir>/bag, None: no bag
+    cameras: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # cameras= as asked
+    image_size: tuple[int, int] | None = None  # image_size= as asked
+    env_cameras: tuple[str, ...] = ()  # resolved by resolve_cameras: what the env renders
+    env_image_size: tuple[int, int] | None = None
+    workers: int = 1  # > 1: episodes sharded over Ray workers (rollout.parallel)
+    ray_address: str | None = None  # None: a local Ray instance
+    batch_inference: bool = False  # one policy actor batches every worker's inference
+    max_batch: int = 8
+    max_wait_ms: float = 5.0
+    wbc_install_torque_control: bool = False  # the torque shim for the call (rollout.torque)
+    wbc_gains: dict[str, Any] = field(default_factory=dict)  # robot -> wbc_gains as asked
+    torque_gains: dict[str, Any] = field(default_factory=dict)  # robot -> resolved, by preflight
+    live: Any = None  # live.LiveOptions: a Foxglove view of every episode; None: none
+    live_view: Any = field(default=None, repr=False, compare=False)  # started by the first episode
+
+    @property
+    def robot(self) -> str:
+        return self.robots[0]

@@ -1,0 +1,462 @@
+"""The typed requests of the rollout API, checked where they are built.
+
+    request = EvalRequest(n_episodes=5, seed=0)       # ValueError naming a refused field
+    plan = request.plan(robots=scene.robots(), registry=registry)   # the scene's checks
+    plan = plan_eval("arm", robots=scene.robots(), n_episodes=5)    # both in one call
+
+`RunRequest` (run_policy, start_policy, replay_episode), `EvalRequest` (eval_policy,
+evaluate_benchmark) and `MultiRequest` (run_multi_policy) hold a call's parameters as
+asked; `__post_init__` refuses a bad value by name with the checks of rollout.validation
+(booleans are booleans, numbers in their domain, callables callable, a policy provider
+that exists) and normalises the rest. `plan(robots=...)` adds the checks that need the
+scene (the robot name, a benchmark spec) and returns the RolloutPlan the runner executes.
+An unknown parameter is a TypeError naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robokernel_ros.policies.base import Policy, batch_refusal
+from robokernel_ros.policies.base import preflight as provider_preflight
+from robokernel_ros.tasks.benchmarks import BenchmarkRegistry
+from robokernel_ros.tasks.predicates import Criterion, compile_criteria, compile_rewards
+
+from . import torque
+from . import validation as v
+from .plan import DEFAULT_TRACE_DIR, RolloutPlan
+
+PolicyChoice = tuple[str, dict[str, Any], Policy | None]  # (provider, config, a caller's object)
+
+
+@dataclass
+class _Outputs:
+    """The fields every call shares: callbacks, video, trace, bag, cameras, shield, progress, live."""
+
+    observer: Callable[..., Any] | Sequence[Callable[..., Any]] | None = None
+    on_frame: Callable[..., Any] | None = None
+    video: Mapping[str, Any] | str | None = None
+    trace_dir: str | Path | None = DEFAULT_TRACE_DIR
+    bag: str | bool | None = None
+    cameras: Any = None  # a name, a list of names, or {name: pose}
+    image_size: Sequence[int] | None = None
+    safety: Mapping[str, Any] | None = None
+    live: Any = None  # True, a port, or a live.LiveOptions mapping
+    wbc_install_torque_control: bool = False
+    wbc_gains: Mapping[str, Any] | None = None
+    _checked: dict[str, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
+
+    def _check_outputs(self, progress: Any) -> None:
+        checked = self._checked
+        checked["observers"] = v.callables("observer", self.observer)
+        checked["on_frame"] = v.optional_callable("on_frame", self.on_frame)
+        checked["video"] = v.video_config("video", self.video)
+        checked["trace_dir"] = v.trace_dir("trace_dir", self.trace_dir)
+        checked["bag"] = v.bag_option("bag", self.bag, checked["trace_dir"])
+        checked["cameras"] = v.cameras_option("cameras", self.cameras)
+        checked["image_size"] = v.image_size_option("image_size", self.image_size)
+        if self.safety is not None and not isinstance(self.safety, Mapping):
+            raise ValueError(f"safety={self.safety!r}: must be a dict of shield settings or None")
+        checked["safety"] = dict(self.safety) if self.safety is not None else None
+        checked["progress"] = v.check_flag("progress", progress, allow_none=True)
+        checked["live"] = _live_option(self.live)
+
+
+@dataclass
+class RunRequest(_Outputs):
+    """A run_policy / start_policy / replay_episode request (one robot, one episode)."""
+
+    robot_name: str | None = None
+    policy_provider: str = "mock"
+    policy_config: Mapping[str, Any] | None = None
+    policy_object: Policy | None = None
+    policy_kwargs: Mapping[str, Any] | None = None
+    instruction: str = ""
+    duration: float = 10.0
+    control_frequency: float = 50.0
+    action_horizon: int = 8
+    n_steps: int | None = None
+    max_steps: int | None = None  # n_steps's legacy alias
+    seed: int | None = None
+    async_rtc: bool | None = None  # None: from policy.is_chunk_emitting()
+    rtc_inference_timeout_s: float | None = None
+    stop_when: Any = None  # criteria: a name, a {predicate: args} mapping, a callable, a list
+    fast_mode: bool = True
+    progress: bool | None = None
+    call: str = "run_policy"
+
+    def __post_init__(self) -> None:
+        # Posture flags first: a refused flag builds no policy and touches no scene.
+        v.check_flag("async_rtc", self.async_rtc, allow_none=True)
+        v.check_flag("fast_mode", self.fast_mode)
+        v.check_flag(torque.FLAG, self.wbc_install_torque_control)
+        steps, duration_s, hz = v.resolve_horizon(n_steps=self.n_steps, duration=self.duration,
+                                                  control_frequency=self.control_frequency,
+                                                  max_steps=self.max_steps)  # fmt: skip
+        self._check_outputs(self.progress)
+        c = self._checked
+        c.update(n_steps=steps, duration=duration_s, control_hz=hz)
+        c["policy"] = _provider_and_config(
+            self.policy_provider, self.policy_config, self.policy_object
+        )
+        c["policy_kwargs"] = v.config_dict("policy_kwargs", self.policy_kwargs)
+        c["instruction"] = v.text("instruction", self.instruction)
+        c["action_horizon"] = v.positive_int("action_horizon", self.action_horizon)
+        c["seed"] = v.seed_value("seed", self.seed)
+        c["rtc_timeout"] = v.timeout_seconds(
+            "rtc_inference_timeout_s", self.rtc_inference_timeout_s
+        )
+        c["stop_when"] = compile_criteria("stop_when", self.stop_when)
+
+    def plan(self, *, robots: Sequence[str]) -> RolloutPlan:
+        """The RolloutPlan on a scene with these robots (ValueError: no such robot)."""
+        robot = _robot_name(self.robot_name, robots)
+        c = self._checked
+        return RolloutPlan(
+            call=self.call,
+            robots=(robot,),
+            policies={robot: c["policy"]},
+            policy_kwargs=c["policy_kwargs"],
+            instructions={robot: c["instruction"]},
+            n_steps=c["n_steps"],
+            duration=c["duration"],
+            control_hz=c["control_hz"],
+            action_horizons={robot: c["action_horizon"]},
+            seed=c["seed"],
+            async_rtc=self.async_rtc,
+            rtc_timeout=c["rtc_timeout"],
+            stop_when=c["stop_when"],
+            fast_mode=self.fast_mode,
+            **_plan_outputs(c),
+            **torque.plan_options(self.wbc_install_torque_control, self.wbc_gains, (robot,)),
+        )
+
+
+@dataclass
+class EvalRequest(_Outputs):
+    """An eval_policy / evaluate_benchmark request: n episodes, an aggregate report.
+
+    spec: a benchmark (a registered name or a spec dict) brings its robot, horizon, rate,
+    instruction and success / failure / reward criteria; max_steps and async_rtc=True are
+    refused with it. workers > 1 shards the episodes over Ray workers (rollout.parallel)."""
+
+    robot_name: str | None = None  # None: the scene's sole robot
+    spec: str | Mapping[str, Any] | None = None
+    policy_provider: str = "mock"
+    policy_config: Mapping[str, Any] | None = None
+    policy_object: Policy | None = None
+    policy_kwargs: Mapping[str, Any] | None = None
+    instruction: str = ""
+    n_episodes: int = 1
+    max_steps: int | None = None  # None: 300, or the benchmark's
+    control_frequency: float = 50.0
+    action_horizon: int = 8
+    success_fn: Callable[[Mapping[str, Any]], bool] | None = None
+    stop_when: Any = None
+    seed: int | None = None
+    async_rtc: bool = False  # eval declares a plain bool: None is refused
+    rtc_inference_timeout_s: float | None = None
+    fast_mode: bool = True
+    reset_between: bool = True
+    progress: bool | None = None
+    workers: int = 1
+    ray_address: str | None = None
+    batch_inference: bool = False
+    max_batch: int = 8
+    max_wait_ms: float = 5.0
+    call: str = "eval_policy"
+
+    def __post_init__(self) -> None:
+        v.check_flag("async_rtc", self.async_rtc)
+        v.check_flag("fast_mode", self.fast_mode)
+        v.check_flag("reset_between", self.reset_between)
+        v.check_flag(torque.FLAG, self.wbc_install_torque_control)
+        c = self._checked
+        c["n_episodes"] = v.positive_int("n_episodes", self.n_episodes)
+        c.update(v.parallel_options(workers=self.workers, ray_address=self.ray_address,
+                                    batch_inference=self.batch_inference, max_batch=self.max_batch,
+                                    max_wait_ms=self.max_wait_ms, policy_object=self.policy_object,
+                                    observer=self.observer, on_frame=self.on_frame,
+                                    reset_between=self.reset_between))  # fmt: skip
+        self._check_outputs(self.progress)
+        if self.spec is not None and self.async_rtc:
+            raise ValueError(
+                "async_rtc=True: the benchmark/spec path stays synchronous (an observed delay of exactly 0 "
+                "before every inference); use eval_policy without spec= to measure latency robustness"
+            )
+        c["instruction"] = v.text("instruction", self.instruction)
+        c["policy"] = policy = _provider_and_config(self.policy_provider, self.policy_config,
+                                                    self.policy_object)  # fmt: skip
+        if c["batch_inference"]:
+            _check_batching(policy, c["workers"])
+        if c["live"] is not None and c["workers"] > 1:
+            raise ValueError(
+                f"live={self.live!r}: the live view follows the episodes of this process and workers="
+                f"{c['workers']} runs them in Ray workers; use workers=1 to watch an eval live"
+            )
+        c["policy_kwargs"] = v.config_dict("policy_kwargs", self.policy_kwargs)
+        c["action_horizon"] = v.positive_int("action_horizon", self.action_horizon)
+        c["seed"] = v.seed_value("seed", self.seed)
+        c["rtc_timeout"] = v.timeout_seconds(
+            "rtc_inference_timeout_s", self.rtc_inference_timeout_s
+        )
+        c["stop_when"] = compile_criteria("stop_when", self.stop_when)
+        c["success_fn"] = _success_fn(self.success_fn)
+
+    def plan(
+        self, *, robots: Sequence[str], registry: BenchmarkRegistry | None = None
+    ) -> RolloutPlan:
+        """The RolloutPlan on a scene with these robots; a spec resolves in `registry`."""
+        c = self._checked
+        benchmark = None
+        if self.spec is not None:
+            benchmark = (registry if registry is not None else BenchmarkRegistry()).resolve(
+                self.spec
+            )
+            if self.max_steps is not None:
+                raise ValueError(
+                    f"max_steps={self.max_steps!r}: a spec= call takes its horizon off the benchmark "
+                    f"(max_steps={benchmark['max_steps']}); fork the spec to change it"
+                )
+            robot = benchmark["robot"]["name"]
+            steps = benchmark["max_steps"]
+            hz = benchmark["control_frequency"]
+            text = c["instruction"] or benchmark["instruction"]
+            success = compile_criteria("spec['success']", benchmark.get("success"))
+            failure = compile_criteria("spec['failure']", benchmark.get("failure"))
+            rewards = compile_rewards("spec['reward']", benchmark.get("reward"))
+        else:
+            robot = _robot_name(self.robot_name, robots, auto=True)
+            steps = v.positive_int("max_steps", 300 if self.max_steps is None else self.max_steps)
+            hz = v.positive_number("control_frequency", self.control_frequency)
+            text = c["instruction"]
+            success, failure, rewards = [], [], []
+        return RolloutPlan(
+            call=self.call,
+            robots=(robot,),
+            policies={robot: c["policy"]},
+            policy_kwargs=c["policy_kwargs"],
+            instructions={robot: text},
+            n_steps=steps,
+            duration=steps / hz,
+            control_hz=hz,
+            action_horizons={robot: c["action_horizon"]},
+            seed=c["seed"],
+            async_rtc=self.async_rtc,
+            rtc_timeout=c["rtc_timeout"],
+            stop_when=c["stop_when"],
+            success=success,
+            failure=failure,
+            rewards=rewards,
+            success_fn=c["success_fn"],
+            fast_mode=self.fast_mode,
+            reset_between=self.reset_between,
+            n_episodes=c["n_episodes"],
+            benchmark=benchmark,
+            workers=c["workers"],
+            ray_address=c["ray_address"],
+            batch_inference=c["batch_inference"],
+            max_batch=c["max_batch"],
+            max_wait_ms=c["max_wait_ms"],
+            **_plan_outputs(c),
+            **torque.plan_options(self.wbc_install_torque_control, self.wbc_gains, (robot,)),
+        )
+
+
+@dataclass
+class MultiRequest(_Outputs):
+    """A run_multi_policy request: policies={robot: Policy | provider | {policy_provider,
+    policy_config, policy_object}}; instructions and action_horizon per robot or for all."""
+
+    policies: Mapping[str, Any] = field(default_factory=dict)
+    instructions: str | Mapping[str, str] | None = None
+    duration: float = 10.0
+    n_steps: int | None = None
+    max_steps: int | None = None
+    control_frequency: float = 50.0
+    action_horizon: int | Mapping[str, int] = 8
+    policy_kwargs: Mapping[str, Any] | None = None
+    seed: int | None = None
+    stop_when: Any = None
+    fast_mode: bool = True
+    call: str = "run_multi_policy"
+
+    def __post_init__(self) -> None:
+        v.check_flag("fast_mode", self.fast_mode)
+        v.check_flag(torque.FLAG, self.wbc_install_torque_control)
+        policies = self.policies
+        if not isinstance(policies, Mapping) or not policies:
+            raise ValueError(
+                f"policies={policies!r}: must be a non-empty dict {{robot_name: Policy}}"
+            )
+        c = self._checked
+        c["policies"] = _policy_choices(policies)
+        names = list(policies)
+        c["n_steps"], c["duration"], c["control_hz"] = v.resolve_horizon(
+            n_steps=self.n_steps, duration=self.duration,
+            control_frequency=self.control_frequency, max_steps=self.max_steps,
+        )  # fmt: skip
+        if isinstance(self.instructions, Mapping):
+            texts = v.per_robot("instructions", self.instructions, names, v.text)
+        else:
+            texts = {n: v.text("instructions", self.instructions) for n in names}
+        c["instructions"] = {n: texts.get(n, "") for n in names}
+        horizons = v.per_robot("action_horizon", self.action_horizon, names, v.positive_int)
+        c["action_horizons"] = {n: horizons.get(n, 8) for n in names}
+        self._check_outputs(None)
+        c["policy_kwargs"] = v.config_dict("policy_kwargs", self.policy_kwargs)
+        c["seed"] = v.seed_value("seed", self.seed)
+        c["stop_when"] = compile_criteria("stop_when", self.stop_when)
+
+    def plan(self, *, robots: Sequence[str]) -> RolloutPlan:
+        """The RolloutPlan on a scene with these robots (ValueError: a robot it lacks)."""
+        names = list(self.policies)
+        for name in names:
+            _robot_name(name, robots, param="policies key")
+        c = self._checked
+        return RolloutPlan(
+            call=self.call,
+            robots=tuple(names),
+            policies=c["policies"],
+            policy_kwargs=c["policy_kwargs"],
+            instructions=c["instructions"],
+            n_steps=c["n_steps"],
+            duration=c["duration"],
+            control_hz=c["control_hz"],
+            action_horizons=c["action_horizons"],
+            seed=c["seed"],
+            async_rtc=False,
+            rtc_timeout=None,
+            stop_when=c["stop_when"],
+            fast_mode=self.fast_mode,
+            **_plan_outputs(c),
+            **torque.plan_options(
+                self.wbc_install_torque_control, self.wbc_gains, names, per_robot=True
+            ),  # fmt: skip
+        )
+
+
+def plan_run(robot_name: Any, *, robots: Sequence[str], **kwargs: Any) -> RolloutPlan:
+    """Check a run_policy / start_policy request (raises ValueError naming the parameter)."""
+    return RunRequest(robot_name=robot_name, **kwargs).plan(robots=robots)
+
+
+def plan_eval(robot_name: Any = None, *, robots: Sequence[str],
+              registry: BenchmarkRegistry | None = None, **kwargs: Any) -> RolloutPlan:  # fmt: skip
+    """Check an eval_policy / evaluate_benchmark request (raises ValueError naming the parameter)."""
+    return EvalRequest(robot_name=robot_name, **kwargs).plan(robots=robots, registry=registry)
+
+
+def plan_multi(policies: Any, *, robots: Sequence[str], **kwargs: Any) -> RolloutPlan:
+    """Check a run_multi_policy request: policies={robot: Policy | provider | {provider, config}}."""
+    return MultiRequest(policies=policies, **kwargs).plan(robots=robots)
+
+
+# --- the checks the requests share -----------------------------------------------------------
+
+
+def _plan_outputs(checked: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("observers", "on_frame", "video", "trace_dir", "bag", "cameras", "image_size",
+            "safety", "progress", "live")  # fmt: skip
+    return {k: checked[k] for k in keys}
+
+
+def _provider_and_config(provider: Any, config: Any, obj: Any) -> PolicyChoice:
+    policy = v.policy_object("policy_object", obj)
+    cfg = v.config_dict("policy_config", config)
+    if policy is not None:
+        return policy.provider or type(policy).__name__, cfg, policy
+    if not isinstance(provider, str) or not provider:
+        raise ValueError(
+            f"policy_provider={provider!r}: must be a provider name (a non-empty string)"
+        )
+    provider_preflight(provider, cfg)  # unknown provider and the provider's own refusals
+    return provider, cfg, None
+
+
+def _policy_choices(policies: Mapping[str, Any]) -> dict[str, PolicyChoice]:
+    """run_multi_policy's policies={robot: entry}, each entry resolved; one object per robot."""
+    resolved: dict[str, PolicyChoice] = {}
+    seen: dict[int, str] = {}
+    for name, entry in policies.items():
+        where = f"policies[{name!r}]"
+        if isinstance(entry, Policy):
+            if id(entry) in seen:
+                raise ValueError(
+                    f"{where}: the same Policy object also drives {seen[id(entry)]!r}; give each robot its own"
+                )
+            seen[id(entry)] = name
+            resolved[name] = _provider_and_config(None, None, entry)
+        elif isinstance(entry, str):
+            resolved[name] = _provider_and_config(entry, None, None)
+        elif isinstance(entry, Mapping):
+            unknown = set(entry) - {"policy_provider", "policy_config", "policy_object"}
+            if unknown:
+                raise ValueError(
+                    f"{where}: unknown keys {sorted(unknown)} (policy_provider, policy_config, policy_object)"
+                )
+            resolved[name] = _provider_and_config(
+                entry.get("policy_provider", "mock"),
+                entry.get("policy_config"),
+                entry.get("policy_object"),
+            )
+        else:
+            raise ValueError(
+                f"{where}={entry!r}: must be a Policy instance, a provider name or "
+                "{'policy_provider': ..., 'policy_config': {...}}"
+            )
+    return resolved
+
+
+def _check_batching(policy: PolicyChoice, workers: int) -> None:
+    """batch_inference=True needs several workers and a provider that batches."""
+    if workers < 2:
+        raise ValueError(
+            f"batch_inference=True: one policy actor serves several Ray workers; workers={workers} "
+            "has one (set workers >= 2, or batch_inference=False)"
+        )
+    reason = batch_refusal(policy[0], policy[1])
+    if reason is not None:
+        raise ValueError(
+            f"batch_inference=True: policy_provider={policy[0]!r} cannot batch: {reason}"
+        )
+
+
+def _success_fn(fn: Any) -> Criterion | None:
+    fn = v.optional_callable("success_fn", fn)
+    if fn is None:
+        return None
+    return Criterion(f"success_fn {getattr(fn, '__name__', repr(fn))}", fn)
+
+
+def _live_option(value: Any) -> Any:
+    if value is None or value is False:
+        return None  # no import of foxglove-sdk for a call without a live view
+    from robokernel_ros.live import live_option
+
+    return live_option("live", value)
+
+
+def _robot_name(
+    value: Any, robots: Sequence[str], *, auto: bool = False, param: str = "robot_name"
+) -> str:
+    robots = list(robots)
+    if value is None or value == "":
+        if auto and len(robots) == 1:
+            return robots[0]
+        if auto:
+            raise ValueError(
+                f"{param}={value!r}: cannot auto-resolve the robot: the scene has "
+                f"{len(robots)} robots {robots}; name one"
+            )
+        raise ValueError(f"{param}={value!r}: required; the scene's robots are {robots}")
+    if not isinstance(value, str):
+        raise ValueError(
+            f"{param}={value!r}: must be a robot name (a string); the scene's robots are {robots}"
+        )
+    if value not in robots:
+        raise ValueError(f"{param}={value!r}: no such robot; the scene's robots are {robots}")
+    return value

@@ -1,0 +1,18 @@
+"""All rclpy code of the package but the nodes (`nodes/` holds one thin node per file).
+
+- `wire`: the policy-server protocol's names and the message conversions (observations,
+  action chunks, images, kernel events); no rclpy.
+- `served_wire`: the served endpoint's JSON payloads and `served.*` arrays; no rclpy.
+- `transport`: this process's private rclpy link, `DirectReader`, `ServerWatch`.
+- `qos`: the QoS profiles, each with its reason.
+- `params`: `declare` (parameters with descriptors, validated) and `ParameterError`.
+- `node`: `run_node` / `run_multithreaded` / `exit_main`, the executors.
+- `policy_host`: the node base of the policy server and the served endpoint.
+- `ros_env`: `RosRobotEnv`, a kernel Environment over ROS topics.
+- `remote_policy`: the `remote` policy provider.
+- `actions`: the runner's long calls as actions (goal, feedback, cancel).
+- `client`: `WorkcellClient`, the runner's API from Python; `cli`: `robokernel ros`.
+
+Import rule: this package imports the layers below it (kernel, safety, policies, envs,
+rollout, bag, scoring), never `nodes/`; nothing below it imports rclpy.
+"""

@@ -1,0 +1,288 @@
+"""A Python client of a runner node (the style of nav2_simple_commander, without its plumbing).
+
+    from robokernel_ros.ros.client import WorkcellClient
+
+    with WorkcellClient("/robokernel") as cell:
+        result = cell.eval_policy(policy_provider="mock", n_episodes=5, feedback=print)
+        print(result.ok, result.message, result.report["success_rate"])
+
+Long calls (run_policy, eval_policy, evaluate_benchmark, replay_episode,
+run_multi_policy) go as actions: `feedback` is called with each feedback message (on
+the client's spin thread), `cancel()` (from any thread) or a KeyboardInterrupt while
+waiting cancels the goal (the robot holds; the result says "cancelled"). start_policy,
+stop_policy and list_policies_running are services.
+
+Fields are keyword arguments named as in the action or service (`robot_name`,
+`n_episodes`, ...). A dict or list for a `<name>_json` field may be given as `<name>`
+(`policy_config={...}` for `policy_config_json`); None means unset (-1 or 0 on the
+wire, as the interface says); any other keyword goes into `extra_json`. A value of the
+wrong type is refused here, naming the field, before anything is sent.
+
+The client owns a private rclpy context, node and single-threaded executor spinning in a
+daemon thread, so it works beside (or without) the caller's own rclpy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import rclpy
+from rclpy.action import ActionClient
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+
+from robokernel_interfaces.srv import ListPoliciesRunning, StartPolicy, StopPolicy
+
+from .actions import ACTION_TYPES
+
+#: Field names whose None means "unset" and the wire value that says so.
+_UNSET = {"seed": -1, "n_steps": -1, "rtc_inference_timeout_s": 0.0}
+
+
+@dataclass
+class CallResult:
+    """What a call answered: the envelope's fields, the report parsed."""
+
+    ok: bool
+    status: str
+    message: str
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_response(cls, response: Any, status: str | None = None) -> CallResult:
+        try:
+            report = json.loads(response.report_json or "{}")
+        except ValueError:
+            report = {}
+        return cls(bool(response.ok), status or response.status, response.message, report)
+
+
+def fill_fields(message: Any, fields: Mapping[str, Any]) -> Any:
+    """Set an action goal's or request's fields from keyword arguments (module docstring)."""
+    names = set(message.get_fields_and_field_types())
+    extra: dict[str, Any] = {}
+    for name, value in fields.items():
+        target = name if name in names else f"{name}_json" if f"{name}_json" in names else None
+        if target is None:
+            extra[name] = value
+            continue
+        if value is None and target in _UNSET:
+            value = _UNSET[target]
+        elif target == "async_rtc" and _is_int(message, target):
+            # RunPolicy's tri-state: -1 auto (None), 0 off, 1 on
+            value = -1 if value is None else int(value) if isinstance(value, bool) else value
+        if target.endswith("_json") and not isinstance(value, str):
+            value = json.dumps(value)
+        setattr(
+            message, target, _checked(name, message.get_fields_and_field_types()[target], value)
+        )
+    if extra:
+        if "extra_json" not in names:
+            raise ValueError(f"{sorted(extra)}: not fields of {type(message).__name__}")
+        base = json.loads(message.extra_json or "{}")
+        message.extra_json = json.dumps({**base, **extra})
+    return message
+
+
+def _is_int(message: Any, name: str) -> bool:
+    return message.get_fields_and_field_types()[name].startswith(("int", "uint"))
+
+
+_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+
+def _checked(name: str, kind: str, value: Any) -> Any:
+    """`value` as the wire type `kind` wants it, or a ValueError naming the field (rosidl's
+    Python messages store anything; the C conversion would abort the process)."""
+    if kind == "string" and isinstance(value, str):
+        return value
+    if kind == "boolean" and isinstance(value, bool):
+        return value
+    if kind in _INT_BITS and isinstance(value, int) and not isinstance(value, bool):
+        bound = 2 ** (_INT_BITS[kind] - 1)
+        if -bound <= value < bound:
+            return value
+    if (
+        kind in ("double", "float")
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ):
+        return float(value)
+    raise ValueError(f"{name}={value!r}: must be a {kind}")
+
+
+class WorkcellClient:
+    """A runner node's API from Python (module docstring).
+
+    namespace: the runner's namespace ("/robokernel" in the launch files).
+    server_timeout_s: how long a call waits for its action or service to be discovered.
+    """
+
+    def __init__(self, namespace: str = "/robokernel", *, server_timeout_s: float = 30.0) -> None:
+        self.namespace = "/" + namespace.strip("/") if namespace.strip("/") else ""
+        self.server_timeout_s = server_timeout_s
+        self._context = Context()
+        rclpy.init(context=self._context)
+        self._node = Node("robokernel_client", context=self._context)
+        self._executor = SingleThreadedExecutor(context=self._context)
+        self._executor.add_node(self._node)
+        self._thread = threading.Thread(target=self._spin, name="robokernel_client", daemon=True)
+        self._thread.start()
+        self._lock = threading.Lock()
+        self._actions: dict[str, ActionClient] = {}
+        self._services: dict[str, Any] = {}
+        self._goals: list[Any] = []  # goal handles in flight
+
+    def __enter__(self) -> WorkcellClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _spin(self) -> None:
+        while self._context.ok():
+            try:
+                self._executor.spin_once(timeout_sec=0.1)
+            except Exception:  # noqa: BLE001 - the context is shutting down
+                if not self._context.ok():
+                    return
+                raise
+
+    def close(self) -> None:
+        """Destroy the node and its private context (in-flight goals are not cancelled)."""
+        if self._context.ok():
+            self._context.try_shutdown()
+        self._thread.join(timeout=5)
+        self._executor.shutdown(timeout_sec=1)
+        self._node.destroy_node()
+
+    # -- long calls (actions) --
+
+    def run_policy(
+        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+    ) -> CallResult:
+        return self.call("run_policy", fields, feedback)
+
+    def eval_policy(
+        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+    ) -> CallResult:
+        return self.call("eval_policy", fields, feedback)
+
+    def evaluate_benchmark(
+        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+    ) -> CallResult:
+        return self.call("evaluate_benchmark", fields, feedback)
+
+    def replay_episode(
+        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+    ) -> CallResult:
+        return self.call("replay_episode", fields, feedback)
+
+    def run_multi_policy(
+        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+    ) -> CallResult:
+        return self.call("run_multi_policy", fields, feedback)
+
+    def call(
+        self,
+        name: str,
+        fields: Mapping[str, Any],
+        feedback: Callable[[Any], None] | None = None,
+    ) -> CallResult:
+        """Send the goal of action `name`, wait for its result; Ctrl-C cancels the goal."""
+        if name not in ACTION_TYPES:
+            raise ValueError(f"call={name!r}: must be one of {sorted(ACTION_TYPES)}")
+        action_type = ACTION_TYPES[name]
+        goal = fill_fields(action_type.Goal(), fields)
+        client = self._action_client(name)
+        on_feedback = (lambda msg: feedback(msg.feedback)) if feedback else None
+        handle = self._wait(client.send_goal_async(goal, feedback_callback=on_feedback), name)
+        if not handle.accepted:
+            return CallResult(False, "error", f"{name}: the runner rejected the goal")
+        with self._lock:
+            self._goals.append(handle)
+        try:
+            try:
+                answer = self._wait(handle.get_result_async(), name, timeout_s=None)
+            except KeyboardInterrupt:
+                self._wait(handle.cancel_goal_async(), name)
+                answer = self._wait(handle.get_result_async(), name, timeout_s=None)
+                raise _Interrupted(CallResult.from_response(answer.result)) from None
+        finally:
+            with self._lock:
+                self._goals.remove(handle)
+        return CallResult.from_response(answer.result)
+
+    def cancel(self) -> int:
+        """Cancel every goal this client has in flight; returns how many."""
+        with self._lock:
+            goals = list(self._goals)
+        for handle in goals:
+            self._wait(handle.cancel_goal_async(), "cancel")
+        return len(goals)
+
+    # -- quick calls (services) --
+
+    def start_policy(self, **fields: Any) -> CallResult:
+        return self._service(StartPolicy, "start_policy", fields)
+
+    def stop_policy(self, robot_name: str = "") -> CallResult:
+        return self._service(StopPolicy, "stop_policy", {"robot_name": robot_name})
+
+    def list_policies_running(self) -> CallResult:
+        return self._service(ListPoliciesRunning, "list_policies_running", {})
+
+    # -- plumbing --
+
+    def _name(self, name: str) -> str:
+        return f"{self.namespace}/{name}"
+
+    def _action_client(self, name: str) -> ActionClient:
+        with self._lock:
+            client = self._actions.get(name)
+            if client is None:
+                client = self._actions[name] = ActionClient(
+                    self._node, ACTION_TYPES[name], self._name(name)
+                )
+        if not client.wait_for_server(timeout_sec=self.server_timeout_s):
+            raise TimeoutError(
+                f"no runner answers the action {self._name(name)} within {self.server_timeout_s:g} s"
+            )
+        return client
+
+    def _service(self, srv_type: Any, name: str, fields: Mapping[str, Any]) -> CallResult:
+        with self._lock:
+            client = self._services.get(name)
+            if client is None:
+                client = self._services[name] = self._node.create_client(srv_type, self._name(name))
+        if not client.wait_for_service(timeout_sec=self.server_timeout_s):
+            raise TimeoutError(
+                f"no runner answers the service {self._name(name)} within {self.server_timeout_s:g} s"
+            )
+        request = fill_fields(srv_type.Request(), fields)
+        return CallResult.from_response(self._wait(client.call_async(request), name))
+
+    def _wait(self, future: Any, what: str, timeout_s: float | None = 60.0) -> Any:
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not done.wait(0.1):  # short waits: a KeyboardInterrupt lands between them
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{what}: no answer within {timeout_s:g} s")
+            if not self._context.ok():
+                raise RuntimeError(f"{what}: the client was closed")
+        return future.result()
+
+
+class _Interrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt that cancelled its goal; `result` is the cancelled call's answer."""
+
+    def __init__(self, result: CallResult) -> None:
+        super().__init__("cancelled")
+        self.result = result

@@ -1,0 +1,191 @@
+"""A node's process: `main()` plumbing and the executors the nodes spin on.
+
+A node module stays thin: it defines a Node (or LifecycleNode) subclass and
+
+    def main(args=None) -> int:
+        return run_node(MyNode, args=args)
+
+    # a node whose callbacks block (services that wait for work) on N threads:
+    def main(args=None) -> int:
+        return run_multithreaded(MyNode, args=args, threads=4)
+
+    if __name__ == "__main__":
+        exit_main(main)
+
+`run_node` does `rclpy.init()`, builds the node, spins it, turns Ctrl-C into a clean
+exit, stops the executor before `rclpy.shutdown()` (shutting rclpy down under a
+spinning executor aborts the process in this build), and turns a `ParameterError`
+raised while building or starting the node into one logged line and exit status 2
+(a RuntimeError into one logged line and status 1). `run_multithreaded` is the same
+on a MultiThreadedExecutor.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+
+from robokernel_ros.ros.params import ParameterError, check, declare
+
+_log = logging.getLogger(__name__)
+
+EXECUTORS = ("single_threaded", "events")
+
+
+def make_executor(kind: str) -> Any:
+    """'single_threaded' (rclpy's SingleThreadedExecutor) or 'events' (rclpy's
+    experimental EventsExecutor; in this build only `spin_once(timeout_sec=...)` in a
+    loop works with it, which `spin_until` does)."""
+    check("executor", kind, choices=EXECUTORS)
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor()
+    return SingleThreadedExecutor()
+
+
+def _is_events_executor(executor: Any) -> bool:
+    return type(executor).__name__ == "EventsExecutor"
+
+
+def spin_until(executor: Any, done: Callable[[], bool], timeout_sec: float = 0.1) -> None:
+    """Spin with spin_once(timeout_sec) until `done()` or rclpy's context shuts down.
+    Works with every executor kind, EventsExecutor included."""
+    while rclpy.ok() and not done():
+        try:
+            executor.spin_once(timeout_sec=timeout_sec)
+        except (ExternalShutdownException, RuntimeError):
+            if rclpy.ok():
+                raise
+            return  # a signal shut the context down under the executor: a normal end
+
+
+def freeze_heap() -> None:
+    """Exclude every object alive now from later garbage collections (`gc.freeze`).
+
+    Called once a node is built (and by the policy host once its policy is loaded): a
+    full collection scans every object of the process, and with torch and LeRobot loaded
+    that took 0.5-2.7 s here, a stall of every thread (the control loop, the inference
+    worker) at a moment nobody chooses. Frozen, the start-up heap is never scanned again;
+    what the node allocates later is collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+def run_node(
+    make_node: Callable[[], Node],
+    *,
+    args: Sequence[str] | None = None,
+    executor: str | Callable[[], Any] | None = None,
+    on_started: Callable[[Node], None] | None = None,
+) -> int:
+    """`main()` of a node: init rclpy, build the node, spin until Ctrl-C or shutdown.
+
+    `executor` None reads the `--executor` choice from the node's `executor` parameter
+    when it has one, else uses the SingleThreadedExecutor; a string is one of
+    EXECUTORS; a callable, given the built node, returns the executor to use. `on_started(node)` runs once
+    after the node is built (e.g. a lifecycle node's autostart); a ParameterError or
+    RuntimeError from it ends the process with status 2 or 1.
+    Returns the exit status.
+    """
+    rclpy.init(args=list(args) if args is not None else sys.argv)
+    node: Node | None = None
+    status = 0
+    exec_ = None
+    try:
+        node = make_node()
+        kind = executor
+        if kind is None:
+            kind = (
+                node.get_parameter("executor").value
+                if node.has_parameter("executor")
+                else "single_threaded"
+            )
+        exec_ = kind(node) if callable(kind) else make_executor(kind)
+        exec_.add_node(node)
+        if on_started is not None:
+            on_started(node)
+        freeze_heap()
+        if _is_events_executor(exec_):
+            spin_until(exec_, lambda: False)
+        else:
+            # spin(), not a spin_once loop: MultiThreadedExecutor.spin_once returns at
+            # once while a callback is still running in its pool, so the loop would
+            # busy-wait for as long as a long service call (a rollout) runs.
+            exec_.spin()
+    except KeyboardInterrupt:
+        pass
+    except ExternalShutdownException:
+        pass
+    except ParameterError as exc:
+        report(node, f"refused: {exc}")
+        status = 2
+    except RuntimeError as exc:
+        if rclpy.ok():  # else a signal ended rclpy while the node was starting: no error
+            report(node, f"stopped: {exc}")
+            status = 1
+    finally:
+        if exec_ is not None:
+            exec_.shutdown(timeout_sec=1.0)
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return status
+
+
+def run_multithreaded(
+    make_node: Callable[[], Node],
+    *,
+    args: Sequence[str] | None = None,
+    threads: int = 4,
+    on_started: Callable[[Node], None] | None = None,
+) -> int:
+    """`run_node` on a MultiThreadedExecutor of `threads` threads: for a node whose
+    callbacks may block (a service that waits for a rollout, inference on a service
+    call) while others must still answer (callback groups decide which run together)."""
+    from rclpy.executors import MultiThreadedExecutor
+
+    check("threads", threads, min_value=1)
+    return run_node(
+        make_node,
+        args=args,
+        executor=lambda _node: MultiThreadedExecutor(num_threads=threads),
+        on_started=on_started,
+    )
+
+
+def report(node: Node | None, text: str) -> None:
+    """One error line on the node's logger, or on stderr while no node is built yet."""
+    if node is not None:
+        node.get_logger().error(text)
+    else:
+        # The node was not built yet (its constructor refused a parameter): rclpy's
+        # logging needs a node name, so use the process's stderr through logging.
+        logging.basicConfig(level=logging.ERROR, format="[ERROR] %(message)s")
+        _log.error(text)
+
+
+def exit_main(main: Callable[[], int]) -> None:
+    """For `if __name__ == "__main__": exit_main(main)`."""
+    sys.exit(main())
+
+
+def peek_parameter(node_name: str, name: str, default: Any, description: str) -> Any:
+    """The value parameter `name` of a node called `node_name` is given at start (command
+    line, parameter files; remaps apply), validated as `declare` does, before that node
+    is built: for a `main()` whose parameter chooses which node to build. A short-lived
+    node of that name, without parameter services or rosout, reads it. Call it after
+    `rclpy.init()` (inside `run_node`'s `make_node`)."""
+    probe = rclpy.create_node(node_name, start_parameter_services=False, enable_rosout=False)
+    try:
+        return declare(probe, name, default, description)
+    finally:
+        probe.destroy_node()

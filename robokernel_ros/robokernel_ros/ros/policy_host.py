@@ -1,0 +1,215 @@
+"""The node base of the two policy-hosting nodes (nodes/policy_server.py, the streaming
+server; nodes/served_endpoint.py, served mode): one policy, its heartbeat, and an
+inference thread that takes observations from one topic itself.
+
+    class MyServer(PolicyHost):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)          # the policy's parameters, ~/status
+            ...                                 # this node's own names
+            self.start_hosting("observation", OBSERVATION_QOS)
+
+        def on_observations(self, messages): ...   # on the inference thread
+
+Parameters (both nodes): `provider`, `policy_config_json`, `checkpoint` (sets
+policy_config['path']), `device` (sets policy_config['device']), `action_keys`,
+`heartbeat_hz`, `plugin_modules` (imported before the provider is built).
+
+The policy is built once, in a loader thread started by `start_hosting`, with the
+rollout API's own provider registry (`preflight` then `create_policy`); the heartbeat
+(`~/status`, PolicyServerStatus) says `ready=false` with what is loading (or why the
+load failed) until it is done. The inference thread takes the observations itself,
+without an executor in between: their subscription sits on a companion node
+`<name>_rx` (in `ros2 node list` too) that no executor spins.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+import time
+from typing import Any
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+
+from robokernel_interfaces.msg import Observation, PolicyServerStatus
+from robokernel_ros.ros.node import freeze_heap
+from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.qos import STATUS_QOS
+from robokernel_ros.ros.transport import DirectReader
+
+#: The node name both policy-hosting nodes take by default: clients watch
+#: `<ns>/policy_server/status` (ros.wire.STATUS_TOPIC).
+NODE_NAME = "policy_server"
+
+
+class PolicyHost(Node):
+    """A node hosting one policy (see the module docstring). Subclasses create their own
+    names, call `start_hosting` last in their constructor and implement `on_observations`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        self.provider = declare(
+            self,
+            "provider",
+            "mock",
+            "policy provider: mock, scripted, lerobot, or a registered one",
+        )
+        config_json = declare(
+            self, "policy_config_json", "{}", "the provider's config as a JSON object"
+        )
+        checkpoint = declare(
+            self, "checkpoint", "", "a local checkpoint folder (sets policy_config['path'])"
+        )
+        device = declare(
+            self, "device", "", "cpu | cuda | auto (sets policy_config['device']); '' leaves it"
+        )
+        self.action_keys = list(
+            declare(
+                self,
+                "action_keys",
+                [],
+                "action keys the policy is bound to; [] binds to "
+                "the first observation's joint names",
+                array_type=str,
+            )
+        )
+        self.heartbeat_hz = declare(
+            self,
+            "heartbeat_hz",
+            2.0,
+            "status heartbeat rate",
+            min_value=0.0,
+            min_exclusive=True,
+            max_value=100.0,
+        )
+        self.plugin_modules = list(
+            declare(
+                self,
+                "plugin_modules",
+                [],
+                "Python modules imported before the "
+                "provider is built (they register their own providers)",
+                array_type=str,
+            )
+        )
+        self.config = _policy_config(config_json, checkpoint, device)
+        self.policy: Any = None
+        self.ready = False
+        self.detail = f"loading {self.provider} policy"
+        self.chunks_served = 0
+        self._bound = False  # the policy is bound to its action keys
+        self._stopping = False
+        self._status_pub = self.create_publisher(PolicyServerStatus, "~/status", STATUS_QOS)
+
+    def start_hosting(self, observation_topic: str, observation_qos: Any) -> None:
+        """Take observations from `observation_topic` (relative names resolve as this
+        node's, remaps included) on the inference thread, start the heartbeat timer and
+        the loader thread."""
+        self._rx_node = Node(
+            f"{self.get_name()}_rx",
+            namespace=self.get_namespace(),
+            context=self.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
+        )
+        self._observations = DirectReader(
+            self._rx_node, Observation, self.resolve_topic_name(observation_topic), observation_qos
+        )
+        self.create_timer(
+            1.0 / self.heartbeat_hz,
+            self._publish_status,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+        self._publish_status()
+        self._loader = threading.Thread(target=self._load, name="policy-load", daemon=True)
+        self._loader.start()
+        self._worker = threading.Thread(target=self._serve, name="policy-infer", daemon=True)
+        self._worker.start()
+
+    def on_observations(self, messages: list[Observation]) -> None:
+        """What the inference thread does with the observations it took (in arrival order)."""
+        raise NotImplementedError
+
+    # loading ------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        from robokernel_ros.policies import create_policy, preflight
+
+        started = time.monotonic()
+        try:
+            for module in self.plugin_modules:
+                importlib.import_module(module)
+            preflight(self.provider, self.config)
+            policy = create_policy(self.provider, **self.config)
+            if self.action_keys:
+                policy.set_robot_state_keys(self.action_keys)
+                self._bound = True
+        except Exception as exc:  # noqa: BLE001 - reported on the heartbeat and the log
+            self.detail = f"loading the {self.provider} policy failed: {type(exc).__name__}: {exc}"
+            self.get_logger().error(self.detail)
+            self._publish_status()
+            return
+        self.policy = policy
+        freeze_heap()  # the loaded model is never scanned by a collection again
+        self.ready = True
+        self.detail = f"{self.provider} policy loaded in {time.monotonic() - started:.2f} s"
+        self.get_logger().info(self.detail)
+        self._publish_status()
+
+    def _publish_status(self) -> None:
+        policy = self.policy
+        msg = PolicyServerStatus()
+        msg.stamp = self.get_clock().now().to_msg()
+        msg.ready = self.ready
+        msg.provider = self.provider
+        msg.detail = self.detail
+        msg.action_keys = list(getattr(policy, "action_keys", ()) or self.action_keys)
+        msg.chunk_emitting = bool(policy.is_chunk_emitting()) if policy is not None else False
+        msg.rtc_supported = bool(getattr(policy, "supports_rtc", False))
+        msg.chunks_served = self.chunks_served
+        self._status_pub.publish(msg)
+
+    # inference ------------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        """The inference thread: every batch of observations taken goes to on_observations."""
+        while not self._stopping:
+            messages = self._observations.take(1.0)
+            if messages:
+                self.on_observations(messages)
+
+    def stop_hosting(self) -> None:
+        """Stop the inference thread and destroy the observation reader's node."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._observations.close()  # wakes the inference thread
+        self._worker.join(timeout=5)
+        self._rx_node.destroy_node()
+
+    def destroy_node(self) -> None:
+        self.stop_hosting()
+        close = getattr(self.policy, "close", None)
+        if close is not None:
+            close()
+        super().destroy_node()
+
+
+def _policy_config(config_json: str, checkpoint: str, device: str) -> dict[str, Any]:
+    """policy_config_json with `checkpoint` and `device` applied (ParameterError unless
+    it is a JSON object)."""
+    try:
+        config = json.loads(config_json)
+    except json.JSONDecodeError as exc:
+        raise ParameterError(
+            "policy_config_json", config_json, f"must be a JSON object ({exc})"
+        ) from exc
+    if not isinstance(config, dict):
+        raise ParameterError("policy_config_json", config_json, "must be a JSON object")
+    if checkpoint:
+        config["path"] = checkpoint
+    if device:
+        config["device"] = device
+    return config

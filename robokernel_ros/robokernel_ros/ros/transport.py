@@ -1,0 +1,292 @@
+"""rclpy plumbing below the nodes: this process's private rclpy link, `DirectReader`
+(a subscription its caller takes from an rcl wait set, no executor in between) and
+`ServerWatch` (a policy server's heartbeat).
+
+    link = acquire_link()           # one context + node + executor thread per process
+    reader = DirectReader(link.rx_node, ActionChunk, "/robokernel/action_chunk", CHUNK_QOS)
+    messages = reader.take(timeout_s=1.0)
+    ...
+    reader.close(); release_link()
+
+The private link is one rclpy context with a single-threaded executor thread for the
+whole process (the runner node included: rclpy's MultiThreadedExecutor delays chunks by
+tens of milliseconds in this build), shared by every remote policy and RosRobotEnv and
+released with the last. Its `rx_node` is spun by no executor: DirectReaders on it are
+taken by their caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import rclpy
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.guard_condition import GuardCondition
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+from robokernel_interfaces.msg import PolicyServerStatus
+from robokernel_ros.ros.qos import STATUS_QOS
+from robokernel_ros.ros.wire import DEFAULT_NAMESPACE, LOAD_FAILED, STATUS_TOPIC, join
+
+_log = logging.getLogger(__name__)
+
+
+class _PrivateLink:
+    """One rclpy context + node + executor thread for the process, reference-counted."""
+
+    _lock = threading.Lock()
+    _instance: _PrivateLink | None = None
+    _refs = 0
+
+    def __init__(self) -> None:
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        name = f"remote_policy_{secrets.token_hex(3)}"
+        # Own names: the process's command-line remaps (a runner's __node:=runner) are
+        # not for these nodes.
+        self.node = rclpy.create_node(name, context=self.context, use_global_arguments=False)
+        # Subscriptions whose messages a caller takes itself (DirectReader): no executor
+        # spins this node.
+        self.rx_node = rclpy.create_node(
+            f"{name}_rx", context=self.context, use_global_arguments=False
+        )
+        self.readers: weakref.WeakSet[DirectReader] = weakref.WeakSet()
+        # It serves the heartbeat and the service client only (chunks are taken by the
+        # waiting thread), so one thread is enough; rclpy's MultiThreadedExecutor would
+        # add tens of milliseconds to the service round trip in this build.
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name="remote-policy-spin", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        # A long timeout: each wake-up runs the executor's Python wait-set code, which
+        # would take the GIL from a control loop in this process (_close wakes it).
+        while not self._stop.is_set() and self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=2.0)
+            except Exception:  # noqa: BLE001 - shutdown races end the loop
+                if not self.context.ok():
+                    return
+                _log.exception("remote policy executor")
+
+    def _close(self) -> None:
+        # Stop spinning and join the thread before shutting the context down: shutting
+        # rclpy down under a spinning executor aborts the process in this build.
+        self._stop.set()
+        self.executor.wake()
+        self._thread.join(timeout=5)
+        self.executor.shutdown(timeout_sec=1.0)
+        for reader in list(self.readers):
+            reader.close()  # a policy waiting for a chunk returns at once (closed)
+        self.node.destroy_node()
+        self.rx_node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+
+    @classmethod
+    def acquire(cls) -> _PrivateLink:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            cls._refs += 1
+            return cls._instance
+
+    @classmethod
+    def release(cls) -> None:
+        with cls._lock:
+            cls._refs -= 1
+            if cls._refs > 0 or cls._instance is None:
+                return
+            instance, cls._instance = cls._instance, None
+        instance._close()
+
+    @classmethod
+    def close_now(cls) -> None:
+        """Close the link whatever policies still hold it (a node shutting down)."""
+        with cls._lock:
+            instance, cls._instance, cls._refs = cls._instance, None, 0
+        if instance is not None:
+            instance._close()
+
+
+class DirectReader:
+    """One subscription whose messages the calling thread takes itself, without an executor.
+
+    The subscription is created on a node that no executor spins (so nothing else takes
+    its messages) and `take` blocks on an rcl wait set of it and a guard condition that
+    `close` triggers. On a latency path this saves the executor's dispatch and the
+    hand-over from the executor thread to the waiting one (bench/chunk_roundtrip.py).
+    rclpy has no public API for it; this is what `rclpy.wait_for_message` does per call.
+    """
+
+    def __init__(self, node: Any, msg_type: Any, topic: str, qos: Any) -> None:
+        self.node = node
+        self._sub = node.create_subscription(msg_type, topic, _ignore, qos)
+        self._wake = GuardCondition(None, None, context=node.context)
+        self._wait_set = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, node.context.handle)
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def publisher_count(self) -> int:
+        """Publishers matched with this reader."""
+        return self._sub.get_publisher_count()
+
+    def take(self, timeout_s: float) -> list[Any]:
+        """Every message waiting now; if none, the first that arrives within `timeout_s`
+        (an empty list once that passes, or when closed). After a wait one message is
+        taken and returned at once: the caller answers it without another take first,
+        and what came with it is taken by the next call, without waiting."""
+        sub, handle = self._sub, self._sub.handle
+        msg_type, raw = sub.msg_type, sub.raw
+        messages = []
+        waited = False
+        with handle, self._wake.handle:
+            while not self._closed:
+                taken = handle.take_message(msg_type, raw)
+                if taken is not None:
+                    messages.append(taken[0])
+                    if waited:
+                        break
+                    continue
+                if messages or waited or timeout_s <= 0:
+                    break
+                ws = self._wait_set
+                ws.clear_entities()
+                ws.add_subscription(handle)
+                ws.add_guard_condition(self._wake.handle)
+                ws.wait(int(timeout_s * 1e9))
+                waited = True
+        return messages
+
+    def close(self) -> None:
+        """Wake a waiting `take` (it returns []) and destroy the subscription."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wake.trigger()
+        self.node.destroy_subscription(self._sub)  # deferred by rclpy while take() holds it
+        self._wake.destroy()
+
+
+def _ignore(_msg: Any) -> None:
+    """The callback of a DirectReader's subscription (never called: no executor spins it)."""
+
+
+def acquire_link() -> _PrivateLink:
+    """This process's private link (taken with a reference: `release_link()` when done).
+    Its `rx_node` is spun by no executor: DirectReaders on it are taken by their caller."""
+    return _PrivateLink.acquire()
+
+
+def release_link() -> None:
+    """Drop a reference taken by `acquire_link()` (the last one closes the link)."""
+    _PrivateLink.release()
+
+
+def close_private_link() -> None:
+    """Stop this process's remote-policy link (its executor thread and rclpy context),
+    so a node hosting remote policies shuts down promptly and cleanly."""
+    _PrivateLink.close_now()
+
+
+@dataclass
+class ServerState:
+    ready: bool = False
+    detail: str = "no heartbeat received yet"
+    provider: str = ""
+    action_keys: tuple[str, ...] = ()
+    chunk_emitting: bool = False
+    rtc_supported: bool = False
+    chunks_served: int = 0
+    received_at: float | None = None  # monotonic
+
+
+class ServerWatch:
+    """Follows a policy server's heartbeat on `<ns>/policy_server/status`."""
+
+    def __init__(self, node: Any, namespace: str, *, stale_after_s: float = 3.0) -> None:
+        self.node = node
+        self.namespace = namespace
+        self.stale_after_s = stale_after_s
+        self.state = ServerState()
+        self._cond = threading.Condition()
+        self._sub = node.create_subscription(
+            PolicyServerStatus,
+            join(namespace, STATUS_TOPIC),
+            self._on_status,
+            STATUS_QOS,
+            callback_group=ReentrantCallbackGroup(),
+        )
+
+    def _on_status(self, msg: Any) -> None:
+        with self._cond:
+            self.state = ServerState(
+                ready=bool(msg.ready),
+                detail=msg.detail,
+                provider=msg.provider,
+                action_keys=tuple(msg.action_keys),
+                chunk_emitting=bool(msg.chunk_emitting),
+                rtc_supported=bool(msg.rtc_supported),
+                chunks_served=int(msg.chunks_served),
+                received_at=time.monotonic(),
+            )
+            self._cond.notify_all()
+
+    def alive(self) -> bool:
+        at = self.state.received_at
+        return at is not None and time.monotonic() - at <= self.stale_after_s
+
+    def ready(self) -> bool:
+        return self.state.ready and self.alive()
+
+    def wait_ready(self, timeout_s: float) -> ServerState:
+        """Wait for a fresh ready heartbeat; raise RuntimeError naming why the server is not ready."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not self.ready():
+                if self.alive() and LOAD_FAILED in self.state.detail:
+                    break  # a failed load never becomes ready: no point in waiting
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(timeout=min(left, 0.1))
+            if self.ready():
+                return self.state
+            state = self.state
+        topic = join(self.namespace, STATUS_TOPIC)
+        if state.received_at is None:
+            why = f"no heartbeat on {topic} within {timeout_s:g} s (is the policy_server running on this ROS_DOMAIN_ID?)"
+        elif not self.alive():
+            why = (
+                f"its last heartbeat on {topic} is {time.monotonic() - state.received_at:.1f} s old"
+            )
+        else:
+            why = f"it reports not ready: {state.detail or 'no detail'}"
+        raise RuntimeError(
+            f"policy server {self.namespace or '/'} ({state.provider or 'unknown provider'}) is not ready: {why}"
+        )
+
+    def destroy(self) -> None:
+        self.node.destroy_subscription(self._sub)
+
+
+def check_server_ready(
+    node: Any, namespace: str = DEFAULT_NAMESPACE, timeout_s: float = 2.0
+) -> ServerState:
+    """Raise RuntimeError unless the policy server at `namespace` reports ready within `timeout_s`."""
+    watch = ServerWatch(node, namespace)
+    try:
+        return watch.wait_ready(timeout_s)
+    finally:
+        watch.destroy()
