@@ -56,7 +56,7 @@ class RolloutPlan:
     ray_address: str | None = None  # None: a local Ray instance
     batch_inference: bool = False  # one policy actor batches every worker's inference
     max_batch: int = 8
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = 50.0  # bounds a caller whose peers are away; full batches close at once
     wbc_install_torque_control: bool = False  # the torque shim for the call (rollout.torque)
     wbc_gains: dict[str, Any] = field(default_factory=dict)  # robot -> wbc_gains as asked
     torque_gains: dict[str, Any] = field(default_factory=dict)  # robot -> resolved, by preflight

@@ -166,7 +166,7 @@ class EvalRequest(_Outputs):
     ray_address: str | None = None
     batch_inference: bool = False
     max_batch: int = 8
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = 50.0
     call: str = "eval_policy"
 
     def __post_init__(self) -> None:
