@@ -587,11 +587,25 @@ class SimWorkcell:
             {"estopped": True, "robots": robots, "rollout_ids": [c.id for c in controls]},
         )
 
-    def clear_fault(self) -> dict[str, Any]:
-        """Release the latched e-stop: rollouts may start again."""
+    def clear_fault(self, wait_s: float = 10.0) -> dict[str, Any]:
+        """Release the latched e-stop: rollouts may start again.
+
+        A rollout the e-stop ended is still in flight while it closes its trace, bag and
+        policy; this waits (at most `wait_s`) until each has, so that a start right after
+        this answer finds its robot free instead of "already running"."""
+        with self._lock:
+            ending = [c for c in self._inflight.values() if c.estopped]
+        deadline = time.monotonic() + wait_s
+        for c in ending:
+            c.done.wait(max(0.0, deadline - time.monotonic()))
         was = self._estop.clear()
         text = "e-stop cleared" if was else "no e-stop was latched"
-        return envelope("success", text, {"estopped": False, "was_estopped": was})
+        closing = sorted({r for c in ending if not c.done.is_set() for r in c.robots})
+        if closing:
+            text += f"; still closing the e-stopped rollout on {', '.join(map(repr, closing))}"
+        return envelope(
+            "success", text, {"estopped": False, "was_estopped": was, "closing": closing}
+        )
 
     def _operator_targets(self, robot_name: Any, param: str = "robot_name") -> list[RolloutControl]:
         if robot_name is not None and not isinstance(robot_name, str):
