@@ -100,12 +100,18 @@ def _writer_pids() -> list[int]:
 
 
 EPISODE = r"""
-import sys
+import sys, time
 from robokernel_ros.rollout import SimWorkcell
 cell = SimWorkcell(trace_dir=sys.argv[1])
 cell.add_robot("arm", "so101")
+seen = {}
 def progress(event):
+    # "step 300" once step 300's events are surely sent: the mirror sends every event
+    # within send_interval_s (0.1 s) while the loop runs, so 0.3 s of further steps.
     if event.kind == "action" and event.step == 300:
+        seen["t"] = time.monotonic()
+    elif event.kind == "action" and "t" in seen and time.monotonic() - seen["t"] >= 0.3:
+        del seen["t"]
         print("step 300", flush=True)
 cell.run_policy("arm", policy_provider="mock", n_steps=10**7, seed=0, observer=progress)
 """
