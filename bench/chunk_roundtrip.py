@@ -222,7 +222,7 @@ class _Served:
         self.server = _start(
             ["-m", "robokernel_ros.nodes.policy_server", "--ros-args", "-r", f"__ns:={NS}",
              "-p", "provider:=mock", "-p", f"policy_config_json:='{{\"execution_horizon\": {HORIZON}}}'",
-             "-p", f"action_keys:=[{','.join(JOINTS)}]"],
+             "-p", f"action_keys:=[{','.join(JOINTS)}]", "-p", "autostart:=true"],
             env,
         )  # fmt: skip
         self.policy = None

@@ -31,6 +31,7 @@ B=8 >= 2.5x B=1.
     python bench/eval_scaling.py            # 60 episodes x 500 steps (~8 s of serial work)
     python bench/eval_scaling.py --quick    # 16 x 300
     python bench/eval_scaling.py --batching-only [--max-wait-ms 5]   # the ACT figures alone
+    python bench/eval_scaling.py --eval-only        # the eval figures alone
 
 The last line printed is a JSON object of all figures and each target's verdict.
 """
@@ -140,7 +141,7 @@ class TreeCpu:
                 continue  # not below this process (or this process itself)
             if any("EpisodeWorker" in cmdline(c) for c in chain):
                 roles["rest"] += cpu
-            elif "ray" in cmdline(chain[-1]) or "ray" in cmdline(pid):
+            elif _is_ray(cmdline(chain[-1])) or _is_ray(cmdline(pid)):
                 roles["ray"] += cpu
             else:
                 roles["rest"] += cpu
@@ -164,6 +165,11 @@ class TreeCpu:
     def close(self) -> None:
         self._done.set()
         self._thread.join()
+
+
+def _is_ray(cmd: str) -> bool:
+    """Ray's own processes (raylet, GCS, agents, idle workers), not any path holding "ray"."""
+    return "ray::" in cmd or "site-packages/ray/" in cmd or "/ray/core/" in cmd
 
 
 def _cores(cpu: dict[str, float], seconds: float) -> dict[str, float]:
@@ -193,8 +199,8 @@ class _Forward:
 
     def __init__(self, ckpt: Path, threads: int) -> None:
         import torch
+        from fixtures.lerobot import SO101_JOINTS
         from robokernel_ros.policies import create_policy
-        from robokernel_ros.policies.lerobot_fixtures import SO101_JOINTS
 
         self.threads = threads
         torch.set_num_threads(threads)  # this process runs no policy of its own after this
@@ -359,6 +365,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--no-bag", action="store_true", help="run directories without their bags")
     parser.add_argument("--batching-only", action="store_true", help="only the batched ACT figures")
+    parser.add_argument("--eval-only", action="store_true", help="only the eval figures (no ACT)")
     parser.add_argument("--max-wait-ms", type=float, default=50.0,
                         help="the batch server's max_wait_ms (default 50)")  # fmt: skip
     args = parser.parse_args()
@@ -374,11 +381,15 @@ def main() -> int:
             figures.update(episodes=episodes, steps=steps, workers=WORKERS, bags=not args.no_bag)
             figures.update(eval_figures(episodes, steps, not args.no_bag, root))
             verdicts.update(_eval_verdicts(figures))
-        figures.update(batching_figures(10, 2 if args.quick else 5, args.max_wait_ms, root))
+        if not args.eval_only:
+            figures.update(batching_figures(10, 2 if args.quick else 5, args.max_wait_ms, root))
     finally:
         ray.shutdown()
         shutil.rmtree(root, ignore_errors=True)
     f = figures
+    if args.eval_only:
+        print(json.dumps({"bench": "eval_scaling", **figures, "verdicts": verdicts}))
+        return 0
     verdicts[f"batch 8 >= {TARGET_BATCH8}x batch 1"] = f["batch8_vs_batch1"] >= TARGET_BATCH8
     verdicts[f"forward pass 8 >= {TARGET_BATCH8}x 1 (the ceiling of the target)"] = (
         f["forward8_vs_forward1"] >= TARGET_BATCH8

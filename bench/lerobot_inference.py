@@ -184,7 +184,7 @@ def start_policy_server(path: Path, device: str) -> Any:
         [sys.executable, "-m", "robokernel_ros.nodes.policy_server", "--ros-args",
          "-r", f"__ns:={ROS_NS}", "-p", "provider:=lerobot",
          "-p", f"policy_config_json:='{config}'",
-         "-p", f"action_keys:=[{','.join(SO101_JOINTS)}]"]
+         "-p", f"action_keys:=[{','.join(SO101_JOINTS)}]", "-p", "autostart:=true"]
     )  # fmt: skip
 
 

@@ -34,6 +34,7 @@ the figures and a `verdicts` object.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import subprocess
@@ -221,9 +222,15 @@ def _episode_figures(trace_path: str, period: float) -> dict[str, Any]:
     chunks: list[float] = []
     last_wall = None
     first_chunk_step = None
+    started = None  # the episode's start, system time (started_at, ms resolution)
+    actions: list[tuple[float, int]] = []  # (system time, step) of every command
     for line in (Path(trace_path) / "events.jsonl").read_text().splitlines():
         event = json.loads(line)
         kind, data = event["kind"], event.get("data", {})
+        if kind == "episode.start" and data.get("started_at"):
+            started = datetime.datetime.fromisoformat(data["started_at"]).timestamp()
+        if kind == "action" and started is not None:
+            actions.append((started + event["wall"], event["step"]))
         if kind == "chunk.merge":
             chunks.append(float(data["inference_s"]))
             if first_chunk_step is None:
@@ -234,13 +241,65 @@ def _episode_figures(trace_path: str, period: float) -> dict[str, Any]:
             last_wall = event["wall"]
             if data.get("hold") and first_chunk_step is not None:
                 holds_after_first += 1
-    return {"periods": periods, "holds_after_first": holds_after_first, "chunks": chunks}
+    return {
+        "periods": periods,
+        "holds_after_first": holds_after_first,
+        "chunks": chunks,
+        "actions": actions,
+        "first_chunk_step": first_chunk_step,
+    }
+
+
+def _clip_breakdown(
+    interventions: list[tuple[float, str, str]], episodes: list[dict[str, Any]], period: float
+) -> dict[str, Any]:
+    """Clipped commands of the shield node, by where they fall: between episodes (the
+    env's reset, which commands a step to its pose and leaves the ramp to the shield),
+    in the run of clipped steps that starts at the episode's first chunk (its first
+    command jumps from the hold into the chunk; what the shield holds back of that jump
+    keeps the following commands ahead of it until the ramp catches up), or later.
+    Interventions (stamp, guard, action) published within 1 ms of each other are one
+    command's; a command belongs to the last step sent before it (the trace's
+    started_at has ms resolution: near the edges one step either way)."""
+    stamps = sorted((t, g) for t, g, a in interventions if a == "clipped")
+    commands: list[tuple[float, set[str]]] = []
+    for t, guard in stamps:
+        if commands and t - commands[-1][0] < 1e-3:
+            commands[-1][1].add(guard)
+        else:
+            commands.append((t, {guard}))
+    out: dict[str, Any] = {"between_episodes": 0, "first_chunk": 0, "later": 0}
+    later_guards: dict[str, int] = {}
+    clipped_steps: dict[int, list[tuple[int, set[str]]]] = {}
+    for t, guards in commands:
+        for e, ep in enumerate(episodes):
+            acts = ep["actions"]
+            if acts and acts[0][0] - 0.002 <= t <= acts[-1][0] + period:
+                step = max((s for a, s in acts if a <= t + 0.002), default=acts[0][1])
+                clipped_steps.setdefault(e, []).append((step, guards))
+                break
+        else:
+            out["between_episodes"] += 1
+    for e, steps in clipped_steps.items():
+        first = episodes[e]["first_chunk_step"]
+        run_end = None if first is None else first + 2
+        for step, guards in sorted(steps, key=lambda sg: sg[0]):
+            if run_end is not None and step <= run_end:
+                out["first_chunk"] += 1
+                run_end = max(run_end, step + 2)  # the run goes on while steps are clipped
+                continue
+            run_end = None
+            out["later"] += 1
+            for g in guards:
+                later_guards[g] = later_guards.get(g, 0) + 1
+    out["later_by_guard"] = later_guards
+    return out
 
 
 def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     import rclpy
+    from robokernel_ros.ros.lifecycle import wait_active
     from robokernel_ros.ros.qos import EVENT_QOS, STATUS_QOS
-    from robokernel_ros.ros.transport import check_server_ready
 
     from robokernel_interfaces.msg import ShieldIntervention, ShieldState
     from robokernel_interfaces.srv import EvalPolicy
@@ -251,6 +310,9 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
         trace_dir=str(trace_dir), policy_params=str(_policy_params(rate, folder))
     )
     for node in graph:
+        if node.name == "safety_shield" and not args.shield_rate_from_config:
+            # the runner's rate: the shield judges rates over this period, not arrivals
+            node.params["command_rate_hz"] = f"{rate:.1f}"
         if node.name == "runner":
             node.params["control_frequency"] = f"{rate:.1f}"
             if args.cameras:
@@ -279,18 +341,23 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
             ShieldState, f"{NAMESPACE}/safety_shield/state", states.append, STATUS_QOS
         )
         guards: dict[str, int] = {}
+        interventions: list[tuple[float, str, str]] = []
+
+        def on_intervention(m: ShieldIntervention) -> None:
+            guards[f"{m.guard}:{m.joint}"] = guards.get(f"{m.guard}:{m.joint}", 0) + 1
+            interventions.append((m.stamp.sec + m.stamp.nanosec * 1e-9, m.guard, m.action))
+
         node.create_subscription(
             ShieldIntervention,
             f"{NAMESPACE}/safety_shield/interventions",
-            lambda m: guards.update(
-                {f"{m.guard}:{m.joint}": guards.get(f"{m.guard}:{m.joint}", 0) + 1}
-            ),
+            on_intervention,
             EVENT_QOS,
         )
         client = node.create_client(EvalPolicy, f"{NAMESPACE}/eval_policy")
         if not client.wait_for_service(timeout_sec=90):
             raise RuntimeError(f"the runner did not come up (logs in {folder})")
-        check_server_ready(node, NAMESPACE, timeout_s=90)
+        for name in ("policy_server", "runner"):  # up once their lifecycle says active
+            wait_active(node, f"{NAMESPACE}/{name}", timeout_s=90)
         deadline = time.monotonic() + 30
         while not states and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -354,11 +421,13 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
         k: getattr(after, k) - getattr(before, k) for k in ("passed", "clipped", "refused", "held")
     }
     commands = sum(counts.values())
+    steps = len(periods) + len(episodes)
+    breakdown = _clip_breakdown(interventions, episodes, period)
     out = {
         "rate_hz": rate,
         "ok": bool(response.ok),
         "episodes": len(episodes),
-        "steps": len(periods) + len(episodes),
+        "steps": steps,
         "period_p50_ms": 1e3 * pct(periods, 0.5),
         "period_p99_ms": 1e3 * pct(periods, 0.99),
         "period_max_ms": 1e3 * max(periods),
@@ -370,6 +439,9 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
         "shield_clipped_share": counts["clipped"] / commands if commands else float("nan"),
         "shield_commands": commands,
         "shield_interventions_by_guard": dict(sorted(guards.items(), key=lambda kv: -kv[1])[:6]),
+        "shield_clipped_where": breakdown,
+        "episode_clipped_share": (breakdown["first_chunk"] + breakdown["later"]) / steps,
+        "episode_clipped_share_after_first_chunk": breakdown["later"] / steps,
         "chunk_p50_ms": 1e3 * pct(chunks, 0.5),
         "chunk_p99_ms": 1e3 * pct(chunks, 0.99),
     }
@@ -421,6 +493,7 @@ def verdicts(rows: list[dict[str, Any]], cameras: bool) -> dict[str, bool]:
         out[f"{tag}_p99_dev_within_1.5x_anchor"] = r["dev_p99_ms"] <= 1.5 * r["anchor_dev_p99_ms"]
         out[f"{tag}_zero_holds_after_first_chunk"] = r["holds_after_first_chunk"] == 0
         out[f"{tag}_shield_clipped_below_1pct"] = r["shield_clipped_share"] < 0.01
+        out[f"{tag}_shield_clipped_in_episodes_below_1pct"] = r["episode_clipped_share"] < 0.01
         if cameras and "bare_obs_round_trip_p50_ms" in r:
             out[f"{tag}_obs_chunk_within_1.3x_bare"] = (
                 r["chunk_p50_ms"] <= 1.3 * r["bare_obs_round_trip_p50_ms"]
@@ -435,10 +508,17 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="max seconds per episode")
     parser.add_argument("--cameras", action="store_true", help="two 640x480 rgb8 cameras at 30 Hz")
     parser.add_argument(
+        "--shield-rate-from-config",
+        action="store_true",
+        help="leave the shield's command_rate_hz as config/shield_so101.yaml sets it (50 Hz) "
+        "instead of the runner's rate",
+    )
+    parser.add_argument(
         "--no-dds-profile",
         action="store_true",
         help="Fast DDS defaults (no config/fastdds_shm.xml, whatever the environment says)",
     )
+    parser.add_argument("--keep", help="keep the traces and logs in this folder")
     parser.add_argument("--anchor", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--anchor-seconds", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--anchor-out", help=argparse.SUPPRESS)
@@ -460,7 +540,11 @@ def main() -> int:
     else:
         use_dds_profile()
     rows = []
+    keep = Path(args.keep) if args.keep else None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="workcell_timing_") as tmp:
+        tmp = str(keep) if keep is not None else tmp
         for rate in [float(r) for r in args.rates.split(",")]:
             row = run_rate(rate, args, Path(tmp))
             rows.append(row)
@@ -469,7 +553,7 @@ def main() -> int:
                 f"max {row['period_max_ms']:.2f} ms  |dev| p99 {row['dev_p99_ms']:.2f} ms "
                 f"(anchor p50 {row['anchor_period_p50_ms']:.2f} |dev| p99 {row['anchor_dev_p99_ms']:.2f})  "
                 f"holds {row['holds_after_first_chunk']}  clipped {100 * row['shield_clipped_share']:.1f} % "
-                f"of {row['shield_commands']}  chunk p50 {row['chunk_p50_ms']:.2f} p99 {row['chunk_p99_ms']:.2f} ms"
+                f"of {row['shield_commands']} {row['shield_clipped_where']}  chunk p50 {row['chunk_p50_ms']:.2f} p99 {row['chunk_p99_ms']:.2f} ms"
                 + (
                     f"  bare obs round trip p50 {row['bare_obs_round_trip_p50_ms']:.2f} "
                     f"p99 {row['bare_obs_round_trip_p99_ms']:.2f} ms"

@@ -4,8 +4,12 @@
     ros2 launch robokernel_ros sim_workcell.launch.py [namespace:=robokernel]
         [policy_params:=<policy_server params file>] [trace_dir:=runs]
 
-The same graph, from the same config files, is what `make demo` and the node tests
-start as processes (robokernel_ros.demo.workcell_graph) on machines without `launch`.
+The policy_server and the runner are lifecycle nodes brought up in order by this file
+(configure, activate the policy_server; then configure, activate the runner); the
+safety_shield brings itself up (autostart in its parameter file). The same graph, from
+the same config files, is what `make demo` and the node tests start as processes
+(robokernel_ros.demo.workcell_graph) on machines without `launch`; there every
+lifecycle node autostarts (`autostart: true` in the config files).
 """
 
 import os
@@ -14,7 +18,7 @@ from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
 
 
 def _dds_profile(config):
@@ -28,9 +32,65 @@ def _dds_profile(config):
     return [SetEnvironmentVariable(name, os.path.join(config, "fastdds_shm.xml"))]
 
 
+def _transition(node, transition_id):
+    from launch.actions import EmitEvent
+    from launch.events import matches_action
+    from launch_ros.events.lifecycle import ChangeState
+
+    return EmitEvent(
+        event=ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition_id)
+    )
+
+
+def _bring_up_in_order(nodes):
+    """Lifecycle nodes brought up one after another: the first is configured at once,
+    each is activated when its configure succeeded, and the next is configured when it
+    is active. Only the transitions out of configuring and activating trigger the next
+    step, so an operator's later deactivate is not undone."""
+    from launch.actions import RegisterEventHandler
+    from launch_ros.event_handlers import OnStateTransition
+    from lifecycle_msgs.msg import Transition
+
+    actions = [_transition(nodes[0], Transition.TRANSITION_CONFIGURE)]
+    for node, following in zip(nodes, [*nodes[1:], None], strict=True):
+        actions.append(RegisterEventHandler(OnStateTransition(
+            target_lifecycle_node=node, start_state="configuring", goal_state="inactive",
+            entities=[_transition(node, Transition.TRANSITION_ACTIVATE)],
+        )))  # fmt: skip
+        if following is not None:
+            actions.append(RegisterEventHandler(OnStateTransition(
+                target_lifecycle_node=node, start_state="activating", goal_state="active",
+                entities=[_transition(following, Transition.TRANSITION_CONFIGURE)],
+            )))  # fmt: skip
+    return actions
+
+
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("robokernel_ros"), "config")
     namespace = LaunchConfiguration("namespace")
+    # The policy_server and the runner are lifecycle nodes: this file configures and
+    # activates them in order (the policy loaded and served before the runner accepts
+    # calls), so their autostart is off here.
+    policy_server = LifecycleNode(
+        package="robokernel_ros",
+        executable="policy_server",
+        name="policy_server",
+        namespace=namespace,
+        parameters=[LaunchConfiguration("policy_params"), {"autostart": False}],
+        output="screen",
+    )
+    runner = LifecycleNode(
+        package="robokernel_ros",
+        executable="runner",
+        name="runner",
+        namespace=namespace,
+        parameters=[
+            os.path.join(config, "runner_ros_so101.yaml"),
+            {"trace_dir": LaunchConfiguration("trace_dir")},
+            {"autostart": False},
+        ],
+        output="screen",
+    )
     return LaunchDescription(
         [
             *_dds_profile(config),
@@ -76,24 +136,8 @@ def generate_launch_description():
                 parameters=[os.path.join(config, "estop_panel.yaml")],
                 output="screen",
             ),
-            Node(
-                package="robokernel_ros",
-                executable="policy_server",
-                name="policy_server",
-                namespace=namespace,
-                parameters=[LaunchConfiguration("policy_params")],
-                output="screen",
-            ),
-            Node(
-                package="robokernel_ros",
-                executable="runner",
-                name="runner",
-                namespace=namespace,
-                parameters=[
-                    os.path.join(config, "runner_ros_so101.yaml"),
-                    {"trace_dir": LaunchConfiguration("trace_dir")},
-                ],
-                output="screen",
-            ),
+            policy_server,
+            runner,
+            *_bring_up_in_order([policy_server, runner]),
         ]
     )

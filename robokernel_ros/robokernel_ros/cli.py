@@ -188,14 +188,15 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
                    help='shim gains {joint: {"kp": .., "kd": ..}} over the model\'s defaults')  # fmt: skip
     p.add_argument("--live", nargs="?", type=_live_port, const=8765, default=None, metavar="PORT",
                    help="serve a live Foxglove view on ws://127.0.0.1:PORT (default 8765; 0: any)")  # fmt: skip
-    p.add_argument("--workers", type=_positive_int, default=1, metavar="N",
-                   help="run the episodes on N Ray workers (default 1: in this process, no Ray)")  # fmt: skip
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="run the episodes on N Ray workers (default: in this process, no Ray)")  # fmt: skip
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="a Ray cluster to run the workers on ('auto', 'ray://head:10001'; default: a local Ray)")  # fmt: skip
     p.add_argument("--batch-inference", action="store_true",
                    help="with --workers: one policy actor batches every worker's inference")  # fmt: skip
-    p.add_argument("--max-batch", type=_positive_int, default=8, metavar="B",
-                   help="with --batch-inference: observations per forward pass at most (default 8)")  # fmt: skip
+    p.add_argument("--max-batch", type=_positive_int, default=None, metavar="B",
+                   help="with --batch-inference: observations per forward pass at most "
+                        "(default: eval_policy's max_batch)")  # fmt: skip
 
 
 def _positive_int(text: str) -> int:
@@ -241,12 +242,13 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
         "seed": args.seed,
         "trace_dir": None if args.no_trace else args.trace_dir,
         "progress": args.progress,
-        "workers": args.workers,
         "ray_address": args.ray_address,
         "batch_inference": bool(args.batch_inference),
-        "max_batch": args.max_batch,
         "wbc_install_torque_control": bool(args.wbc_install_torque_control),
     }
+    for name in ("workers", "max_batch"):  # not given: the API's default (rollout.plan)
+        if getattr(args, name) is not None:
+            kwargs[name] = getattr(args, name)
     if args.wbc_gains is not None:
         kwargs["wbc_gains"] = args.wbc_gains
     if args.live is not None:

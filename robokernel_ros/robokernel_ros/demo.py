@@ -6,7 +6,10 @@
    config files, on a private ROS_DOMAIN_ID: sim_robot (MuJoCo SO-101 standing in for
    ros2_control), safety_shield (limits, watchdog, latched e-stop), policy_server
    (the scripted reaching policy) and runner (env=ros: /joint_states in, commands to
-   the shield).
+   the shield). The lifecycle nodes (shield, policy_server, runner) bring themselves up
+   (`autostart: true` in their config files); the demo waits until the policy server
+   and the runner say they are active (their ~/get_state) and the shield's ~/state
+   says it forwards.
 2. Calls the runner's `eval_policy` service: the `remote` provider asks the policy
    server for chunks over ROS, the kernel runs in realtime mode (the robot keeps
    moving while the next chunk is computed), the shield gates every command.
@@ -197,8 +200,8 @@ def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
 
     from robokernel_interfaces.msg import ShieldState
     from robokernel_interfaces.srv import EvalPolicy
+    from robokernel_ros.ros.lifecycle import wait_active
     from robokernel_ros.ros.qos import STATUS_QOS
-    from robokernel_ros.ros.transport import check_server_ready
 
     context = rclpy.Context()
     rclpy.init(context=context)
@@ -219,6 +222,14 @@ def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
             ShieldState, f"{NAMESPACE}/safety_shield/state", shield_state.append, STATUS_QOS
         )
         client = node.create_client(EvalPolicy, f"{NAMESPACE}/eval_policy")
+        # The graph is up when its lifecycle nodes say so: the policy server once its
+        # policy is loaded and served, the runner once its robot binding is (autostart).
+        try:
+            for name in ("policy_server", "runner"):
+                wait_active(node, f"{NAMESPACE}/{name}", timeout_s=60)
+        except RuntimeError as exc:
+            print(f"demo: {exc} (logs in {log_dir})", file=sys.stderr)
+            return 1
         if not client.wait_for_service(timeout_sec=60):
             print(f"demo: the runner did not come up (logs in {log_dir})", file=sys.stderr)
             return 1
@@ -229,11 +240,6 @@ def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
                 print(f"demo: the shield is not active ({why}; logs in {log_dir})", file=sys.stderr)
                 return 1
             time.sleep(0.05)
-        try:
-            check_server_ready(node, NAMESPACE, timeout_s=60)
-        except RuntimeError as exc:
-            print(f"demo: {exc} (logs in {log_dir})", file=sys.stderr)
-            return 1
         config = json.loads(_policy_config())
         final = config["targets"][-1]
         request = EvalPolicy.Request(

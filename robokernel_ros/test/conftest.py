@@ -30,10 +30,52 @@ def _no_long_collections() -> None:
     by the late test modules it holds torch, LeRobot, Ray and MuJoCo: a full collection of
     that heap stalled every thread for 0.6-2 s here, long enough for a best-effort
     subscription to drop a second of 100 Hz joint states. Objects alive when a module
-    starts are frozen (never scanned again), after a collection of the young generations.
+    starts are frozen (never scanned again), after a full collection: garbage frozen with
+    them would never be freed (a context or node in a reference cycle, its DDS
+    participant still alive).
     """
-    gc.collect(1)
+    gc.collect()  # only what came since the last module's freeze is scanned: short
     gc.freeze()
+
+
+def _udp_sockets() -> int:
+    """How many UDP sockets this process holds open (a DDS participant holds six)."""
+    udp: set[str] = set()
+    for table in ("udp", "udp6"):
+        try:
+            rows = Path(f"/proc/self/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        udp.update(f"socket:[{row.split()[9]}]" for row in rows)
+    held = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            held += os.readlink(fd) in udp
+        except OSError:
+            pass
+    return held
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_dds_participant_left_behind() -> Iterator[None]:
+    """Fail a test module that leaves a DDS participant alive in this process.
+
+    A participant outlives its test when a node is not fully destroyed (rclpy's
+    LifecycleNode keeps its node after destroy_node: ros.lifecycle.release_state_machine)
+    or a context is not shut down. Its publishers, subscriptions and services stay
+    matched by every process later tests start, under the same names: node tests then
+    failed in full runs and never alone (replies that did not come, topics that stayed
+    silent). A module's own participants must be gone when it ends.
+    """
+    before = _udp_sockets()
+    yield
+    left = _udp_sockets() - before
+    if left > 0:
+        pytest.fail(
+            f"this module left {left} UDP socket(s) open in the test process: a DDS "
+            "participant lives on (destroy every node, release a lifecycle node's state "
+            "machine, shut every context down)"
+        )
 
 
 class ProcessGroup:
@@ -138,3 +180,16 @@ def _no_realtime_scheduling_left_behind() -> Iterator[None]:
     if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) != os.SCHED_OTHER:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         pytest.fail("the test left the process on a real-time CPU scheduling policy")
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The safety_shield node tests run last (in their order), as when they had a folder
+    of their own at the end of the tree. In one pytest process they and the other node
+    tests disturb each other: run after the runner's tests they failed (a peer without
+    joint states, a clear_fault with no reply), and the node tests run after them failed
+    the same way (3 full runs on 2026-12-02, none alone); their own DDS domains (the
+    `peer` fixture) removed the first. The cause in the test process is not found yet."""
+    shield = [item for item in items if "test_nodes_shield_" in item.nodeid]
+    if shield:
+        rest = [item for item in items if "test_nodes_shield_" not in item.nodeid]
+        items[:] = rest + shield

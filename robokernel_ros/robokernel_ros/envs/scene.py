@@ -19,11 +19,15 @@ Changes to the source models, applied to the copy the scene attaches:
   a conflict, with a warning); the timestep and gravity stay the scene's.
 
 `lock` (an RLock) is held by every mutation, reset, render and by MujocoEnv.step.
+
+This module holds the description, the robots, the whole-scene calls and the recompile
+that carries the state over; the objects and added cameras (scene_objects) and the
+torque-shim calls (scene_torque) are mixins of MujocoScene in their own modules, on the
+same lock and the same recompile.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -36,18 +40,20 @@ import numpy as np
 
 from . import checks
 from .compose import apply_home, carry_state, compose, hold_position_actuators
-from .entries import SHAPES, CameraEntry, ModelIndex, ObjectEntry, RobotEntry
+from .description import described
+from .entries import CameraEntry, ModelIndex, ObjectEntry, RobotEntry
 from .env import MujocoEnv
-from .geometry import quat_from_xyaxes, xyaxes_from_lookat
 from .model_info import (
     ModelInfo,
     actuated_info,
     load_model_info,
     model_info,
 )
-from .models import packaged_model_at, resolve_model
+from .models import resolve_model
 from .render import RendererCache, RenderQuality
-from .torque import Gains, TorqueShim, check_gains, torque_motors
+from .scene_objects import ObjectsAndCameras
+from .scene_torque import TorqueShimCalls
+from .torque import TorqueShim, torque_motors
 
 log = logging.getLogger(__name__)
 
@@ -55,35 +61,10 @@ DEFAULT_TIMESTEP = 0.002
 DEFAULT_GRAVITY = (0.0, 0.0, -9.81)
 
 
-def _described(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Record a successful public mutation in the scene's description (see
-    MujocoScene.description): the calls that rebuild this scene in another process.
-    Only the outermost call is recorded (a mutation may call another one)."""
-
-    @functools.wraps(method)
-    def wrapper(self: MujocoScene, *args: Any, **kwargs: Any) -> Any:
-        self._describing += 1
-        try:
-            result = method(self, *args, **kwargs)
-        finally:
-            self._describing -= 1
-        if self._describing == 0:
-            if method.__name__ in ("clear", "load_scene"):
-                self._description.clear()  # everything before is replaced
-            if method.__name__ != "clear":
-                self._description.append((method.__name__, args, kwargs))
-        return result
-
-    return wrapper
-
-
-# ---------------------------------------------------------------- scene entries
-
-
 # ---------------------------------------------------------------- the scene
 
 
-class MujocoScene:
+class MujocoScene(TorqueShimCalls, ObjectsAndCameras):
     """Robots, objects and cameras in one MuJoCo model. See the module docstring."""
 
     def __init__(
@@ -159,7 +140,7 @@ class MujocoScene:
 
     # ------------------------------------------------------------ robots
 
-    @_described
+    @described
     def add_robot(
         self,
         name: str,
@@ -190,7 +171,7 @@ class MujocoScene:
                 raise
             log.info("added robot %r (%s) at %s", name, path, position)
 
-    @_described
+    @described
     def remove_robot(self, name: str) -> None:
         with self.lock:
             self._check("remove_robot")
@@ -203,7 +184,7 @@ class MujocoScene:
                 self._robots[name] = entry
                 raise
 
-    @_described
+    @described
     def actuate_robot(
         self,
         name: str,
@@ -272,76 +253,6 @@ class MujocoScene:
         """{actuator: 'position' | 'velocity' | 'motor' | 'other'} (see actuator_kind)."""
         return dict(self.robot(name).info.actuator_kinds)
 
-    # ------------------------------------------------------------ the torque shim
-
-    def torque_shim_gains(
-        self, name: str, gains: Any = None, *, param: str = "gains"
-    ) -> dict[str, Gains]:
-        """The gains a torque shim on robot `name` would run: `gains` ({joint: {"kp", "kd"}})
-        over the packaged model's defaults, one entry per torque-motor joint. ValueError
-        (naming `param`) when the robot has no torque motor or a joint is left without gains."""
-        entry = self.robot(name)
-        motors = torque_motors(self, entry)
-        if not motors:
-            kinds = sorted(set(entry.info.actuator_kinds.values()))
-            have = (
-                f"its actuators are {', '.join(kinds)}{' servos' if kinds == ['position'] else ''}"
-                if kinds
-                else "it has no actuator"
-            )
-            raise ValueError(
-                f"robot {name!r} has no torque motor to shim ({have}): the torque shim turns joint "
-                "targets into motor torques; a position servo already tracks its target"
-            )
-        packaged = packaged_model_at(entry.info.path)
-        defaults = dict(packaged.torque_gains) if packaged is not None else {}
-        resolved = check_gains(
-            "defaults", {j: g for j, g in defaults.items() if j in motors}, motors, name
-        )
-        resolved.update(check_gains(param, {} if gains is None else gains, motors, name))
-        missing = [j for j in motors if j not in resolved]
-        if missing:
-            source = (
-                f"the packaged model {packaged.name!r}"
-                if packaged
-                else "this model (not a packaged one)"
-            )
-            raise ValueError(
-                f"{param}: robot {name!r} has no gains for joints {missing}: {source} stores no defaults "
-                f"for them; give {param}={{joint: {{'kp': ..., 'kd': ...}}}} for each"
-            )
-        return resolved
-
-    def install_torque_shim(self, name: str, gains: Any = None) -> TorqueShim:
-        """Run a PD shim in front of robot `name`'s torque motors at every physics step
-        (see envs.torque): its motor action keys become joint targets, held at the current
-        pose. `gains` as in torque_shim_gains. Replaces a shim already installed."""
-        resolved = self.torque_shim_gains(name, gains)
-        with self.lock:
-            self._check("install_torque_shim")
-            shim = TorqueShim(name, torque_motors(self, self.robot(name)), resolved)
-            self.generation += 1  # envs rebind: the shimmed keys' limits become joint ranges
-            shim.bind(self)
-            shim.hold(self.data)
-            shim.apply(self.data)
-            self._shims[name] = shim
-            log.info("robot %r: torque shim on %s", name, list(shim.joints))
-            return shim
-
-    def remove_torque_shim(self, name: str) -> bool:
-        """Remove robot `name`'s torque shim (its motors read ctrl as torque again, from a
-        zero torque); False when none was installed. Never refused: a rollout's cleanup."""
-        with self.lock:
-            shim = self._shims.pop(name, None)
-            if shim is None:
-                return False
-            self.data.ctrl[shim._ctrl_sel] = 0.0
-            self.generation += 1
-            return True
-
-    def torque_shim(self, name: str) -> TorqueShim | None:
-        return self._shims.get(name)
-
     def advance(self, nstep: int) -> None:
         """nstep physics steps; an installed torque shim writes its motors' ctrl before each
         (the caller holds `lock`; step() is the checked, locking form)."""
@@ -356,179 +267,9 @@ class MujocoScene:
                 shim.apply(data)
             mujoco.mj_step(model, data)
 
-    # ------------------------------------------------------------ objects
-
-    @_described
-    def add_object(
-        self,
-        name: str,
-        *,
-        shape: str = "box",
-        size: Sequence[float] | None = None,
-        pos: Sequence[float] = (0.0, 0.0, 0.1),
-        quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
-        rgba: Sequence[float] = (0.85, 0.3, 0.2, 1.0),
-        mass: float = 0.1,
-        free: bool = True,
-    ) -> None:
-        """A rigid object: `shape` one of box, sphere, cylinder, capsule, ellipsoid, with
-        MuJoCo's half-sizes (box: 3, sphere: 1, cylinder/capsule: radius + half-length,
-        ellipsoid: 3). `free=True` gives it a free joint named after it; `free=False` fixes
-        it to the world."""
-        name = checks.entity_name("name", name)
-        if shape not in SHAPES:
-            raise ValueError(f"shape={shape!r}: must be one of {', '.join(SHAPES)}")
-        _, n, default = SHAPES[shape]
-        dims = default if size is None else checks.vector("size", size, n, positive=True)
-        position = checks.vector("pos", pos, 3)
-        orientation = checks.quat("quat", quat)
-        color = checks.vector("rgba", rgba, 4)
-        if not all(0.0 <= c <= 1.0 for c in color):
-            raise ValueError(f"rgba={rgba!r}: must be 4 numbers in [0, 1]")
-        weight = checks.finite("mass", mass, positive=True)
-        if not isinstance(free, bool):
-            raise ValueError(f"free={free!r}: must be a boolean (True or False)")
-        with self.lock:
-            self._check("add_object")
-            if name in self._objects:
-                raise ValueError(
-                    f"name={name!r}: an object with this name is already in the scene ({self.objects()})"
-                )
-            taken = set(self._index.bodies) | set(self._index.joints) | set(self._index.geoms)
-            if name in taken:
-                raise ValueError(f"name={name!r}: already names a body, joint or geom of the scene")
-            entry = ObjectEntry(name, shape, dims, position, orientation, color, weight, free)  # type: ignore[arg-type]
-            self._objects[name] = entry
-            try:
-                self._rebuild(new_robots=())
-            except Exception:
-                del self._objects[name]
-                raise
-
-    @_described
-    def remove_object(self, name: str) -> None:
-        with self.lock:
-            self._check("remove_object")
-            if name not in self._objects:
-                raise ValueError(f"name={name!r}: no such object (objects: {self.objects()})")
-            del self._objects[name]
-            self._rebuild(new_robots=())
-
-    @_described
-    def move_object(
-        self, name: str, pos: Sequence[float], quat: Sequence[float] | None = None
-    ) -> None:
-        """Move an object now (velocity zeroed) and make that its pose on reset. No recompile."""
-        position = checks.vector("pos", pos, 3)
-        with self.lock:
-            self._check("move_object")
-            entry = self._objects.get(name)
-            if entry is None:
-                raise ValueError(f"name={name!r}: no such object (objects: {self.objects()})")
-            orientation = entry.quat if quat is None else checks.quat("quat", quat)
-            entry.pos, entry.quat = position, orientation  # type: ignore[assignment]
-            self._place_object(entry)
-            mujoco.mj_forward(self.model, self.data)
-
-    def objects(self) -> list[str]:
-        return list(self._objects)
-
-    def object_pose(self, name: str) -> tuple[list[float], list[float]]:
-        """The object's current (pos, quat) in the world."""
-        with self.lock:
-            if name not in self._objects:
-                raise ValueError(f"name={name!r}: no such object (objects: {self.objects()})")
-            body = self.model.body(name).id
-            return self.data.xpos[body].tolist(), self.data.xquat[body].tolist()
-
-    def _place_object(self, entry: ObjectEntry) -> None:
-        model, data = self.model, self.data
-        if entry.free:
-            _, _, qadr, vadr = self._index.joints[entry.name]
-            data.qpos[qadr : qadr + 3] = entry.pos
-            data.qpos[qadr + 3 : qadr + 7] = entry.quat
-            data.qvel[vadr : vadr + 6] = 0.0
-        else:
-            body = model.body(entry.name).id
-            model.body_pos[body] = entry.pos
-            model.body_quat[body] = entry.quat
-
-    # ------------------------------------------------------------ cameras
-
-    @_described
-    def add_camera(
-        self,
-        name: str,
-        *,
-        pos: Sequence[float],
-        lookat: Sequence[float] | None = None,
-        xyaxes: Sequence[float] | None = None,
-        fovy: float = 45.0,
-    ) -> None:
-        """A fixed camera at `pos`, aimed at `lookat` (default the origin) or oriented by
-        `xyaxes` (its right and up axes, as in MJCF); `fovy` in degrees."""
-        name = checks.entity_name("name", name)
-        position = checks.vector("pos", pos, 3)
-        if lookat is not None and xyaxes is not None:
-            raise ValueError("lookat and xyaxes: give one of them, not both")
-        if xyaxes is not None:
-            axes = checks.vector("xyaxes", xyaxes, 6)
-            quat_from_xyaxes(axes)  # refuses parallel axes
-        else:
-            target = checks.vector("lookat", (0.0, 0.0, 0.0) if lookat is None else lookat, 3)
-            axes = xyaxes_from_lookat(position, target)
-        angle = checks.finite("fovy", fovy, positive=True)
-        if not angle < 180.0:
-            raise ValueError(f"fovy={fovy!r}: must be in (0, 180) degrees")
-        with self.lock:
-            self._check("add_camera")
-            if name in self._cameras or name in self._index.cameras:
-                raise ValueError(
-                    f"name={name!r}: a camera with this name is already in the scene ({self.cameras()})"
-                )
-            self._cameras[name] = CameraEntry(name, position, axes, angle)  # type: ignore[arg-type]
-            try:
-                self._rebuild(new_robots=())
-            except Exception:
-                del self._cameras[name]
-                raise
-
-    @_described
-    def remove_camera(self, name: str) -> None:
-        with self.lock:
-            self._check("remove_camera")
-            if name not in self._cameras:
-                owner = (
-                    "it belongs to a robot or the loaded scene; "
-                    if name in self._index.cameras
-                    else ""
-                )
-                raise ValueError(
-                    f"name={name!r}: not a camera added with add_camera ({owner}added cameras: {list(self._cameras)})"
-                )
-            del self._cameras[name]
-            self._rebuild(new_robots=())
-
-    def cameras(self) -> list[str]:
-        """Every named camera of the compiled model: added ones first, then the cameras of
-        robots ("arm/wrist_cam") and of a loaded scene file."""
-        added = list(self._cameras)
-        return added + [c for c in self._index.cameras if c not in self._cameras]
-
-    def camera_id(self, camera: str | None) -> int:
-        """The model id of a named camera; None (or "free") is MuJoCo's free camera (-1)."""
-        if camera is None or camera == "free":
-            return -1
-        cam = self._index.cameras.get(camera) if isinstance(camera, str) else None
-        if cam is None:
-            raise ValueError(
-                f"camera={camera!r}: no such camera (cameras: {self.cameras()}, or None for the free camera)"
-            )
-        return cam
-
     # ------------------------------------------------------------ whole scene
 
-    @_described
+    @described
     def load_scene(self, path: str | PathLike[str], *, robot: str | None = None) -> None:
         """Replace everything (robots, objects, cameras, the default floor and light) with
         an MJCF file. Its content becomes the scene's unnamed base; with `robot="name"` its
@@ -576,7 +317,7 @@ class MujocoScene:
                 ) = saved
                 raise
 
-    @_described
+    @described
     def clear(self) -> None:
         """Back to the empty default scene (floor and light)."""
         with self.lock:
@@ -585,7 +326,7 @@ class MujocoScene:
             self._robots, self._objects, self._cameras = {}, {}, {}
             self._rebuild(new_robots=(), fresh=True)
 
-    @_described
+    @described
     def set_gravity(self, gravity: Sequence[float]) -> None:
         g = checks.vector("gravity", gravity, 3)
         with self.lock:
@@ -597,7 +338,7 @@ class MujocoScene:
     def gravity(self) -> tuple[float, float, float]:
         return tuple(float(v) for v in self.model.opt.gravity)  # type: ignore[return-value]
 
-    @_described
+    @described
     def set_timestep(self, timestep: float) -> None:
         """Change the physics timestep; environments recompute their substeps (their
         control rate stays as requested where the new timestep allows)."""

@@ -87,6 +87,7 @@ class _Pending:
 
     request_id: int
     obs_step: int
+    executed: int  # policy actions executed in the episode when the request was made
     arrival_step: int | None = None  # virtual clock: known at request time
     chunk: Any = None
     inference_s: float = 0.0
@@ -303,6 +304,7 @@ class _Episode:
         self.instruction = instruction
         self.meta = meta
         self.timing = runner.timing
+        self.sync = runner.timing.mode == "sync"
         self.spec = runner.env_spec
         self.rec = EpisodeRecorder(runner.bus, runner.trace, image_every=runner.image_every)
         self.queue: collections.deque[Any] = collections.deque()
@@ -310,6 +312,7 @@ class _Episode:
         self.requests = 0
         self.chunks = 0
         self.holds = 0
+        self.executed = 0  # policy actions (not holds) executed: the merge aligns by it
         self.consecutive_holds = 0
         self.total_reward = 0.0
         self.steps = 0
@@ -340,13 +343,14 @@ class _Episode:
 
     # -- policy calls ----------------------------------------------------------------
     def call_act(self, observation: Any, step: int) -> Any:
-        kwargs: dict[str, Any] = {}
         if self.r.supports_rtc:
-            kwargs = {
-                "queued_actions": [dict(a) if isinstance(a, Mapping) else a for a in self.queue],
-                "delay_steps": self.expected_delay(),
-            }
-        return self.r.agent.act(observation, step, **kwargs)
+            return self.r.agent.act(
+                observation,
+                step,
+                queued_actions=[dict(a) if isinstance(a, Mapping) else a for a in self.queue],
+                delay_steps=self.expected_delay(),
+            )
+        return self.r.agent.act(observation, step)
 
     def expected_delay(self) -> int:
         if self.timing.mode == "sync":
@@ -401,21 +405,18 @@ class _Episode:
         self.rec.emit(ev.CHUNK_REQUEST, step, {"step": step, "request_id": request_id})
         timing = self.timing
         if timing.mode == "realtime" and timing.clock == "wall":
-            pending = _Pending(request_id, step, submitted=time.monotonic())
+            pending = _Pending(request_id, step, self.executed, submitted=time.monotonic())
             pending.future = self.worker().submit(self.timed_act, observation, step)
             self.pending = pending
             return
         chunk, measured = self.act_inline(observation, step)
-        if timing.mode == "sync":
-            self.merge(step, step, request_id, chunk, measured)
+        if self.sync:
+            self.merge(step, step, request_id, chunk, measured, 0)
             return
         latency = timing.latency_s if timing.latency_s is not None else measured
-        delay = delay_steps(latency, self.spec.control_hz)
+        delay = delay_steps(latency, self.spec.control_hz)  # >= 1: never this step's
         self.last_delay = delay
-        if delay == 0:
-            self.merge(step, step, request_id, chunk, latency)
-        else:
-            self.pending = _Pending(request_id, step, step + delay, chunk, latency)
+        self.pending = _Pending(request_id, step, self.executed, step + delay, chunk, latency)
 
     def timed_act(self, observation: Any, step: int) -> tuple[Any, float]:
         start = time.monotonic()
@@ -449,18 +450,33 @@ class _Episode:
         self.merge_pending(pending, step)
 
     def merge_pending(self, pending: _Pending, step: int) -> None:
-        self.merge(step, pending.obs_step, pending.request_id, pending.chunk, pending.inference_s)
+        self.merge(
+            step,
+            pending.obs_step,
+            pending.request_id,
+            pending.chunk,
+            pending.inference_s,
+            self.executed - pending.executed,
+        )
 
     def merge(
-        self, step: int, obs_step: int, request_id: int, chunk: Any, inference_s: float
+        self,
+        step: int,
+        obs_step: int,
+        request_id: int,
+        chunk: Any,
+        inference_s: float,
+        executed: int,
     ) -> None:
         """Aligned merge at `step` of the chunk computed from the observation of `obs_step`:
-        drop the actions whose time has passed; the rest replace the queue."""
+        drop its first `executed` actions (the policy actions, not holds, executed since
+        `obs_step`: the robot's progress along its plans, see timing.py); the rest replace
+        the queue."""
         chunk = as_chunk(chunk)
         execution_steps = self.timing.execution_steps
         if execution_steps is not None and len(chunk) > execution_steps:
             chunk = chunk[:execution_steps]
-        dropped = min(len(chunk), step - obs_step)
+        dropped = min(len(chunk), executed)
         queue = self.queue
         queue.clear()
         queue.extend(chunk[dropped:] if dropped else chunk)
@@ -644,6 +660,7 @@ class _Episode:
                     compat.actions += 1
                     compat.resolved += 1
                 is_hold = False
+                self.executed += 1
                 self.consecutive_holds = 0
             else:
                 hold = self.hold(plain_absolute_hold)

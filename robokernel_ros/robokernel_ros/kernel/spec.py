@@ -59,7 +59,7 @@ class EnvSpec:
                 raise ValueError(f"action_limits[{key!r}]=({lo}, {hi}): lower must be <= upper")
 
 
-@dataclass
+@dataclass(slots=True)
 class StepResult:
     observation: Observation
     reward: float = 0.0

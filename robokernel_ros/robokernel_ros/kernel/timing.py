@@ -3,12 +3,31 @@
 sync (default): the world waits for every policy call; a chunk is requested when the
   queue is empty and its first `execution_steps` actions run (all when None).
 realtime: the robot keeps moving while the policy thinks. A chunk is requested when at
-  most `refill_steps` actions remain and none is in flight; a chunk computed from the
-  observation of step s that arrives at step t has its first t - s actions dropped and
-  the rest replace the queue; an empty queue executes the hold action; `max_hold_steps`
-  consecutive holds end the episode (outcome "watchdog").
+  most `refill_steps` actions remain and none is in flight; an empty queue executes the
+  hold action; `max_hold_steps` consecutive holds end the episode (outcome "watchdog").
+  The aligned merge follows the robot's progress along its plans, not the clock: a chunk
+  computed from the observation of step s that arrives at step t has its first k actions
+  dropped, k the policy actions (not holds) executed at steps s..t-1, and the rest
+  replace the queue. While the robot executed queued actions all along, k = t - s (the
+  actions whose time has passed); while it held, it did not move, so the chunk resumes
+  where it stopped: the episode's first chunk, or one that arrives after the queue ran
+  empty, drops nothing, and one whose queue ran dry after k < t - s actions drops k.
+  Dropping t - s there would make the first command jump several plan increments from
+  rest. This is LeRobot async inference's rule: its RobotClient advances `latest_action`
+  only when it executes an action, and `_aggregate_action_queues` skips the incoming
+  actions whose timestep is not after it (lerobot/async_inference/robot_client.py; its
+  observation carries the last executed action's timestep, so it skips that chunk row
+  too, where a kernel chunk's row 0 is the action for step s). RTC policies are told the
+  queue at the request and `delay_steps` (the expected latency in steps, unchanged by
+  this rule): the k dropped actions are that queue's first k, the ones RTC guides the
+  chunk's first rows to, and when the queue runs dry first the chunk resumes after them.
   clock="virtual": the latency (fixed by `latency_s`, else measured around act) becomes
-    d = ceil(latency x control_hz) steps that run before the merge: deterministic.
+    d = floor(latency x control_hz) + 1 steps that run before the merge (`delay_steps`):
+    deterministic. The merge is at the first step boundary strictly after the chunk
+    came back, as on the wall clock, where a step asks for a chunk only after it has
+    looked for one that arrived: the chunk of step s merges at s + 1 at the earliest,
+    and one that takes exactly k periods misses the k-th boundary (bench/fidelity.py
+    measures this against the ROS workcell).
   clock="wall": act runs in a worker thread and the loop ticks at control_hz on a
     monotonic clock; the arrival step is measured.
 In sync mode clock="wall" paces the loop at control_hz too (the world still waits).
@@ -33,7 +52,8 @@ from .spec import is_int
 TimingMode = Literal["sync", "realtime"]
 TimingClock = Literal["virtual", "wall"]
 
-# 0.1 s at 50 Hz is 5 steps, not 6: float error in latency x rate is forgiven.
+# 0.1 s at 50 Hz is 5 whole periods (merged 6 steps later), not 4 and a bit: float error
+# in latency x rate is forgiven.
 DELAY_TOLERANCE = 1e-9
 
 
@@ -79,8 +99,10 @@ class Timing:
 
 
 def delay_steps(latency_s: float, control_hz: float) -> int:
-    """Whole control steps that pass while a policy computes for `latency_s` seconds."""
-    return max(0, math.ceil(latency_s * control_hz - DELAY_TOLERANCE))
+    """Steps from a chunk's request to its merge when the policy computes for `latency_s`
+    seconds: the first step boundary strictly after it (floor(latency x rate) + 1, so at
+    least 1; see the module docstring)."""
+    return max(0, math.floor(latency_s * control_hz + DELAY_TOLERANCE)) + 1
 
 
 class Pacer:

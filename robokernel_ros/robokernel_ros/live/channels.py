@@ -211,7 +211,9 @@ class LiveChannels:
         elif kind == ev.CHUNK_MERGE:
             d = event.data
             self.merges += 1
-            if d.get("dropped"):  # a late chunk (realtime): news; a plain merge is counted only
+            # a late chunk (realtime: it came after its observation's step): news; a plain
+            # merge is counted only (`dropped` is no sign of it: 0 after holding)
+            if (d.get("arrival_step") or 0) > (d.get("obs_step") or 0):
                 self._line(ns, LogLevel.Info, f"step {event.step}: chunk merged (obs step {d.get('obs_step')}, "
                        f"kept {d.get('kept')}, dropped {d.get('dropped')}, "
                        f"inference {1e3 * float(d.get('inference_s') or 0.0):.1f} ms)")  # fmt: skip

@@ -270,7 +270,11 @@ class LiveView:
                         self.coalesced += 1
                     slots[kind] = event
                     return
-            elif kind == CHUNK_MERGE and self._sampling and not event.data.get("dropped"):
+            elif (
+                kind == CHUNK_MERGE
+                and self._sampling
+                and (event.data.get("arrival_step") or 0) <= (event.data.get("obs_step") or 0)
+            ):
                 self._merged += 1  # a plain merge is only counted (live.channels): no queueing
                 self.coalesced += 1
                 return

@@ -1,7 +1,7 @@
 """policy_server node: hosts one policy (any provider) and answers observations with action chunks.
 
     python -m robokernel_ros.nodes.policy_server --ros-args -r __ns:=/robokernel \\
-        -p provider:=lerobot -p checkpoint:=/path/to/pretrained_model
+        -p provider:=lerobot -p checkpoint:=/path/to/pretrained_model -p autostart:=true
 
 Names (relative to the node's namespace, `/robokernel` in the launch files):
   subscribes  observation              robokernel_interfaces/Observation (reliable, depth 2)
@@ -10,9 +10,19 @@ Names (relative to the node's namespace, `/robokernel` in the launch files):
                                         inference time
   publishes   ~/status                 PolicyServerStatus heartbeat (reliable, transient_local)
   service     get_action_chunk         GetActionChunk: the same, synchronously (evaluation)
+  lifecycle   ~/get_state, ~/change_state, ~/transition_event, ... (rclpy.lifecycle)
 
-The policy, its parameters and the heartbeat are ros.policy_host's: the heartbeat says
-`ready=false` until the policy is loaded, so a runner refuses to start against it.
+A lifecycle node (rclpy.lifecycle, as the safety_shield): configure loads the policy
+(its load time on the log and in the heartbeat's `detail`; a load that fails leaves the
+node unconfigured, the failure in `detail`, so it can be configured again), activate
+serves chunks, deactivate stops serving (an observation is not answered, a
+get_action_chunk call is refused naming the state), cleanup frees the policy. The
+heartbeat, get_action_chunk and the observation reader exist in every state; the
+heartbeat says `ready=true` only while active with a loaded policy. A runner reads this
+node's lifecycle state (`<ns>/policy_server/get_state`) before it starts a rollout with
+the `remote` provider, and refuses unless it is active. With `autostart:=true` the node
+configures and activates itself (for demos, tests and launch files without a lifecycle
+manager; a load failure then leaves it unconfigured, reporting why).
 Observations are answered on one inference thread, latest first: an observation that
 arrives while the policy computes replaces the one waiting, so the server never falls
 behind the robot. A new `run_id` starts a new episode (the policy is reset with the
@@ -32,10 +42,12 @@ from typing import Any
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import ClockType, JumpThreshold
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 
 from robokernel_interfaces.msg import ActionChunk, Observation
 from robokernel_interfaces.srv import GetActionChunk
 from robokernel_ros.ros import wire
+from robokernel_ros.ros.lifecycle import release_state_machine
 from robokernel_ros.ros.node import exit_main, peek_parameter, run_node
 from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.policy_host import NODE_NAME, PolicyHost
@@ -47,11 +59,16 @@ SERVED_DESCRIPTION = (
 )
 
 
-class PolicyServer(PolicyHost):
-    """Driven mode: observations in, action chunks out (see the module docstring)."""
+class PolicyServer(LifecycleNodeMixin, PolicyHost):
+    """Driven mode: observations in, action chunks out, as a lifecycle node (see the
+    module docstring). rclpy's LifecycleNodeMixin adds the state machine and its services
+    to the PolicyHost node (what rclpy.lifecycle.LifecycleNode does for a plain Node)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        PolicyHost.__init__(self, **kwargs)
+        LifecycleNodeMixin.__init__(self, enable_communication_interface=True)
+        declare(self, "autostart", False, "configure and activate without a lifecycle manager")
+        self.detail = "unconfigured: the policy is loaded by the configure transition"
         if declare(self, "served", False, SERVED_DESCRIPTION):
             raise ParameterError(
                 "served", True, "served mode is the served_endpoint node (policy_server's main "
@@ -78,7 +95,62 @@ class PolicyServer(PolicyHost):
             self._on_get_chunk,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
-        self.start_hosting("observation", OBSERVATION_QOS)
+        self.start_hosting("observation", OBSERVATION_QOS, load=False)
+
+    # lifecycle ------------------------------------------------------------------------------
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.detail = f"configuring: loading the {self.provider} policy"
+        self._publish_status()
+        with self._infer_lock:
+            loaded = self.load_policy()
+        if loaded:
+            self.detail = f"inactive: {self.detail}; served once activated"
+        self._publish_status()
+        return TransitionCallbackReturn.SUCCESS if loaded else TransitionCallbackReturn.FAILURE
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.ready = True
+        self.detail = f"active: serving the {self.provider} policy (loaded in {self.load_s:.2f} s)"
+        self.get_logger().info(self.detail)
+        self._publish_status()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.ready = False
+        self.detail = "inactive (lifecycle): observations are not answered until activated"
+        self.get_logger().info(self.detail)
+        self._publish_status()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._free()
+        self.detail = "unconfigured: the policy was freed (cleanup)"
+        self._publish_status()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._free()
+        self.detail = "finalized (shutdown)"
+        self._publish_status()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._free()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _free(self) -> None:
+        self.ready = False
+        with self._infer_lock:  # not under an inference
+            self.free_policy()
+            self._episode = None
+
+    def autostart(self) -> None:
+        """Configure and activate (the `autostart` parameter). A load that fails leaves the
+        node unconfigured and serving its heartbeat with the failure (not an exit: the
+        runner's refusal and the remote provider name it)."""
+        if self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+            self.trigger_activate()
 
     def on_observations(self, messages: list[Observation]) -> None:
         """Answer the latest observation waiting (an older one is dropped, so the server
@@ -107,6 +179,8 @@ class PolicyServer(PolicyHost):
         time); `out`: the message to fill instead of a new one."""
         with self._infer_lock:
             policy = self.policy
+            if policy is None or not self.ready:
+                raise RuntimeError(f"policy server not active: {self.detail}")
             # Converted as the policy reads it (the mock reads nothing of it).
             observation = wire.ObservationView(msg)
             if not self._bound:
@@ -163,6 +237,7 @@ class PolicyServer(PolicyHost):
         self.stop_hosting()
         self._clock_watch.unregister()
         super().destroy_node()
+        release_state_machine(self)
 
 
 def _follow_clock(server: PolicyServer | None) -> None:
@@ -191,6 +266,10 @@ def main(args: list[str] | None = None) -> int:
             return ServedEndpoint()
         return PolicyServer()
 
+    def started(node: PolicyHost) -> None:
+        if isinstance(node, PolicyServer) and node.get_parameter("autostart").value:
+            node.autostart()
+
     def executor_for(node: PolicyHost) -> Any:
         # Observations never pass the executor (the inference thread takes them), so in
         # driven mode it serves the heartbeat and get_action_chunk: one thread (rclpy's
@@ -201,7 +280,7 @@ def main(args: list[str] | None = None) -> int:
             return MultiThreadedExecutor(num_threads=4)
         return SingleThreadedExecutor()
 
-    return run_node(make_node, args=args, executor=executor_for)
+    return run_node(make_node, args=args, executor=executor_for, on_started=started)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,39 @@
-"""runner node: the rollout API and the kernel's episode loop as ROS 2 services.
+"""runner node: the rollout API and the kernel's episode loop as ROS 2 services and actions.
 
     python -m robokernel_ros.nodes.runner --ros-args -r __ns:=/robokernel \\
-        --params-file config/runner_sim.yaml
+        --params-file config/runner_sim_so101.yaml -p autostart:=true
 
 A thin adapter: every service request becomes one call of the rollout API's facade
-(`robokernel_ros.rollout`), whose envelope becomes the response (`ok` = status was
-"success", `message` = its text, `report_json` = its JSON block). Refusals are the
-facade's own, plus the ROS-only ones checked here before anything starts (a field
-outside its wire domain, JSON that is not an object, a latched e-stop, a policy server
-that is not ready).
+(`robokernel_ros.rollout`; the conversion is `robokernel_ros.ros.requests`), whose
+envelope becomes the response (`ok` = status was "success", `message` = its text,
+`report_json` = its JSON block). Refusals are the facade's own, plus the ROS-only ones
+checked here before anything starts (a field outside its wire domain, JSON that is not
+an object, the runner not active, a latched e-stop, a policy server that is not active).
+
+Lifecycle (rclpy.lifecycle, as the safety_shield): configure validates the parameters
+and loads the scene (env=sim: the MuJoCo workcell with its robot) or the robot binding
+(env=ros: RosRobotEnv's readers and command publisher), its load time on the log and on
+`~/state`; a configuration it refuses leaves it unconfigured, naming the parameter.
+activate serves the long calls; deactivate stops every rollout with hold (the running
+episode ends "stopped" with stopped_reason "deactivated", its trace and bag complete,
+before the transition returns; the call it cut short answers ok false, saying so, with
+the report of what ran) and refuses new ones; cleanup frees the scene. Every
+service and action exists in every state: a long call while not active is refused
+naming the state. The operator channel (estop, stop, clear_fault, verdict, reset_done),
+stop_policy and list_policies_running answer in every state; `~/state` (std_msgs/String,
+a JSON object, transient_local: lifecycle state, env, robot_name, configure_s, detail)
+is published on every transition. With `autostart:=true` the node configures and
+activates itself (for demos and tests; a configuration it refuses then ends the process
+with status 2); the launch files drive the transitions instead, in order.
+
+A start with the `remote` provider first asks the policy server's lifecycle state
+(`<ns>/policy_server/get_state`, ros.lifecycle): it starts only while the server says
+it is active, and is refused naming the server and its state (or that it did not
+answer within `server_ready_timeout_s`).
 
 Names (relative to the node's namespace, `/robokernel` in the launch files):
+  lifecycle ~/get_state, ~/change_state, ~/transition_event, ... (rclpy.lifecycle);
+            ~/state (std_msgs/String JSON)
   services  run_policy, start_policy, stop_policy, list_policies_running, eval_policy,
             evaluate_benchmark, replay_episode, run_multi_policy   (robokernel_interfaces)
             stop, clear_fault, reset_done (std_srvs/Trigger), verdict (SubmitVerdict)
@@ -25,6 +48,8 @@ Names (relative to the node's namespace, `/robokernel` in the launch files):
             live and released, and a source silent for `estop_timeout_s` latches it: the
             shield's EstopCircuit), verdict (robokernel_interfaces/Verdict),
             events (KernelEvent, every kernel event live, reliable depth 100)
+The operator channel (estop, stop, clear_fault, reset_done, verdict) is
+robokernel_ros.ros.operator's; the request conversion robokernel_ros.ros.requests'.
 
 Environment (`env` parameter): "sim" hosts the MuJoCo workcell in-process with the
 robot `robot` (a packaged model name or an MJCF path) named `robot_name`; "ros" drives
@@ -56,12 +81,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.node import Node
-from std_msgs.msg import Bool
-from std_srvs.srv import Trigger
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from std_msgs.msg import String
 
-from robokernel_interfaces.msg import KernelEvent, Verdict
+from robokernel_interfaces.msg import KernelEvent
 from robokernel_interfaces.srv import (
     EvalPolicy,
     EvaluateBenchmark,
@@ -71,62 +95,48 @@ from robokernel_interfaces.srv import (
     RunPolicy,
     StartPolicy,
     StopPolicy,
-    SubmitVerdict,
 )
-from robokernel_ros.kernel.trace import dumps_text
+from robokernel_ros.ros import requests
 from robokernel_ros.ros.actions import RunnerActions
+from robokernel_ros.ros.lifecycle import ACTIVE, LifecyclePeer, release_state_machine
 from robokernel_ros.ros.node import run_multithreaded
+from robokernel_ros.ros.operator import RunnerOperator
 from robokernel_ros.ros.params import ParameterError, declare
-from robokernel_ros.ros.qos import ESTOP_QOS, EVENTS_QOS
+from robokernel_ros.ros.qos import EVENTS_QOS, STATUS_QOS
 from robokernel_ros.ros.remote_policy import RemotePolicy
+from robokernel_ros.ros.requests import Refused
 from robokernel_ros.ros.transport import ServerWatch, close_private_link
-from robokernel_ros.ros.wire import kernel_event_msg
-from robokernel_ros.safety.estop import EstopCircuit
+from robokernel_ros.ros.wire import join, kernel_event_msg
 
 ENVS = ("sim", "ros")
+#: How long deactivate waits for the rollouts it stopped to end (they end at their next
+#: step boundary; a hold is sent then).
+_DEACTIVATE_WAIT_S = 15.0
 
 
-class Refused(ValueError):
-    """A request field outside its domain (the message names field, value and domain)."""
+class RunnerNode(LifecycleNode):
+    """See the module docstring."""
 
-
-def _json_object(field: str, text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise Refused(f"{field}={text!r}: must be a JSON object ({exc})") from exc
-    if not isinstance(value, dict):
-        raise Refused(f"{field}={text!r}: must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _async_rtc(value: int) -> bool | None:
-    mapping = {-1: None, 0: False, 1: True}
-    if value not in mapping:
-        raise Refused(f"async_rtc={value!r}: must be -1 (auto), 0 (off) or 1 (on)")
-    return mapping[value]
-
-
-def _optional(field: str, value: int, unset: int = -1) -> int | None:
-    """-1 means unset; any other value goes to the API as is (which refuses non-positive ones)."""
-    return None if value == unset else value
-
-
-def _timeout(value: float) -> float | None:
-    # 0 means no deadline; a negative or non-finite value goes on to be refused by the API.
-    return None if value == 0.0 else value
-
-
-# How long after the node's start a rollout start waits for the e-stop source to be discovered.
-_ESTOP_DISCOVERY_GRACE_S = 15.0
-
-
-class RunnerNode(Node):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("runner", **kwargs)
-        self._started_at = time.monotonic()
         self._watches: dict[str, ServerWatch] = {}  # policy servers' heartbeats, by namespace
+        self._peers: dict[str, LifecyclePeer] = {}  # policy servers' lifecycle, by namespace
         self._watches_lock = threading.Lock()
+        # Lifecycle: the scene exists from configure to cleanup; calls are served while
+        # active. `_calls` counts the long calls in flight (deactivate waits for them).
+        self.cell: Any = None
+        self.live_view: Any = None
+        self.ros_env: Any = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._active = False
+        self._calls = 0
+        self._calls_cond = threading.Condition()
+        self._stops = 0  # how many times the lifecycle stopped running calls
+        self._stop_reason = ""
+        self._configure_error: Exception | None = None
+        self._configure_s: float | None = None
+        self._detail = "unconfigured"
+        declare(self, "autostart", False, "configure and activate without a lifecycle manager")
         self.env_kind = declare(
             self, "env", "sim", "environment: sim (MuJoCo in-process) or ros", choices=ENVS
         )
@@ -235,6 +245,17 @@ class RunnerNode(Node):
             min_value=-1,
             max_value=65535,
         )
+        self._events_pub = self.create_publisher(KernelEvent, "events", EVENTS_QOS)
+        self._state_pub = self.create_publisher(String, "~/state", STATUS_QOS)
+        self._create_services(estop_required, estop_timeout_s)
+        self._publish_state()
+        self.get_logger().info(
+            "runner up, unconfigured: configure and activate it (~/change_state), or "
+            "autostart:=true"
+        )
+
+    def _check_parameters(self) -> None:
+        """The checks across parameters (each one alone was checked by declare)."""
         if len(self.camera_names) != len(self.camera_topics):
             raise ParameterError(
                 "camera_topics",
@@ -251,19 +272,8 @@ class RunnerNode(Node):
                     f"must be [] or one value per joint ({len(self.joints)})",
                 )
 
-        # The e-stop decision, the shield's (robokernel_ros.safety.estop), under this lock.
-        self._estop = EstopCircuit(
-            required=estop_required, timeout_s=estop_timeout_s, wait_s=0.0, now=time.monotonic()
-        )
-        self._estop_lock = threading.Lock()
-        self.cell = self._make_workcell()
-
-        self._events_pub = self.create_publisher(KernelEvent, "events", EVENTS_QOS)
-        bus = getattr(self.cell, "bus", None)
-        self._unsubscribe = (
-            bus.subscribe(self._on_event) if (bus is not None and self.publish_events) else None
-        )
-
+    def _create_services(self, estop_required: bool, estop_timeout_s: float) -> None:
+        """Every name of the node, in every lifecycle state (a call answers by the state)."""
         long_calls = ReentrantCallbackGroup()  # each long call holds one executor thread
         quick = ReentrantCallbackGroup()
         for srv_type, name, handler in (
@@ -285,50 +295,172 @@ class RunnerNode(Node):
                 "replay_episode": self._on_replay_episode,
                 "run_multi_policy": self._on_run_multi_policy,
             },
-            bus=bus,
-            cancel=lambda: self.cell.interrupt("cancelled"),
+            bus=lambda: getattr(self.cell, "bus", None),
+            cancel=lambda: self._interrupt("cancelled"),
             callback_group=long_calls,
         )
         self.create_service(StopPolicy, "stop_policy", self._on_stop_policy, callback_group=quick)
         self.create_service(
             ListPoliciesRunning, "list_policies_running", self._on_list, callback_group=quick
         )
-        self.create_service(Trigger, "stop", self._on_stop, callback_group=quick)
-        self.create_service(Trigger, "clear_fault", self._on_clear_fault, callback_group=quick)
-        self.create_service(Trigger, "reset_done", self._on_reset_done, callback_group=quick)
-        self.create_service(
-            SubmitVerdict, "verdict", self._on_verdict_service, callback_group=quick
-        )
-        self.create_subscription(
-            Bool,
-            "estop",
-            self._on_estop,
-            ESTOP_QOS,
-            callback_group=MutuallyExclusiveCallbackGroup(),
-        )
-        # The source's liveness is checked by a thread, not an executor timer: a 20 Hz timer
-        # would wake this node's MultiThreadedExecutor for nothing but the clock.
-        self._estop_stop = threading.Event()
-        if estop_required:
-            period = max(0.005, min(0.05, estop_timeout_s / 10))
-            threading.Thread(
-                target=self._estop_watch, args=(period,), name="estop_watch", daemon=True
-            ).start()
-        self.create_subscription(
-            Verdict, "verdict", self._on_verdict_topic, 10, callback_group=quick
-        )
-        self._shield_client = (
-            self.create_client(Trigger, self.shield_clear_fault, callback_group=quick)
-            if self.shield_clear_fault
-            else None
+        # The operator channel: the e-stop circuit (node-level, every lifecycle state),
+        # stop, clear_fault, reset_done, verdict (robokernel_ros.ros.operator).
+        self.operator = RunnerOperator(
+            self,
+            scene=lambda: self.cell,
+            call=self._cell_call,
+            required=estop_required,
+            timeout_s=estop_timeout_s,
+            shield_clear_fault=self.shield_clear_fault,
+            callback_group=quick,
         )
         # The remote provider is not hosted on this node: chunks delivered through
         # rclpy's MultiThreadedExecutor (which this node needs for its long service
         # calls) arrive tens of milliseconds late; its private link spins a
         # single-threaded executor of its own.
-        self.get_logger().info(
-            f"runner ready: env={self.env_kind} robot_name={self.robot_name} trace_dir={self.trace_dir or '-'}"
+        self._quick = quick
+
+    # lifecycle -------------------------------------------------------------------------------
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        started = time.monotonic()
+        try:
+            self._check_parameters()
+            self.cell = self._make_workcell()
+        except Exception as exc:  # noqa: BLE001 - a refused configuration is answered, not raised
+            self._configure_error = exc
+            self._free()
+            self._detail = f"configure refused: {exc}"
+            self.get_logger().error(self._detail)
+            self._publish_state("unconfigured")
+            return TransitionCallbackReturn.FAILURE
+        self._configure_error = None
+        self._configure_s = time.monotonic() - started
+        bus = getattr(self.cell, "bus", None)
+        if bus is not None and self.publish_events:
+            self._unsubscribe = bus.subscribe(self._on_event)
+        self.operator.apply_latch(self.cell)  # latched while unconfigured: the scene is too
+        what = self.robot if self.env_kind == "sim" else f"{len(self.joints)} joints over ROS"
+        self._detail = (
+            f"configured in {self._configure_s:.2f} s: env={self.env_kind} ({what}) "
+            f"robot_name={self.robot_name} trace_dir={self.trace_dir or '-'}"
         )
+        self.get_logger().info(self._detail)
+        self._publish_state("inactive")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._calls_cond:
+            self._active = True
+        self._detail = f"active: serving the long calls (configured in {self._configure_s:.2f} s)"
+        self.get_logger().info(self._detail)
+        self._publish_state("active")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        stopped = self._stop_serving("deactivated")
+        self._detail = "inactive (lifecycle): long calls are refused until activated"
+        self.get_logger().info(self._detail + (f"; {stopped}" if stopped else ""))
+        self._publish_state("inactive")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._free()
+        self._detail = "unconfigured: the scene was freed (cleanup)"
+        self._publish_state("unconfigured")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_serving("interrupted")
+        self._free()
+        self._detail = "finalized (shutdown)"
+        self._publish_state("finalized")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._stop_serving("interrupted")
+        self._free()
+        return TransitionCallbackReturn.SUCCESS
+
+    def autostart(self) -> None:
+        """Configure and activate (the `autostart` parameter); the configure error when refused."""
+        if self.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+            raise self._configure_error or RuntimeError("configure failed")
+        self.trigger_activate()
+
+    def _stop_serving(self, reason: str) -> str:
+        """Refuse new long calls, stop the running ones with hold (`reason` is their
+        stopped_reason) and wait until they ended; what was stopped, in words."""
+        with self._calls_cond:
+            self._active = False
+            busy = self._calls
+        cell = self.cell
+        if cell is None:
+            return ""
+        running = _running_count(cell)
+        if not busy and not running:
+            return ""
+        with self._calls_cond:
+            self._stops += 1
+            self._stop_reason = reason
+        deadline = time.monotonic() + _DEACTIVATE_WAIT_S
+        # Repeated until every call ended: a call that passed its start check just before
+        # registers its rollout a moment later, and is stopped as well.
+        while True:
+            cell.interrupt(reason)
+            with self._calls_cond:
+                if (self._calls == 0 and _running_count(cell) == 0) or time.monotonic() > deadline:
+                    left = self._calls
+                    break
+                self._calls_cond.wait(0.02)
+        if left:
+            self.get_logger().error(
+                f"{left} long call(s) still running {_DEACTIVATE_WAIT_S:g} s after the stop"
+            )
+        return f"stopped {max(busy, running)} rollout(s) with hold ({reason})"
+
+    def _interrupt(self, reason: str) -> None:
+        if self.cell is not None:
+            self.cell.interrupt(reason)
+
+    def _free(self) -> None:
+        """Free what configure built (the scene, the robot binding, the live view)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        cell, self.cell = self.cell, None
+        if cell is not None:
+            try:
+                cell.stop_policy("")
+            except Exception:  # noqa: BLE001 - best effort: nothing may be running
+                pass
+            close = getattr(cell, "close", None)
+            if callable(close):
+                close()
+        if self.ros_env is not None:
+            self.ros_env.close()
+            self.ros_env = None
+        if self.live_view is not None:
+            self.live_view.close()
+            self.live_view = None
+
+    def _lifecycle_label(self) -> str:
+        return str(self._state_machine.current_state[1])
+
+    def _publish_state(self, label: str | None = None) -> None:
+        """~/state; `label`: the state a transition callback is taking the node to (during
+        the callback the state machine says the transition state)."""
+        msg = String()
+        msg.data = json.dumps(
+            {
+                "state": label or self._lifecycle_label(),
+                "env": self.env_kind,
+                "robot_name": self.robot_name,
+                "configure_s": self._configure_s,
+                "detail": self._detail,
+            }
+        )
+        self._state_pub.publish(msg)
 
     # environment ---------------------------------------------------------------------------
 
@@ -354,7 +486,7 @@ class RunnerNode(Node):
             cell = SimWorkcell(trace_dir=trace_dir, episode_sinks=sinks)
             out = cell.add_robot(self.robot_name, self.robot)
             if isinstance(out, Mapping) and out.get("status") == "error":
-                raise ParameterError("robot", self.robot, _text(out))
+                raise ParameterError("robot", self.robot, requests.text(out))
             return cell
         from robokernel_ros.ros.ros_env import RosRobotEnv, RosScene
 
@@ -391,112 +523,75 @@ class RunnerNode(Node):
         name: str,
         *,
         own_thread: bool = False,
+        long: bool = True,
     ) -> Any:
         """Run one facade call and fill ok/status/message/report_json from its envelope.
-        own_thread: run it in a control thread of its own (a long call: its episode loop
-        then competes with no executor thread) and wait for it."""
+        long: a rollout call, refused unless the node is active and counted while it
+        runs (deactivate stops and waits for it). own_thread: run it in a control thread
+        of its own (its episode loop then competes with no executor thread) and wait."""
+        if long:
+            with self._calls_cond:
+                refused = None if self._active else self._not_active(name)
+                if refused is None:
+                    self._calls += 1
+                stops = self._stops
+            if refused is not None:
+                return requests.fill_response(response, requests.refusal(refused))
         try:
             out = _in_own_thread(call, f"runner-control-{name}") if own_thread else call()
         except Refused as exc:
-            out = {"status": "error", "content": [{"text": str(exc)}]}
+            out = requests.refusal(str(exc))
         except Exception as exc:  # noqa: BLE001 - every failure is answered, never raised into rclpy
             self.get_logger().error(f"{name} failed: {type(exc).__name__}: {exc}")
-            out = {
-                "status": "error",
-                "content": [{"text": f"{name} failed: {type(exc).__name__}: {exc}"}],
-            }
-        status = out.get("status", "error")
-        response.ok = status == "success"
-        response.status = status if status in ("success", "error") else "error"
-        response.message = _text(out)
-        report = _json(out)
-        response.report_json = dumps_text(report if report is not None else {})
-        return response
+            out = requests.refusal(f"{name} failed: {type(exc).__name__}: {exc}")
+        finally:
+            if long:
+                with self._calls_cond:
+                    self._calls -= 1
+                    self._calls_cond.notify_all()
+                    stopped = self._stop_reason if self._stops != stops else ""
+        if long and stopped:
+            # Cut short by the runner's lifecycle: not a success, whatever ran; the report
+            # says what ran (its episode ended "stopped", stopped_reason the transition).
+            text = f"{name} stopped by the runner's lifecycle ({stopped}) before it completed"
+            out = {**out, "status": "error", "content": [{"text": text}, *out.get("content", [])]}
+        return requests.fill_response(response, out)
 
-    def _rollout_kwargs(self, request: Any) -> dict[str, Any]:
-        extra = _json_object("extra_json", request.extra_json)
-        kwargs = dict(
-            robot_name=request.robot_name or self.robot_name,
-            policy_provider=request.policy_provider,
-            policy_config=_json_object("policy_config_json", request.policy_config_json),
-            instruction=request.instruction,
-            duration=request.duration,
-            control_frequency=request.control_frequency,
-            action_horizon=request.action_horizon,
-            n_steps=_optional("n_steps", request.n_steps),
-            seed=_optional("seed", request.seed),
-            async_rtc=_async_rtc(request.async_rtc),
-            rtc_inference_timeout_s=_timeout(request.rtc_inference_timeout_s),
+    def _not_active(self, name: str) -> str:
+        return (
+            f"refused: {name}: the runner {self.get_fully_qualified_name()} is "
+            f"{self._lifecycle_label()} (lifecycle), not active; long calls are served only "
+            "while active (~/change_state)"
         )
-        kwargs = self._merge_extra(kwargs, extra)
-        self._robot_time(kwargs)
-        return kwargs
 
-    def _robot_time(self, kwargs: dict[str, Any]) -> None:
-        if self.env_kind == "ros":
-            # A robot's time cannot run faster than the wall clock: paced by default, so
-            # async_rtc runs the kernel's realtime wall-clock mode (holds, watchdog), at
-            # the robot's rate unless the call names one.
-            kwargs.setdefault("fast_mode", False)
-            kwargs.setdefault("control_frequency", self.control_hz)
-
-    def _merge_extra(self, kwargs: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-        clash = sorted(set(extra) & set(kwargs))
-        if clash:
-            raise Refused(
-                f"extra_json names {clash}: these are typed fields of the request; set them there"
-            )
-        # Callables cannot cross ROS: a success criterion comes as predicate clauses
-        # ({"predicate": name, **args}, or a list of them) or a registered predicate's name.
-        for key in ("success", "success_fn"):
-            if key in extra:
-                clauses = extra.pop(key)
-                if isinstance(clauses, str):
-                    clauses = {"predicate": clauses}
-                from robokernel_ros.tasks import compile_criteria
-
-                try:
-                    criteria = compile_criteria(f"extra_json[{key!r}]", clauses)
-                except ValueError as exc:
-                    raise Refused(str(exc)) from exc
-                kwargs["success_fn"] = _AnyCriterion(criteria)
-        kwargs.update(extra)
-        return kwargs
+    def _robot_hz(self) -> float | None:
+        return self.control_hz if self.env_kind == "ros" else None
 
     def _guard_start(self, provider: str, config: dict[str, Any]) -> None:
-        """ROS-side refusals before the facade is called: latched e-stop, server not ready."""
-        with self._estop_lock:
-            latched = self._estop.latched
-        if latched:
-            raise Refused(
-                "refused: the e-stop is latched; release it (estop false) and call clear_fault first"
-            )
-        # A source that is arming (one sample so far) becomes live within a period or two; in
-        # the node's first seconds the panel may not be discovered yet (DDS discovery takes
-        # seconds on a loaded machine): a start then waits for it, up to the grace.
-        deadline = max(
-            time.monotonic() + 2 * self._estop.timeout_s,
-            self._started_at + _ESTOP_DISCOVERY_GRACE_S,
-        )
-        while True:
-            with self._estop_lock:
-                now = time.monotonic()
-                ready = self._estop.may_forward(now)
-                reason = self._estop.reason(now)
-            if ready or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        if not ready:
-            raise Refused(f"refused: {reason}")
+        """ROS-side refusals before the facade is called: latched e-stop, policy server not active."""
+        self.operator.check_start()
         if provider == "remote":
             namespace = config.setdefault(
                 "namespace", self.get_namespace() if self.get_namespace() != "/" else ""
             )
             try:
                 RemotePolicy.preflight(config)
-                self._server_watch(namespace).wait_ready(self.server_ready_timeout_s)
-            except (ValueError, RuntimeError) as exc:
+            except ValueError as exc:
                 raise Refused(f"policy_provider='remote': {exc}") from exc
+            self._check_server_active(namespace)
+
+    def _check_server_active(self, namespace: str) -> None:
+        """Fail closed: the policy server must say it is active (its lifecycle state)."""
+        peer, watch = self._server_peer(namespace)
+        try:
+            peer.wait_for(ACTIVE, self.server_ready_timeout_s)
+        except RuntimeError as exc:
+            # Its heartbeat says why, when it has one (a failed load, what is loading).
+            detail = watch.state.detail if watch.alive() else ""
+            raise Refused(
+                f"policy_provider='remote': policy server not ready: {exc}"
+                + (f"; its status: {detail}" if detail else "")
+            ) from exc
 
     def _guard_workers(self, kwargs: Mapping[str, Any]) -> None:
         """Parallel episodes (extra_json workers > 1) need simulated robots: a ROS robot is one."""
@@ -507,19 +602,25 @@ class RunnerNode(Node):
                 "cannot share; parallel episodes need a simulated robot (env=sim) or evaluate_benchmark"
             )
 
-    def _server_watch(self, namespace: str) -> ServerWatch:
-        """One heartbeat subscription per policy server, kept for the node's life: destroying
-        a subscription while the multi-threaded executor spins races its wait set (rclpy's
-        "cannot use Destroyable because destruction was requested" ended the process)."""
+    def _server_peer(self, namespace: str) -> tuple[LifecyclePeer, ServerWatch]:
+        """The lifecycle client and heartbeat of one policy server, kept for the node's
+        life: destroying a subscription while the multi-threaded executor spins races its
+        wait set (rclpy's "cannot use Destroyable because destruction was requested"
+        ended the process)."""
         with self._watches_lock:
-            watch = self._watches.get(namespace)
-            if watch is None:
-                watch = self._watches[namespace] = ServerWatch(self, namespace)
-            return watch
+            peer = self._peers.get(namespace)
+            if peer is None:
+                target = join(namespace, "policy_server") or "policy_server"
+                peer = self._peers[namespace] = LifecyclePeer(
+                    self, target if target.startswith("/") else f"/{target}",
+                    callback_group=self._quick,
+                )  # fmt: skip
+                self._watches[namespace] = ServerWatch(self, namespace)
+            return peer, self._watches[namespace]
 
     def _on_run_policy(self, request: RunPolicy.Request, response: RunPolicy.Response) -> Any:
         def call() -> Mapping[str, Any]:
-            kwargs = self._rollout_kwargs(request)
+            kwargs = requests.run_kwargs(request, self.robot_name, self._robot_hz())
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             return self.cell.run_policy(**kwargs)
 
@@ -527,7 +628,7 @@ class RunnerNode(Node):
 
     def _on_start_policy(self, request: StartPolicy.Request, response: StartPolicy.Response) -> Any:
         def call() -> Mapping[str, Any]:
-            kwargs = self._rollout_kwargs(request)
+            kwargs = requests.run_kwargs(request, self.robot_name, self._robot_hz())
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             return self.cell.start_policy(**kwargs)
 
@@ -535,20 +636,7 @@ class RunnerNode(Node):
 
     def _on_eval_policy(self, request: EvalPolicy.Request, response: EvalPolicy.Response) -> Any:
         def call() -> Mapping[str, Any]:
-            extra = _json_object("extra_json", request.extra_json)
-            kwargs = dict(
-                robot_name=request.robot_name or self.robot_name,
-                policy_provider=request.policy_provider,
-                policy_config=_json_object("policy_config_json", request.policy_config_json),
-                instruction=request.instruction,
-                n_episodes=request.n_episodes,
-                max_steps=request.max_steps,
-                seed=_optional("seed", request.seed),
-                async_rtc=request.async_rtc,
-                rtc_inference_timeout_s=_timeout(request.rtc_inference_timeout_s),
-            )
-            kwargs = self._merge_extra(kwargs, extra)
-            self._robot_time(kwargs)
+            kwargs = requests.eval_kwargs(request, self.robot_name, self._robot_hz())
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             self._guard_workers(kwargs)
             return self.cell.eval_policy(**kwargs)
@@ -557,21 +645,7 @@ class RunnerNode(Node):
 
     def _on_evaluate_benchmark(self, request: EvaluateBenchmark.Request, response: Any) -> Any:
         def call() -> Mapping[str, Any]:
-            extra = _json_object("extra_json", request.extra_json)
-            spec = _json_object("spec_json", request.spec_json)
-            if bool(request.name) == bool(spec):
-                raise Refused(
-                    f"name={request.name!r}, spec_json={request.spec_json!r}: give a registered benchmark "
-                    "name or a spec, exactly one"
-                )
-            kwargs = dict(
-                spec=request.name or spec,
-                policy_provider=request.policy_provider,
-                policy_config=_json_object("policy_config_json", request.policy_config_json),
-                n_episodes=request.n_episodes,
-                seed=_optional("seed", request.seed),
-            )
-            kwargs = self._merge_extra(kwargs, extra)
+            kwargs = requests.benchmark_kwargs(request)
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             self._guard_workers(kwargs)
             return self.cell.evaluate_benchmark(**kwargs)
@@ -580,18 +654,7 @@ class RunnerNode(Node):
 
     def _on_replay_episode(self, request: ReplayEpisode.Request, response: Any) -> Any:
         def call() -> Mapping[str, Any]:
-            if not request.repo_id:
-                raise Refused(
-                    "repo_id='': must name a run directory, a bag folder or a LeRobot dataset root"
-                )
-            kwargs = self._merge_extra(
-                dict(
-                    repo_id=request.repo_id,
-                    robot_name=request.robot_name or self.robot_name,
-                    episode=request.episode,
-                ),
-                _json_object("extra_json", request.extra_json),
-            )
+            kwargs = requests.replay_kwargs(request, self.robot_name)
             self._guard_start("", {})
             return self.cell.replay_episode(**kwargs)
 
@@ -599,18 +662,7 @@ class RunnerNode(Node):
 
     def _on_run_multi_policy(self, request: RunMultiPolicy.Request, response: Any) -> Any:
         def call() -> Mapping[str, Any]:
-            policies = _json_object("policies_json", request.policies_json)
-            if not policies:
-                raise Refused("policies_json='{}': must map at least one robot to a policy")
-            kwargs = self._merge_extra(
-                dict(
-                    policies=policies,
-                    instructions=_json_object("instructions_json", request.instructions_json),
-                    duration=request.duration,
-                    n_steps=_optional("n_steps", request.n_steps),
-                ),
-                _json_object("extra_json", request.extra_json),
-            )
+            kwargs = requests.multi_kwargs(request)
             self._guard_start("", {})
             return self.cell.run_multi_policy(**kwargs)
 
@@ -618,149 +670,48 @@ class RunnerNode(Node):
 
     def _on_stop_policy(self, request: StopPolicy.Request, response: StopPolicy.Response) -> Any:
         return self._answer(
-            response, lambda: self.cell.stop_policy(request.robot_name), "stop_policy"
-        )
+            response, lambda: self._cell_call("stop_policy", request.robot_name), "stop_policy",
+            long=False,
+        )  # fmt: skip
 
     def _on_list(
         self, request: ListPoliciesRunning.Request, response: ListPoliciesRunning.Response
     ) -> Any:
-        self._answer(response, self.cell.list_policies_running, "list_policies_running")
-        response.robots = _running_robots(json.loads(response.report_json or "{}"))
+        self._answer(response, lambda: self._cell_call("list_policies_running"),
+                     "list_policies_running", long=False)  # fmt: skip
+        response.robots = requests.running_robots(json.loads(response.report_json or "{}"))
         return response
 
-    # operator channel ---------------------------------------------------------------------
-
-    def _on_estop(self, msg: Bool) -> None:
-        with self._estop_lock:
-            latched = self._estop.sample(bool(msg.data), time.monotonic(), "estop topic: pressed")
-        if latched:
-            self._latched()
-
-    def _estop_watch(self, period: float) -> None:
-        while not self._estop_stop.wait(period):
-            with self._estop_lock:
-                latched = self._estop.tick(time.monotonic())
-            if latched:
-                self._latched()
-
-    def _latched(self) -> None:
-        self.get_logger().warn(
-            f"e-stop latched by {self._estop.latched_by}; every rollout ends estopped"
-        )
-        # The workcell latches too: every in-flight episode ends "estopped" at once, the
-        # rollouts stop (no further episodes) and new ones are refused until clear_fault.
-        self.cell.estop()
-
-    def _on_stop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        out = self.cell.stop_policy("")
-        response.success = out.get("status") == "success"
-        response.message = _text(out)
-        return response
-
-    def _on_clear_fault(
-        self, request: Trigger.Request, response: Trigger.Response
-    ) -> Trigger.Response:
-        with self._estop_lock:
-            ok, message = self._estop.clear(time.monotonic())
-            if not ok:
-                response.success, response.message = False, message
-                return response
-            self.cell.clear_fault()
-        response.success = True
-        response.message = "e-stop cleared on the runner"
-        if self._shield_client is not None:
-            ok, detail = self._clear_shield()
-            response.success = ok
-            response.message += f"; shield: {detail}"
-        return response
-
-    def _clear_shield(self) -> tuple[bool, str]:
-        if not self._shield_client.wait_for_service(timeout_sec=1.0):
-            return True, f"no {self._shield_client.srv_name} service (no shield running)"
-        done = threading.Event()
-        future = self._shield_client.call_async(Trigger.Request())
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(3.0):
-            future.cancel()
-            return False, f"{self._shield_client.srv_name} did not answer within 3 s"
-        result = future.result()
-        return bool(result.success), result.message
-
-    def _on_reset_done(
-        self, request: Trigger.Request, response: Trigger.Response
-    ) -> Trigger.Response:
-        out = self.cell.reset_done()
-        response.success = out.get("status") == "success"
-        response.message = _text(out)
-        return response
-
-    def _verdict(self, outcome: str, note: str) -> tuple[bool, str]:
-        out = self.cell.verdict(outcome, note)
-        return out.get("status") == "success", _text(out)
-
-    def _on_verdict_service(
-        self, request: SubmitVerdict.Request, response: SubmitVerdict.Response
-    ) -> Any:
-        response.ok, response.message = self._verdict(request.outcome, request.note)
-        return response
-
-    def _on_verdict_topic(self, msg: Verdict) -> None:
-        ok, text = self._verdict(msg.outcome, msg.note)
-        if not ok:
-            self.get_logger().warn(f"verdict refused: {text}")
+    def _cell_call(self, method: str, *args: Any) -> Mapping[str, Any]:
+        """A quick call of the scene; without one (unconfigured) nothing runs: answered so."""
+        cell = self.cell
+        if cell is None:
+            if method == "list_policies_running":
+                return {"status": "success", "content": [{"text": "no policies running"},
+                        {"json": {"running": [], "robots": [], "count": 0}}]}  # fmt: skip
+            return requests.refusal(
+                f"{method}: the runner is {self._lifecycle_label()} (lifecycle): nothing runs"
+            )
+        return getattr(cell, method)(*args)
 
     def destroy_node(self) -> None:
-        self._estop_stop.set()
-        try:
-            self.cell.stop_policy("")
-        except Exception:  # noqa: BLE001 - best effort at shutdown
-            pass
-        close = getattr(self.cell, "close", None)
-        if callable(close):
-            close()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
+        # Also called by rclpy's shutdown on a node whose constructor refused a parameter:
+        # what was not built yet is not there to destroy.
+        if hasattr(self, "operator"):
+            self.operator.destroy()
+        self._stop_serving("interrupted")
+        self._free()
         close_private_link()
-        if getattr(self, "live_view", None) is not None:
-            self.live_view.close()
-        self._actions.destroy()
+        if hasattr(self, "_actions"):
+            self._actions.destroy()
         super().destroy_node()
+        release_state_machine(self)
 
 
-class _AnyCriterion:
-    """success_fn from predicate clauses: true when any clause holds."""
-
-    def __init__(self, criteria: list[Any]) -> None:
-        self.criteria = criteria
-        self.__name__ = " or ".join(c.name for c in criteria)
-
-    def __call__(self, ctx: Any) -> bool:
-        return any(c(ctx) for c in self.criteria)
-
-
-def _text(out: Mapping[str, Any]) -> str:
-    return "\n".join(
-        str(c["text"]) for c in out.get("content", []) if isinstance(c, Mapping) and "text" in c
-    )
-
-
-def _json(out: Mapping[str, Any]) -> Any:
-    for c in out.get("content", []):
-        if isinstance(c, Mapping) and "json" in c:
-            return c["json"]
-    return None
-
-
-def _running_robots(report: Mapping[str, Any]) -> list[str]:
-    for key in ("robots", "running", "robots_running"):
-        value = report.get(key)
-        if isinstance(value, list):
-            return [
-                str(r.get("robot_name", r)) if isinstance(r, Mapping) else str(r) for r in value
-            ]
-        if isinstance(value, Mapping):
-            return [str(r) for r in value]
-    return []
+def _running_count(cell: Any) -> int:
+    """How many rollouts the scene has queued or running."""
+    report = requests.report_of(cell.list_policies_running()) or {}
+    return int(report.get("count", len(report.get("running", []))))
 
 
 def _in_own_thread(call: Callable[[], Mapping[str, Any]], name: str) -> Mapping[str, Any]:
@@ -782,7 +733,11 @@ def _in_own_thread(call: Callable[[], Mapping[str, Any]], name: str) -> Mapping[
 
 
 def main(args: list[str] | None = None) -> int:
-    return run_multithreaded(RunnerNode, args=args, threads=4)
+    def started(node: RunnerNode) -> None:
+        if node.get_parameter("autostart").value:
+            node.autostart()
+
+    return run_multithreaded(RunnerNode, args=args, threads=4, on_started=started)
 
 
 if __name__ == "__main__":

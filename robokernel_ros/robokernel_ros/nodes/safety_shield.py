@@ -9,21 +9,17 @@ forward_command_controller (`<ctrl>/commands`, values in `joints` order) or
 `trajectory_msgs/JointTrajectory` for a joint_trajectory_controller
 (`<ctrl>/joint_trajectory`), selected by the `controller` parameter.
 
-Every command is reviewed by the kernel's SafetyShield with guards built from the joint
-limits (the same rules the in-process shield of the episode loop uses):
-  - finite and of the right shape, every joint known: else refused;
-  - within [min_position, max_position]: passes; outside by at most clip_tolerance x
-    range: clipped; further: refused;
-  - max_velocity / max_acceleration rate-limit position commands relative to the last
-    command sent, over the measured interval between commands (at most max_step_dt_s;
-    a command that arrives early by transport jitter is judged over the median of the
-    recent intervals, the stream's own period);
-  - a trajectory is checked point by point, each point against the one before it over
-    the difference of their time_from_start (the first against the measured state);
-    its velocities / accelerations fields against max_velocity / max_acceleration.
-A refused command is dropped, a hold command is sent (the measured position, clamped
-into the limits, frozen until the next command passes; zeros for a velocity
-interface; for a trajectory controller a one-point trajectory to it), and the
+Every command is reviewed by `robokernel_ros.safety.review.CommandReview` (ROS-free:
+the kernel's guards built from the joint limits, the same rules the in-process shield of
+the episode loop uses): finite, of the right shape, every joint known; within the
+position limits (a small excess clipped, more refused); velocity and acceleration
+rate-limited relative to the last command sent. A forward_command stream is judged over
+its nominal period (`command_rate_hz`, the sender's control rate; 0: learned from the
+stream's arrivals), not over its messages' arrival jitter (`safety.command_clock`: a
+stream that really is faster is judged at its real rate, a late command as one period);
+a trajectory point by point over its time_from_start. A refused command is dropped, a hold command is sent (the measured
+position, clamped into the limits, frozen until the next command passes; zeros for a
+velocity interface; for a trajectory controller a one-point trajectory to it), and the
 intervention is published.
 
 Watchdog: no valid command for `command_timeout_s` -> one hold command and a reported
@@ -49,8 +45,9 @@ not noticed). An e-stop publisher whose QoS this subscription cannot match (best
 effort, volatile) is never heard: it is reported in `~/state` and the log (rclpy's
 incompatible-QoS event). With `latch_file` set, the latch is also kept in that file,
 so a shield that is restarted after the e-stop input was released still comes up
-latched. `~/state` says why nothing is forwarded (`reason`: no joint state yet,
-waiting for the e-stop source, latched and by what, source silent, incompatible QoS).
+latched. `~/state` says why nothing is forwarded (`reason`: every cause that holds, joined by
+"; ": no joint state yet, waiting for the e-stop source, latched and by what, source
+silent, incompatible QoS).
 
 Lifecycle (rclpy.lifecycle): configure validates the parameters and loads the limits
 (`safety.limits`: a `limits_file` in the joint_limits layout of ros2_control, MoveIt or
@@ -72,7 +69,6 @@ Run: python -m robokernel_ros.nodes.safety_shield --ros-args -p joints:="[a,b]" 
 
 from __future__ import annotations
 
-import collections
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -90,8 +86,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from robokernel_interfaces.msg import ShieldIntervention, ShieldState
-from robokernel_ros.kernel import FiniteGuard, Intervention, LimitGuard, SafetyShield, run_guards
-from robokernel_ros.kernel.shield import GuardContext
+from robokernel_ros.ros.lifecycle import release_state_machine
 from robokernel_ros.ros.node import EXECUTORS, exit_main, run_node
 from robokernel_ros.ros.params import ParameterError, check, declare
 from robokernel_ros.ros.qos import (
@@ -108,16 +103,21 @@ from robokernel_ros.safety.limits import (
     NOT_ENFORCED,
     JointLimit,
     MissingLimitsError,
-    build_shield,
     describe_limit,
     load_limits_file,
     merge_limit_sources,
     parse_joint_limits,
     urdf_limit_sources,
 )
+from robokernel_ros.safety.review import (
+    COMMAND_INTERFACES,
+    CommandReview,
+    Finding,
+    TrajectoryPoint,
+    Verdict,
+)
 
 CONTROLLERS = ("forward_command", "joint_trajectory")
-COMMAND_INTERFACES = ("position", "velocity")
 DEFAULT_OUTPUT = {
     "forward_command": "/forward_position_controller/commands",
     "joint_trajectory": "/joint_trajectory_controller/joint_trajectory",
@@ -125,17 +125,6 @@ DEFAULT_OUTPUT = {
 DEFAULT_INPUT = {"forward_command": "~/commands", "joint_trajectory": "~/joint_trajectory"}
 #: time_from_start of the single point of a hold trajectory
 HOLD_TRAJECTORY_TIME_S = 0.05
-
-# Kernel guard names -> the guard vocabulary of ShieldIntervention, per command interface.
-_GUARD_NAMES = {
-    "position": {
-        "finite": "nonfinite",
-        "limits": "position",
-        "max_velocity": "velocity",
-        "max_acceleration": "acceleration",
-    },
-    "velocity": {"finite": "nonfinite", "limits": "velocity", "max_velocity": "acceleration"},
-}
 
 
 # --- the node -------------------------------------------------------------------------------
@@ -156,7 +145,7 @@ class SafetyShieldNode(LifecycleNode):
         self._configure_error: ParameterError | None = None
         self._have_js = False
         # Lifecycle-managed entities (created in on_configure).
-        self._shield: SafetyShield | None = None
+        self._review: CommandReview | None = None
         self._limits: dict[str, JointLimit] = {}
         self._pub_cmd = None
         self._sub_cmd = None
@@ -284,6 +273,15 @@ class SafetyShieldNode(LifecycleNode):
         )
         declare(
             self,
+            "command_rate_hz",
+            0.0,
+            "nominal rate of the command stream (the sender's control rate): the velocity and "
+            "acceleration limits judge each command over its period, not its arrival "
+            "interval (0 = learned from the stream's arrival intervals)",
+            min_value=0.0,
+        )
+        declare(
+            self,
             "state_period_s",
             0.5,
             "period of ~/state besides publishing on change",
@@ -352,6 +350,7 @@ class SafetyShieldNode(LifecycleNode):
                 "command_interface",
                 "clip_tolerance",
                 "max_step_dt_s",
+                "command_rate_hz",
             )
         }
         joints = list(p["joints"] or [])
@@ -400,6 +399,20 @@ class SafetyShieldNode(LifecycleNode):
             raise ParameterError("joint_limits", "<merged>", str(exc)) from exc
         p["limits"] = {j: s.limit for j, s in p["limit_sources"].items()}
         p["joints"] = joints
+        try:
+            p["review"] = CommandReview(
+                joints,
+                p["limits"],
+                command_interface=p["command_interface"],
+                clip_tolerance=p["clip_tolerance"],
+                max_step_dt_s=p["max_step_dt_s"],
+                command_rate_hz=p["command_rate_hz"],
+            )
+        except ValueError as exc:
+            name, _, domain = str(exc).partition(": ")  # "command_rate_hz=...: <domain>"
+            if name.startswith("command_rate_hz="):
+                raise ParameterError("command_rate_hz", p["command_rate_hz"], domain) from exc
+            raise ParameterError("joint_limits", "<merged>", str(exc)) from exc
         return p
 
     def _urdf_from_topic(self, topic: str, wait_s: float) -> list[tuple[str, Any]]:
@@ -435,46 +448,9 @@ class SafetyShieldNode(LifecycleNode):
         self._index = {j: i for i, j in enumerate(self._joints)}
         self._controller = p["controller"]
         self._interface = p["command_interface"]
-        self._guard_names = _GUARD_NAMES[self._interface]
         self._timeout = p["command_timeout_s"]
-        self._max_dt = p["max_step_dt_s"]
         self._limits = p["limits"]
-        self._shield = build_shield(
-            self._joints,
-            self._limits,
-            command_interface=self._interface,
-            clip_tolerance=p["clip_tolerance"],
-            max_step_dt_s=self._max_dt,
-        )
-        self._position_bounds = {
-            j: (lim.min_position, lim.max_position) for j, lim in self._limits.items()
-        }
-        # Point-field guards of trajectories: velocities / accelerations within +-limit.
-        tol = p["clip_tolerance"]
-        self._point_velocity_guards = [
-            FiniteGuard(),
-            LimitGuard(
-                {
-                    j: (-lim.max_velocity, lim.max_velocity)
-                    for j, lim in self._limits.items()
-                    if lim.max_velocity
-                },
-                tol,
-            ),
-        ]
-        self._point_accel_guards = [
-            FiniteGuard(),
-            LimitGuard(
-                {
-                    j: (-lim.max_acceleration, lim.max_acceleration)
-                    for j, lim in self._limits.items()
-                    if lim.max_acceleration
-                },
-                tol,
-            ),
-        ]
-        self._measured = [math.nan] * self._n
-        self._measured_velocity = [0.0] * self._n
+        self._review = p["review"]
         self._seen = [False] * self._n
         self._have_js = False
         self._reset_motion()
@@ -558,7 +534,7 @@ class SafetyShieldNode(LifecycleNode):
             if entity is not None:
                 destroy(entity)
         self._sub_cmd = self._sub_js = self._pub_cmd = self._watchdog = None
-        self._shield = None
+        self._review = None
         self._configured = False
         self._have_js = False
 
@@ -573,47 +549,29 @@ class SafetyShieldNode(LifecycleNode):
 
     def _reset_motion(self) -> None:
         """Forget the last command: the next one is rate-limited from the measured state."""
-        self._intervals: collections.deque[float] = collections.deque(maxlen=9)
-        self._seeded = False
-        self._t_sent = time.monotonic()
-        self._hold_values: list[float] | None = None
+        if self._review is not None:
+            self._review.reset()
         self._armed = False
         self._t_valid = time.monotonic()
-
-    def _seed(self, now: float) -> None:
-        """The rate guards' reference: the measured position (and velocity, when the
-        joint states carry it), as if it had been commanded one step ago."""
-        shield = self._shield
-        shield.reset()
-        if self._interface == "position":
-            dt = self._max_dt
-            last = dict(zip(self._joints, self._measured, strict=True))
-            prev = {
-                j: q - v * dt
-                for j, q, v in zip(
-                    self._joints, self._measured, self._measured_velocity, strict=True
-                )
-            }
-            shield.record_sent(prev, dt)
-            shield.record_sent(last, dt)
-        else:
-            shield.record_sent(dict(zip(self._joints, self._measured_velocity, strict=True)))
-        self._t_sent = now - self._max_dt
-        self._seeded = True
 
     # -- inputs ------------------------------------------------------------------------------
 
     def _on_joint_state(self, msg: JointState) -> None:
+        review = self._review
+        if review is None:  # a sample taken before cleanup destroyed the subscription
+            return
         index = self._index
+        measured = review.measured
+        measured_velocity = review.measured_velocity
         velocities = msg.velocity
         has_velocity = len(velocities) == len(msg.name)
         for k, (name, position) in enumerate(zip(msg.name, msg.position, strict=False)):
             i = index.get(name)
             if i is not None and math.isfinite(position):
-                self._measured[i] = position
+                measured[i] = position
                 self._seen[i] = True
                 if has_velocity and math.isfinite(velocities[k]):
-                    self._measured_velocity[i] = velocities[k]
+                    measured_velocity[i] = velocities[k]
         if not self._have_js and all(self._seen):
             self._have_js = True
             self._logger.info("joint state received for every joint")
@@ -656,8 +614,8 @@ class SafetyShieldNode(LifecycleNode):
                 estop.reason(now, self._estop_sub.get_publisher_count()),
             )
             return False
-        if not self._seeded:
-            self._seed(now)
+        if not self._review.seeded:
+            self._review.seed()
         return True
 
     def _on_array(self, msg: Float64MultiArray) -> None:
@@ -666,35 +624,17 @@ class SafetyShieldNode(LifecycleNode):
         now = time.monotonic()
         if not self._gate(now):
             return
-        data = msg.data
-        if len(data) != self._n:
-            self._refuse(
-                now,
-                "shape",
-                "",
-                float(len(data)),
-                float(self._n),
-                f"{len(data)} values for {self._n} joints",
-            )
-            return
-        dt = self._command_dt(now)
-        result = self._shield.review(
-            dict(zip(self._joints, data, strict=True)), hold=None, dt=dt, record=False
-        )
-        if result.refused:
-            self._refuse_result(now, result.interventions)
-            return
-        values = result.action
-        self._shield.record_sent(values, dt)
-        if result.interventions:
-            out = Float64MultiArray()
-            out.data = [values[j] for j in self._joints]
-            self.clipped += 1
-            self._pub_cmd.publish(out)
-            self._publish_interventions(result.interventions, "clipped")
-        else:
+        verdict = self._review.review_array(msg.data, now)
+        if verdict.action == "passed":
             self.passed += 1
             self._pub_cmd.publish(msg)
+        elif verdict.action == "clipped":
+            self.clipped += 1
+            self._pub_cmd.publish(Float64MultiArray(data=verdict.values))
+            self._publish_findings(verdict.findings)
+        else:
+            self._refused(verdict)
+            return
         self._sent_valid(now)
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
@@ -703,192 +643,79 @@ class SafetyShieldNode(LifecycleNode):
         now = time.monotonic()
         if not self._gate(now):
             return
-        names = list(msg.joint_names)
-        unknown = [n for n in names if n not in self._index]
-        if unknown:
-            self._refuse(
-                now,
-                "unknown_joint",
-                unknown[0],
-                math.nan,
-                math.nan,
-                f"joint_names has unknown joint(s) {unknown}",
+        points = [
+            TrajectoryPoint(
+                p.time_from_start.sec + p.time_from_start.nanosec * 1e-9,
+                p.positions,
+                p.velocities,
+                p.accelerations,
             )
-            return
-        if len(names) != self._n or len(set(names)) != self._n:
-            self._refuse(
-                now,
-                "shape",
-                "",
-                float(len(names)),
-                float(self._n),
-                f"joint_names {names} must name each of {self._joints} once",
-            )
-            return
-        if not msg.points:  # a joint_trajectory_controller stops and holds on an empty one
+            for p in msg.points
+        ]
+        verdict = self._review.review_trajectory(msg.joint_names, points, now)
+        if verdict.action == "passed":
             self.passed += 1
             self._pub_cmd.publish(msg)
-            self._sent_valid(now)
-            return
-        shield = self._shield
-        self._seed(now)  # a new trajectory starts from the measured state
-        n = self._n
-        clipped: list[Intervention] = []
-        points: list[JointTrajectoryPoint] = []
-        t_prev = 0.0
-        for k, point in enumerate(msg.points):
-            t = point.time_from_start.sec + point.time_from_start.nanosec * 1e-9
-            if not t > t_prev:
-                self._refuse(
-                    now,
-                    "time_from_start",
-                    "",
-                    t,
-                    t_prev,
-                    f"point {k}: time_from_start must increase and be > 0",
-                )
-                return
-            if len(point.positions) != n:
-                self._refuse(
-                    now,
-                    "shape",
-                    "",
-                    float(len(point.positions)),
-                    float(n),
-                    f"point {k}: {len(point.positions)} positions for {n} joints",
-                )
-                return
-            result = shield.review(
-                dict(zip(names, point.positions, strict=True)), hold=None, dt=t - t_prev
-            )
-            if result.refused:
-                self._refuse_result(now, result.interventions, f"point {k}")
-                return
-            changed = bool(result.interventions)
-            clipped.extend(result.interventions)
-            fields = {}
-            for field_name, guards in (
-                ("velocities", self._point_velocity_guards),
-                ("accelerations", self._point_accel_guards),
-            ):
-                values = getattr(point, field_name)
-                if len(values) == 0:
-                    continue
-                if len(values) != n:
-                    self._refuse(
-                        now,
-                        "shape",
-                        "",
-                        float(len(values)),
-                        float(n),
-                        f"point {k}: {len(values)} {field_name} for {n} joints",
-                    )
-                    return
-                working = dict(zip(names, values, strict=True))
-                found = run_guards(guards, working, GuardContext())
-                if found and found[-1].action == "refused":
-                    self._refuse_result(
-                        now,
-                        found,
-                        f"point {k} {field_name}",
-                        rename="velocity" if field_name == "velocities" else "acceleration",
-                    )
-                    return
-                if found:
-                    changed = True
-                    clipped.extend(
-                        _renamed(
-                            found, "velocity" if field_name == "velocities" else "acceleration"
-                        )
-                    )
-                fields[field_name] = [working[j] for j in names]
-            if changed:
-                new = JointTrajectoryPoint()
-                new.positions = [result.action[j] for j in names]
-                new.velocities = fields.get("velocities", point.velocities)
-                new.accelerations = fields.get("accelerations", point.accelerations)
-                new.effort = point.effort
-                new.time_from_start = point.time_from_start
-                points.append(new)
-            else:
-                points.append(point)
-            t_prev = t
-        if clipped:
+        elif verdict.action == "clipped":
             out = JointTrajectory()
             out.header = msg.header
-            out.joint_names = names
-            out.points = points
+            out.joint_names = msg.joint_names
+            for point, reviewed in zip(msg.points, verdict.points, strict=True):
+                if reviewed is not None:
+                    new = JointTrajectoryPoint()
+                    new.positions = reviewed.positions
+                    new.velocities = (
+                        point.velocities if reviewed.velocities is None else reviewed.velocities
+                    )
+                    new.accelerations = (
+                        point.accelerations
+                        if reviewed.accelerations is None
+                        else reviewed.accelerations
+                    )
+                    new.effort = point.effort
+                    new.time_from_start = point.time_from_start
+                    point = new
+                out.points.append(point)
             self.clipped += 1
             self._pub_cmd.publish(out)
-            self._publish_interventions(clipped, "clipped")
+            self._publish_findings(verdict.findings)
         else:
-            self.passed += 1
-            self._pub_cmd.publish(msg)
+            self._refused(verdict)
+            return
         self._sent_valid(now)
 
-    def _command_dt(self, now: float) -> float:
-        """The interval a command's rate guards use: the time since the last command sent,
-        but no shorter than the median of the last intervals (at most max_step_dt_s).
-
-        A 50 Hz stream reaches this node with the jitter of DDS and executors: a command
-        that arrives 5 ms after the previous one is not moving four times faster than the
-        sender planned. The median of the recent intervals is the stream's own period, so
-        a stream that is really faster is still judged at its rate within a few commands.
-        """
-        interval = now - self._t_sent
-        recent = self._intervals
-        recent.append(min(interval, self._max_dt))
-        period = sorted(recent)[(len(recent) - 1) // 2]  # the lower median: never lenient
-        return min(max(interval, period), self._max_dt)
-
     def _sent_valid(self, now: float) -> None:
-        self._t_sent = now
         self._t_valid = now
         self._armed = True
-        self._hold_values = None
 
     # -- refusals and holds ------------------------------------------------------------------
 
     def _refuse(
         self, now: float, guard: str, joint: str, value: float, limit: float, detail: str
     ) -> None:
+        """Refused by the node itself (e-stop): one intervention, then the hold."""
         self.refused += 1
         self._intervene(guard, joint, value, limit, "refused", detail)
         self._send_hold(now)
 
-    def _refuse_result(
-        self,
-        now: float,
-        interventions: list[Intervention],
-        where: str = "",
-        rename: str | None = None,
-    ) -> None:
+    def _refused(self, verdict: Verdict) -> None:
+        """Refused by the review, which has recorded its hold (`verdict.values`)."""
         self.refused += 1
-        ivs = _renamed(interventions, rename) if rename else interventions
-        self._publish_interventions(ivs, where)
-        self._send_hold(now)
-
-    def _hold(self) -> list[float]:
-        if self._interface == "velocity":
-            return [0.0] * self._n
-        if self._hold_values is None:
-            bounds = self._position_bounds
-            held = []
-            for joint, q in zip(self._joints, self._measured, strict=True):
-                lo, hi = bounds[joint]
-                if lo is not None:
-                    q = max(q, lo)
-                if hi is not None:
-                    q = min(q, hi)
-                held.append(q)
-            self._hold_values = held
-        return self._hold_values
+        self._publish_findings(verdict.findings)
+        self._publish_hold(verdict.values)
 
     def _send_hold(self, now: float) -> None:
         """Send the hold command (needs a joint state for a position interface)."""
-        if self._pub_cmd is None or not (self._have_js or self._interface == "velocity"):
+        review = self._review
+        if review is None or self._pub_cmd is None:
             return
-        values = self._hold()
+        if not (self._have_js or self._interface == "velocity"):
+            return
+        values = review.hold_values()
+        self._publish_hold(values)
+        review.record_hold(values, now)
+
+    def _publish_hold(self, values: list[float]) -> None:
         if self._controller == "forward_command":
             out = Float64MultiArray()
             out.data = values
@@ -903,12 +730,6 @@ class SafetyShieldNode(LifecycleNode):
             out.points = [point]
         self._pub_cmd.publish(out)
         self.held += 1
-        if self._shield is not None:
-            self._shield.record_sent(
-                dict(zip(self._joints, values, strict=True)), min(now - self._t_sent, self._max_dt)
-            )
-            self._seeded = True
-        self._t_sent = now
 
     def _on_watchdog(self) -> None:
         if not (self._active and self._armed):
@@ -946,8 +767,8 @@ class SafetyShieldNode(LifecycleNode):
             except OSError as exc:
                 self._logger.error(f"latch_file {self._latch_path}: cannot write ({exc})")
         self._logger.warning(f"e-stop latched by {by}")
-        if self._active:
-            self._hold_values = None  # hold where the robot is now
+        if self._active and self._review is not None:
+            self._review.release_hold()  # hold where the robot is now
             self._send_hold(time.monotonic())
         if by == LOST:  # value: the source's silence when noticed; limit: estop_timeout_s
             value, limit = self._estop.lost_after_s, self._estop.timeout_s
@@ -1032,23 +853,13 @@ class SafetyShieldNode(LifecycleNode):
         msg.value, msg.limit = float(value), float(limit)
         self._pub_iv.publish(msg)
 
-    def _publish_interventions(self, interventions: Sequence[Intervention], where: str) -> None:
-        names = self._guard_names
-        for iv in interventions:
-            value = iv.value if isinstance(iv.value, float) else math.nan
-            limit = iv.limit
-            if isinstance(limit, list):  # [lo, hi]: the bound that was crossed
-                limit = limit[0] if isinstance(value, float) and value < limit[0] else limit[1]
-            if not isinstance(limit, int | float):
-                limit = math.nan
-            self._intervene(
-                names.get(iv.guard, iv.guard),
-                iv.key if iv.key != "*" else "",
-                value,
-                limit,
-                iv.action,
-                where,
-            )
+    def _publish_findings(self, findings: list[Finding]) -> None:
+        for f in findings:
+            self._intervene(f.guard, f.joint, f.value, f.limit, f.action, f.detail)
+
+    def destroy_node(self) -> None:
+        super().destroy_node()
+        release_state_machine(self)
 
     def state_name(self) -> str:
         return self._state_and_reason(time.monotonic())[0]
@@ -1062,13 +873,17 @@ class SafetyShieldNode(LifecycleNode):
             )
         if estop.latched:
             return "estopped", estop.reason(now)
-        if not self._have_js or self._shield is None:
-            return "waiting", "no joint state yet for every joint"
-        reason = estop.reason(now, self._estop_sub.get_publisher_count())
-        if reason and self._estop_incompatible_text:
+        # Every reason that holds, not the first: a user fixing one must not find another.
+        reasons = []
+        if not self._have_js or self._review is None:
+            reasons.append("no joint state yet for every joint")
+        source = estop.reason(now, self._estop_sub.get_publisher_count())
+        if source and self._estop_incompatible_text:
             names = self._estop_publishers_text(incompatible=True)
-            reason += f"; {self._estop_incompatible_text} (publishers: {names})"
-        return ("waiting", reason) if reason else ("active", "")
+            source += f"; {self._estop_incompatible_text} (publishers: {names})"
+        if source:
+            reasons.append(source)
+        return ("waiting", "; ".join(reasons)) if reasons else ("active", "")
 
     def _publish_state(self) -> None:
         now = time.monotonic()
@@ -1082,22 +897,11 @@ class SafetyShieldNode(LifecycleNode):
         msg.estop_latched_by = self._estop.latched_by
         msg.estop_incompatible_qos = self._estop_incompatible
         self._published_estop = (msg.estop_input, msg.estop_source)
-        msg.have_limits = self._shield is not None
+        msg.have_limits = self._review is not None
         msg.have_joint_state = self._have_js
         msg.passed, msg.clipped, msg.refused = self.passed, self.clipped, self.refused
         msg.held, msg.timeouts = self.held, self.timeouts
         self._pub_state.publish(msg)
-
-
-def _renamed(interventions: Sequence[Intervention], guard: str | None) -> list[Intervention]:
-    if guard is None:
-        return list(interventions)
-    return [
-        Intervention(
-            guard if iv.guard == "limits" else iv.guard, iv.key, iv.value, iv.limit, iv.action
-        )
-        for iv in interventions
-    ]
 
 
 def main(args: Sequence[str] | None = None) -> int:

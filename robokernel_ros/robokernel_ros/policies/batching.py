@@ -56,8 +56,8 @@ class _Request:
 class BatchServer:
     """Hosts one policy and answers concurrent `infer` calls in batches (see the module docstring)."""
 
-    def __init__(self, provider: str, config: Mapping[str, Any], *, max_batch: int = 8,
-                 max_wait_ms: float = 5.0) -> None:  # fmt: skip
+    def __init__(self, provider: str, config: Mapping[str, Any], *, max_batch: int,
+                 max_wait_ms: float) -> None:  # fmt: skip
         self.policy: Policy = create_policy(provider, **dict(config))
         self.max_batch = int(max_batch)
         self.max_wait_s = float(max_wait_ms) / 1000.0

@@ -4,67 +4,30 @@
 
 The folder is what LeRobot's `save_pretrained` writes: `config.json`,
 `model.safetensors`, and the processor pipelines `policy_preprocessor.json` /
-`policy_postprocessor.json` (with their state files). It is loaded the way LeRobot
-loads it (`PreTrainedConfig.from_pretrained`, the policy class's `from_pretrained`,
-`make_pre_post_processors(cfg, pretrained_path=...)`), once per process for each
-(folder, device): a second policy on the same checkpoint reuses the loaded weights and
-reports `load_cache_hit=True`.
+`policy_postprocessor.json` (with their state files). It is loaded once per process for
+each (folder, device) (`lerobot_checkpoint`): a second policy on the same checkpoint
+reuses the loaded weights and reports `load_cache_hit=True`. Its policy_config keys are
+listed and checked in `lerobot_config` (preflight runs those checks before anything
+starts); `lerobot_binding` binds the robot's names to the policy's features.
 
-policy_config keys (all checked by `preflight` before anything starts):
-  path (required)      local checkpoint folder
-  device               "cpu" | "cuda" | "cuda:N" | "mps" | "auto" (default "auto": CUDA
-                       when present, else CPU); CUDA asked and absent is refused by name
-  state_keys           robot observation names, one per observation.state index
-  action_keys          robot action keys, one per action index
-  cameras              {policy camera: robot camera}
-  allow_missing_state_keys  feed 0.0 for declared state names the robot lacks (reported)
-  rtc                  None (on when the LeRobot policy supports real-time chunking),
-                       True (required), False (off), or a dict of RTCConfig fields
-  overrides            {config field: value} applied to the checkpoint's config before
-                       the model is built (e.g. {"n_action_steps": 10})
-  full_chunk           return the whole predicted chunk rather than its first
-                       n_action_steps (default: True with RTC, else False)
-  plugins              modules to import first (third-party LeRobot policy plugins)
-  robot_type           passed to the processors as LeRobot's robot_type (default: the
-                       training dataset's, when known); a LeRobot robot family's type
-                       (so101_follower) also selects its convention
-  convention           the robot convention of the policy's vectors (`conventions.py`):
-                       "so_follower" (LeRobot 0.6 degrees mode), "so_follower_range"
-                       (-100..100 mode) or "none" (the robot's units); default: the one
-                       robot_type implies, else none
-  feature_names        {"observation.state": [...], "action": [...],
-                       "observation.environment_state": [...]} for a checkpoint that
-                       carries no names (its feature_names.json / training dataset win)
-
-See `lerobot_binding` for how names bind. torch and lerobot are imported lazily: the
-module imports without them, and using the provider without them is refused with the
+LerobotPolicy binds, predicts (a chunk, one action, or a batch of observations) and hands
+LeRobot's real-time chunking the kernel's queued actions; those are one concept, the
+policy's inference state, and stay whole here. torch and lerobot are imported lazily:
+the module imports without them, and using the provider without them is refused with the
 install command.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import json
 import logging
-import os
-import re
-import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from robokernel_ros.policies.base import Action, ActionRows, Policy, register_provider
-from robokernel_ros.policies.conventions import (
-    CONVENTIONS,
-    RobotConvention,
-    convention_for_robot_type,
-    get_convention,
-)
+from robokernel_ros.policies.conventions import RobotConvention
 from robokernel_ros.policies.lerobot_binding import (
-    ACTION_KEY,
     ENV_STATE_KEY,
     IMAGE_PREFIX,
     STATE_KEY,
@@ -72,7 +35,6 @@ from robokernel_ros.policies.lerobot_binding import (
     BindingError,
     CameraBinding,
     DeclaredNames,
-    PolicyFeatures,
     StateBinding,
     bind_actions,
     bind_cameras,
@@ -81,369 +43,23 @@ from robokernel_ros.policies.lerobot_binding import (
     merge_explicit,
     read_checkpoint_names,
 )
+from robokernel_ros.policies.lerobot_checkpoint import (
+    LoadedCheckpoint,
+    cached_checkpoints,
+    clear_cache,
+    load_checkpoint,
+    resident_rss_mb,
+)
+from robokernel_ros.policies.lerobot_config import (
+    INSTALL_HINT,
+    LerobotNotInstalledError,
+    check_config,
+    convention_of,
+    require_lerobot,
+    resolve_device,
+)
 
 logger = logging.getLogger(__name__)
-
-INSTALL_HINT = "pip install 'lerobot[diffusion]==0.6.1' (or `make setup`)"
-PREPROCESSOR_FILE = "policy_preprocessor.json"
-POSTPROCESSOR_FILE = "policy_postprocessor.json"
-CONFIG_KEYS = (
-    "path",
-    "device",
-    "state_keys",
-    "action_keys",
-    "cameras",
-    "allow_missing_state_keys",
-    "rtc",
-    "overrides",
-    "full_chunk",
-    "plugins",
-    "robot_type",
-    "convention",
-    "feature_names",
-)
-_DEVICES = ("auto", "cpu", "cuda", "mps")
-
-
-class LerobotNotInstalledError(ImportError, ValueError):
-    """torch / lerobot are missing: the optional extra is not installed."""
-
-
-def require_lerobot() -> None:
-    """Refuse, with the install command, when torch or lerobot cannot be imported."""
-    missing = []
-    for name in ("torch", "lerobot"):
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            missing.append(name)
-    if missing:
-        raise LerobotNotInstalledError(
-            f"policy_provider='lerobot' needs {' and '.join(missing)}, which are not installed "
-            f"(an optional extra of about 5 GB): {INSTALL_HINT}"
-        )
-
-
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def _read_config_json(path: Path) -> dict[str, Any]:
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        raise ValueError(
-            f"policy_config path={str(path)!r}: no config.json - must be a LeRobot checkpoint folder "
-            "(what save_pretrained writes: config.json, model.safetensors, policy_*processor.json)"
-        )
-    try:
-        data = json.loads(config_file.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"policy_config path={str(path)!r}: config.json is not valid JSON ({exc})"
-        ) from exc
-    if not isinstance(data, dict) or not data.get("type"):
-        raise ValueError(f"policy_config path={str(path)!r}: config.json names no policy 'type'")
-    return data
-
-
-def resolve_device(device: Any) -> str:
-    """The torch device for a policy_config device; refuses an absent accelerator by name."""
-    if not isinstance(device, str) or not (device in _DEVICES or re.fullmatch(r"cuda:\d+", device)):
-        raise ValueError(
-            f"policy_config device={device!r}: must be one of {list(_DEVICES)} or 'cuda:N'"
-        )
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"policy_config device={device!r}: CUDA is not available on this machine "
-                f"(torch {torch.__version__}, torch.cuda.is_available() is False); use device='cpu' or 'auto'"
-            )
-        index = int(device.split(":")[1]) if ":" in device else 0
-        if index >= torch.cuda.device_count():
-            raise ValueError(
-                f"policy_config device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
-            )
-    if device == "mps" and not (
-        getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
-    ):
-        raise ValueError(
-            f"policy_config device={device!r}: MPS is not available on this machine; use 'cpu'"
-        )
-    return device
-
-
-def _check_config(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any], PolicyFeatures]:
-    """Every refusal that needs neither torch nor lerobot; returns what it read."""
-    if not isinstance(config, Mapping):
-        raise ValueError(f"policy_config={config!r}: must be a dict")
-    unknown = sorted(set(config) - set(CONFIG_KEYS))
-    if unknown:
-        raise ValueError(
-            f"policy_config keys {unknown}: unknown to the lerobot provider (known: {list(CONFIG_KEYS)})"
-        )
-    raw_path = config.get("path")
-    if not isinstance(raw_path, (str, os.PathLike)) or not str(raw_path):
-        raise ValueError(
-            f"policy_config path={raw_path!r}: required, a local LeRobot checkpoint folder"
-        )
-    path = Path(raw_path).expanduser()
-    if not path.is_dir():
-        raise ValueError(
-            f"policy_config path={str(raw_path)!r}: not a folder on this machine (hub ids are not fetched: "
-            "download the checkpoint first and pass its folder)"
-        )
-    cfg = _read_config_json(path)
-    for name in (PREPROCESSOR_FILE, POSTPROCESSOR_FILE):
-        if not (path / name).is_file():
-            raise ValueError(
-                f"policy_config path={str(raw_path)!r}: no {name} - save the processors with the checkpoint "
-                "(make_pre_post_processors(cfg, dataset_stats=...) then save_pretrained(path) on both)"
-            )
-    device = config.get("device", "auto")
-    if not isinstance(device, str) or not (device in _DEVICES or re.fullmatch(r"cuda:\d+", device)):
-        raise ValueError(
-            f"policy_config device={device!r}: must be one of {list(_DEVICES)} or 'cuda:N'"
-        )
-    for flag in ("allow_missing_state_keys", "full_chunk"):
-        if flag in config and not _is_bool(config[flag]):
-            raise ValueError(
-                f"policy_config {flag}={config[flag]!r}: must be a boolean (true or false)"
-            )
-    rtc = config.get("rtc")
-    if rtc is not None and not _is_bool(rtc) and not isinstance(rtc, Mapping):
-        raise ValueError(
-            f"policy_config rtc={rtc!r}: must be None, a boolean, or a dict of RTCConfig fields"
-        )
-    overrides = config.get("overrides") or {}
-    if not isinstance(overrides, Mapping):
-        raise ValueError(f"policy_config overrides={overrides!r}: must be a dict of config fields")
-    bad = sorted(
-        k for k in overrides if k not in cfg or k in ("type", "input_features", "output_features")
-    )
-    if bad:
-        raise ValueError(
-            f"policy_config overrides keys {bad}: not overridable fields of this {cfg['type']} checkpoint's config.json"
-        )
-    plugins = config.get("plugins") or []
-    if isinstance(plugins, str) or not all(isinstance(p, str) and p for p in plugins):
-        raise ValueError(f"policy_config plugins={plugins!r}: must be a list of module names")
-    robot_type = config.get("robot_type", "")
-    if not isinstance(robot_type, str):
-        raise ValueError(f"policy_config robot_type={robot_type!r}: must be a string")
-    convention = config.get("convention")
-    if convention is not None and convention != "none" and convention not in CONVENTIONS:
-        raise ValueError(
-            f"policy_config convention={convention!r}: must be one of {['none', *CONVENTIONS]}"
-        )
-    feature_names = config.get("feature_names")
-    if feature_names is not None and (
-        not isinstance(feature_names, Mapping)
-        or not all(
-            isinstance(v, (Sequence, Mapping)) and not isinstance(v, str)
-            for v in feature_names.get("features", feature_names).values()
-        )
-    ):
-        raise ValueError(
-            f"policy_config feature_names={feature_names!r}: must map feature keys "
-            f"({STATE_KEY}, {ACTION_KEY}, {ENV_STATE_KEY}) to lists of names"
-        )
-    try:
-        features = PolicyFeatures.from_config_json(cfg)
-    except BindingError as exc:
-        raise ValueError(f"policy_config path={str(raw_path)!r}: {exc}") from exc
-    if features.other_inputs:
-        raise ValueError(
-            f"policy_config path={str(raw_path)!r}: the policy needs inputs {sorted(features.other_inputs)}, which "
-            f"the lerobot provider cannot bind (it binds {STATE_KEY}, {ENV_STATE_KEY} and {IMAGE_PREFIX}<camera>)"
-        )
-    for key, dim in (("state_keys", features.state_dim), ("action_keys", features.action_dim)):
-        value = config.get(key)
-        if value is None:
-            continue
-        if (
-            isinstance(value, str)
-            or not isinstance(value, Sequence)
-            or not all(isinstance(v, str) and v for v in value)
-        ):
-            raise ValueError(f"policy_config {key}={value!r}: must be a list of names")
-        if dim is None:
-            raise ValueError(
-                f"policy_config {key}={list(value)!r}: this policy has no {STATE_KEY} input"
-            )
-        if len(value) != dim:
-            vector = STATE_KEY if key == "state_keys" else ACTION_KEY
-            raise ValueError(
-                f"policy_config {key} has {len(value)} names (shape ({len(value)},)) but the policy's {vector} "
-                f"has shape ({dim},)"
-            )
-    cams = config.get("cameras")
-    if cams is not None:
-        if not isinstance(cams, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in cams.items()
-        ):
-            raise ValueError(
-                f"policy_config cameras={cams!r}: must map policy camera names to robot camera names"
-            )
-        unknown_cams = [k for k in cams if k.removeprefix(IMAGE_PREFIX) not in features.cameras]
-        if unknown_cams:
-            raise ValueError(
-                f"policy_config cameras keys {unknown_cams}: the policy's cameras are {list(features.cameras)}"
-            )
-    return path, cfg, features
-
-
-# ---------------------------------------------------------------------------------
-# The process-wide cache of loaded checkpoints
-# ---------------------------------------------------------------------------------
-
-
-@dataclass
-class LoadedCheckpoint:
-    """A checkpoint loaded once: model, config, processors; shared by policies on it."""
-
-    key: tuple[Any, ...]
-    path: Path
-    device: str
-    model: Any
-    config: Any
-    preprocessor: Any
-    postprocessor: Any
-    load_time_s: float
-    rss_after_mb: float
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    rtc_signature: bool = False
-
-
-_CACHE: dict[tuple[Any, ...], LoadedCheckpoint] = {}
-_CACHE_LOCK = threading.Lock()
-
-
-def clear_cache() -> None:
-    """Forget every loaded checkpoint (the next create_policy loads again)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
-
-
-def cached_checkpoints() -> list[tuple[str, str]]:
-    with _CACHE_LOCK:
-        return [(str(v.path), v.device) for v in _CACHE.values()]
-
-
-def resident_rss_mb() -> float:
-    """Resident set size of this process, in MiB (Linux /proc; peak RSS elsewhere)."""
-    try:
-        with open("/proc/self/statm") as fh:
-            pages = int(fh.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _cache_key(path: Path, device: str, overrides: Mapping[str, Any], rtc: Any) -> tuple[Any, ...]:
-    stamps = []
-    for name in ("config.json", "model.safetensors"):
-        f = path / name
-        stamps.append(f.stat().st_mtime_ns if f.exists() else 0)
-    return (
-        str(path.resolve()),
-        device,
-        tuple(stamps),
-        json.dumps(dict(overrides), sort_keys=True, default=str),
-        json.dumps(rtc, sort_keys=True, default=str) if isinstance(rtc, Mapping) else rtc,
-    )
-
-
-def _lerobot_supports_rtc(model: Any) -> bool:
-    """LeRobot's own test (lerobot.rollout.inference.rtc.supports_rtc_inference)."""
-    import inspect
-
-    probe = getattr(model, "supports_rtc", None)
-    if not callable(probe) or not probe():
-        return False
-    try:
-        inspect.signature(model.predict_action_chunk).bind(
-            object(), inference_delay=0, prev_chunk_left_over=None
-        )
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def _load_checkpoint(
-    path: Path, device: str, overrides: Mapping[str, Any], rtc: Any
-) -> tuple[LoadedCheckpoint, bool]:
-    key = _cache_key(path, device, overrides, rtc)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            return hit, True
-        start = time.monotonic()
-        from lerobot.configs.policies import PreTrainedConfig
-        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
-
-        cfg = PreTrainedConfig.from_pretrained(str(path))
-        cfg.device = device
-        if hasattr(cfg, "pretrained_path"):
-            cfg.pretrained_path = path
-        for name, value in overrides.items():
-            setattr(cfg, name, value)
-        policy_cls = get_policy_class(cfg.type)
-        model = policy_cls.from_pretrained(str(path), config=cfg)
-        model.to(device)
-        model.eval()
-        rtc_capable = _lerobot_supports_rtc(model)
-        if rtc is True and not rtc_capable:
-            raise ValueError(
-                f"policy_config rtc=True: the {cfg.type} policy does not support real-time chunking in lerobot "
-                "(supports_rtc() is False or predict_action_chunk takes no inference_delay/prev_chunk_left_over)"
-            )
-        if rtc_capable and rtc is not False:
-            from lerobot.policies.rtc.configuration_rtc import RTCConfig
-
-            if isinstance(rtc, Mapping):
-                cfg.rtc_config = RTCConfig(**dict(rtc))
-            elif getattr(cfg, "rtc_config", None) is None:
-                cfg.rtc_config = RTCConfig(
-                    execution_horizon=int(getattr(cfg, "n_action_steps", 10) or 10)
-                )
-            if hasattr(model, "init_rtc_processor"):
-                model.init_rtc_processor()
-        elif rtc is False and getattr(cfg, "rtc_config", None) is not None:
-            cfg.rtc_config = None
-            if hasattr(model, "init_rtc_processor"):
-                model.init_rtc_processor()
-        pre, post = make_pre_post_processors(
-            cfg,
-            pretrained_path=str(path),
-            preprocessor_overrides={"device_processor": {"device": device}},
-        )
-        loaded = LoadedCheckpoint(
-            key=key,
-            path=path,
-            device=device,
-            model=model,
-            config=cfg,
-            preprocessor=pre,
-            postprocessor=post,
-            load_time_s=time.monotonic() - start,
-            rss_after_mb=resident_rss_mb(),
-            rtc_signature=rtc_capable and rtc is not False,
-        )
-        _CACHE[key] = loaded
-        return loaded, False
-
-
-# ---------------------------------------------------------------------------------
-# The policy
-# ---------------------------------------------------------------------------------
 
 
 class LerobotPolicy(Policy):
@@ -454,7 +70,7 @@ class LerobotPolicy(Policy):
     def __init__(self, **config: Any) -> None:
         super().__init__()
         require_lerobot()
-        path, cfg_json, features = _check_config(config)
+        path, cfg_json, features = check_config(config)
         for module in config.get("plugins") or []:
             importlib.import_module(module)
         self.config = dict(config)
@@ -469,10 +85,10 @@ class LerobotPolicy(Policy):
             raise ValueError(f"policy_config path={str(path)!r}: {exc}") from exc
         self.names: DeclaredNames = merge_explicit(declared, config)
         self.robot_type = config.get("robot_type") or self.names.robot_type or ""
-        self.convention: RobotConvention | None = _convention(config, self.robot_type)
+        self.convention: RobotConvention | None = convention_of(config, self.robot_type)
 
         create_start = time.monotonic()
-        self._loaded, self.load_cache_hit = _load_checkpoint(
+        self._loaded, self.load_cache_hit = load_checkpoint(
             path, self.device, config.get("overrides") or {}, config.get("rtc")
         )
         self.load_time_s = time.monotonic() - create_start
@@ -514,7 +130,7 @@ class LerobotPolicy(Policy):
     @classmethod
     def preflight(cls, config: Mapping[str, Any]) -> None:
         require_lerobot()
-        _check_config(config)
+        check_config(config)
         device = config.get("device", "auto")
         if isinstance(device, str) and device not in ("auto", "cpu"):
             resolve_device(device)
@@ -524,7 +140,7 @@ class LerobotPolicy(Policy):
         """Chunk policies without per-episode state batch: ACT-style predict_action_chunk.
         Diffusion keeps an observation history per episode, RTC blends each episode's
         own queue, and a temporal ensemble accumulates per episode: those cannot."""
-        _, cfg_json, features = _check_config(config)
+        _, cfg_json, features = check_config(config)
         if features.policy_type == "diffusion":
             return "a diffusion checkpoint keeps a per-episode observation history (n_obs_steps)"
         if config.get("rtc") or cfg_json.get("rtc_config"):
@@ -841,16 +457,6 @@ class LerobotPolicy(Policy):
             "prev_chunk_left_over_shape": None if prev is None else tuple(prev.shape),
         }
         return {"inference_delay": delay_steps, "prev_chunk_left_over": prev}
-
-
-def _convention(config: Mapping[str, Any], robot_type: str) -> RobotConvention | None:
-    """policy_config convention, else the one robot_type implies, else None."""
-    name = config.get("convention")
-    if name == "none":
-        return None
-    if name is not None:
-        return get_convention(name)
-    return convention_for_robot_type(robot_type)
 
 
 def _as_actions(keys: Sequence[str], array: Any) -> list[Action]:

@@ -20,6 +20,10 @@ policy_config:
                   limits has nothing to clip (0.008 at 50 Hz is 20 rad/s^2)
   joint_map       {action_key: joint_name} when they differ (default: the same name)
   execution_horizon  actions per chunk (default 1: closed loop)
+  latency_s       seconds every get_actions sleeps before it answers (simulated
+                  inference, default 0; the mock's option): on a policy_server it is
+                  real inference time that the workcell's wall clock sees, as
+                  bench/fidelity.py injects it
 
 The `scripted_goal` provider is the expert of a benchmark with a per-episode goal
 (`tasks/goals.py`): its one waypoint is the observation's `goal.<joint>` entries,
@@ -29,6 +33,7 @@ read at every call; it takes the same keys but `targets`.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,6 +49,7 @@ _CONFIG_KEYS = frozenset(
         "max_accel",
         "joint_map",
         "execution_horizon",
+        "latency_s",
         "seed",
     }  # fmt: skip
 )
@@ -70,13 +76,14 @@ class ScriptedPolicy(Policy):
         max_accel: float | None = None,
         joint_map: Mapping[str, str] | None = None,
         execution_horizon: int = 1,
+        latency_s: float = 0.0,
         seed: int | None = None,
     ) -> None:
         super().__init__()
         self.preflight({"targets": targets, "tolerance": tolerance, "settle_steps": settle_steps,
                         "max_delta": max_delta, "joint_map": joint_map or {},
                         **({"max_accel": max_accel} if max_accel is not None else {}),
-                        "execution_horizon": execution_horizon})  # fmt: skip
+                        "execution_horizon": execution_horizon, "latency_s": latency_s})  # fmt: skip
         self._raw_targets = [dict(t) if isinstance(t, Mapping) else list(t) for t in targets]
         self.tolerance = float(tolerance)
         self.settle_steps = int(settle_steps)
@@ -84,6 +91,7 @@ class ScriptedPolicy(Policy):
         self.max_accel = None if max_accel is None else float(max_accel)
         self.joint_map = dict(joint_map or {})
         self.execution_horizon = int(execution_horizon)
+        self.latency_s = float(latency_s)
         self.waypoints: list[dict[str, float]] = []
         self.index = 0
         self.settled = 0
@@ -121,6 +129,14 @@ class ScriptedPolicy(Policy):
                 )
         for key in ("tolerance", "max_delta", "max_accel"):
             _positive(config, key)
+        latency = config.get("latency_s", 0.0)
+        if (
+            isinstance(latency, bool)
+            or not isinstance(latency, int | float)
+            or not math.isfinite(latency)
+            or latency < 0
+        ):
+            raise ValueError(f"policy_config['latency_s']={latency!r}: must be finite seconds >= 0")
         for key in ("settle_steps", "execution_horizon"):
             v = config.get(key, 1)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -192,6 +208,8 @@ class ScriptedPolicy(Policy):
             raise RuntimeError(
                 "scripted policy: set_robot_state_keys was not called (no action keys bound)"
             )
+        if self.latency_s:
+            time.sleep(self.latency_s)
         joints = observed_joint_positions(observation)
         for key in self.action_keys:
             if key not in self._command:

@@ -20,8 +20,9 @@ from typing import Any
 from robokernel_ros.kernel.operator import Latch
 
 #: Why a stop ended an episode, when its stopped_reason says more than "stopped": a
-#: Ctrl-C of the process, or a cancel of the ROS action that ran it.
-STOP_REASONS = ("interrupted", "cancelled")
+#: Ctrl-C of the process, a cancel of the ROS action that ran it, or the runner node's
+#: lifecycle deactivate.
+STOP_REASONS = ("interrupted", "cancelled", "deactivated")
 
 _ids = itertools.count(1)
 

@@ -54,8 +54,17 @@ class ActionHealth:
             self._fold_shape(shape, 1)
 
     def count_all(self, actions: Iterable[Any]) -> None:
+        """count() of each action (the loop inlined: a chunk's actions are counted at once)."""
+        shapes = self._shapes
         for action in actions:
-            self.count(action)
+            shape = tuple(action) if type(action) is dict or isinstance(action, Mapping) else ()
+            n = shapes.get(shape)
+            if n is not None:
+                shapes[shape] = n + 1
+            elif len(shapes) < self.MAX_SHAPES:
+                shapes[shape] = 1
+            else:
+                self._fold_shape(shape, 1)
 
     def _fold_shape(self, shape: tuple[Any, ...], n: int) -> None:
         self._steps += n

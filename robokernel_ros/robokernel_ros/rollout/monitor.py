@@ -125,11 +125,13 @@ class _MonitoredEnv:
         return obs
 
     def step(self, action: Mapping[str, float]) -> Any:
-        self._stop_check()
+        control = self.control
+        if control.stop_requested:
+            self._stop_check()
         self._state = None
         result = self.env.step(action)
         self.step_count += 1
-        self.control.step = self.step_count
+        control.step = self.step_count
         info = result.info if isinstance(result.info, dict) else {}
         if "sim_time_s" in info:
             self.sim_time_s = float(info["sim_time_s"])

@@ -68,7 +68,12 @@ _LOAD_FIELDS = ("policy_load_time_s", "policy_load_cache_hit", "policy_resident_
 
 
 def ray_init(address: str | None, workers: int) -> None:
-    """Connect to `address`, or start a local Ray instance sized for `workers` (once per process)."""
+    """Connect to `address`, or start a local Ray instance sized for `workers` (once per process).
+
+    A local instance runs its workers at this process's priority: Ray's default starts them
+    15 nicer than the raylet, so on a machine with any other load a parallel eval's episodes
+    (and their bag writers) would get less CPU than the serial path or a process pool.
+    A cluster's own settings are left as they are."""
     import ray
 
     if ray.is_initialized():
@@ -77,6 +82,7 @@ def ray_init(address: str | None, workers: int) -> None:
                               "log_to_driver": False}  # fmt: skip
     if address is None:
         kwargs["num_cpus"] = max(workers, os.cpu_count() or 1)
+        kwargs["_system_config"] = {"worker_niceness": 0}
     else:
         kwargs["address"] = address
     ray.init(**kwargs)

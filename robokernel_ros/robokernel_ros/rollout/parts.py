@@ -114,7 +114,11 @@ def kernel_timing(plan: RolloutPlan, chunk_emitting: bool) -> Timing:
     if resolved:
         # Prefetch at half the horizon; the aligned merge is the seam swap.
         return Timing(
-            mode="realtime", clock=clock, execution_steps=horizon, refill_steps=horizon // 2
+            mode="realtime",
+            clock=clock,
+            execution_steps=horizon,
+            refill_steps=horizon // 2,
+            latency_s=plan.latency_s if clock == "virtual" else None,
         )
     # Paced sync: the kernel's wall clock is the one pacer (the world waits for act).
     return Timing(mode="sync", clock=clock, execution_steps=horizon)

@@ -11,6 +11,11 @@ from robokernel_ros.policies.base import Policy
 from robokernel_ros.tasks.predicates import Criterion, RewardTerm
 
 DEFAULT_TRACE_DIR = "runs/"
+# The parallel options' defaults, defined here only: RolloutPlan, the EvalRequest
+# (rollout.requests) and the CLI take them from these.
+DEFAULT_WORKERS = 1  # in this process, no Ray
+DEFAULT_MAX_BATCH = 8  # a batched eval's observations per forward pass at most
+DEFAULT_MAX_WAIT_MS = 50.0  # bounds a caller whose peers are away; full batches close at once
 
 
 @dataclass
@@ -31,6 +36,7 @@ class RolloutPlan:
     seed: int | None
     async_rtc: bool | None
     rtc_timeout: float | None
+    latency_s: float | None = None  # the virtual clock's inference latency (None: measured)
     stop_when: list[Criterion] = field(default_factory=list)
     success: list[Criterion] = field(default_factory=list)
     failure: list[Criterion] = field(default_factory=list)
@@ -52,11 +58,11 @@ class RolloutPlan:
     image_size: tuple[int, int] | None = None  # image_size= as asked
     env_cameras: tuple[str, ...] = ()  # resolved by resolve_cameras: what the env renders
     env_image_size: tuple[int, int] | None = None
-    workers: int = 1  # > 1: episodes sharded over Ray workers (rollout.parallel)
+    workers: int = DEFAULT_WORKERS  # > 1: episodes sharded over Ray workers (rollout.parallel)
     ray_address: str | None = None  # None: a local Ray instance
     batch_inference: bool = False  # one policy actor batches every worker's inference
-    max_batch: int = 8
-    max_wait_ms: float = 50.0  # bounds a caller whose peers are away; full batches close at once
+    max_batch: int = DEFAULT_MAX_BATCH
+    max_wait_ms: float = DEFAULT_MAX_WAIT_MS
     wbc_install_torque_control: bool = False  # the torque shim for the call (rollout.torque)
     wbc_gains: dict[str, Any] = field(default_factory=dict)  # robot -> wbc_gains as asked
     torque_gains: dict[str, Any] = field(default_factory=dict)  # robot -> resolved, by preflight

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -259,3 +259,77 @@ def bind_dataset_names(
             )
         mapping[name] = key
     return mapping
+
+
+# --- a replay on the workcell: its robot and actions in, its report out ------------------------
+
+
+def replay_actions(
+    recording: RecordedEpisode,
+    robot_name: str | None,
+    robots: Sequence[str],
+    action_keys: Callable[[str], Sequence[str]],
+    repo_id: Any,
+) -> tuple[str, list[dict[str, float]]]:
+    """(the robot to replay on, the recorded actions keyed by its action keys).
+
+    robot_name None / "": the recorded robot when the scene has it, else the sole robot.
+    Refused by name: no robot to pick, no actions, no such robot, a recorded name that is
+    no action key of the robot (a dataset's names bind as bind_dataset_names says)."""
+    if robot_name is None or robot_name == "":
+        recorded = recording.robot
+        robot_name = recorded if recorded in robots else (robots[0] if len(robots) == 1 else None)
+        if robot_name is None:
+            raise ValueError(
+                f"robot_name=None: cannot pick the robot: recorded {recorded!r}, the scene has {robots}"
+            )
+    actions = recording.actions
+    if not actions:
+        raise ValueError(f"repo_id={str(repo_id)!r}: the recorded episode has no actions")
+    if robot_name not in robots:
+        raise ValueError(
+            f"robot_name={robot_name!r}: no such robot; the scene's robots are {robots}"
+        )
+    robot_keys = list(action_keys(robot_name))
+    if recording.source == "lerobot_dataset":
+        names = bind_dataset_names(recording.keys, robot_keys, where=f"repo_id={str(repo_id)!r}")
+        actions = [{names[k]: val for k, val in a.items()} for a in actions]
+    else:
+        foreign = sorted(set(recording.keys) - set(robot_keys))
+        if foreign:
+            raise ValueError(
+                f"repo_id={str(repo_id)!r}: recorded action keys {foreign} are not action keys of robot "
+                f"{robot_name!r} ({sorted(robot_keys)})"
+            )
+    return robot_name, actions
+
+
+def annotate_replay(
+    out: dict[str, Any],
+    recording: RecordedEpisode,
+    episode: Any,
+    n_actions: int,
+    replayed_qpos: Sequence[float] | None,
+) -> None:
+    """Add the replay's fields to a run envelope: where it came from and how far the final
+    qpos drifted from the recorded one (None when either is unknown or they differ in size)."""
+    payload = next((b["json"] for b in out["content"] if "json" in b), None)
+    if payload is None:
+        return
+    recorded = recording.final_qpos
+    payload["replayed_from"] = str(recording.path)
+    payload["replayed_source"] = recording.source
+    payload["replayed_episode"] = episode
+    payload["recorded_steps"] = n_actions
+    payload["recorded_outcome"] = recording.outcome
+    divergence = None
+    if recorded is not None and replayed_qpos is not None and len(recorded) == len(replayed_qpos):
+        divergence = max(
+            (abs(float(a) - float(b)) for a, b in zip(recorded, replayed_qpos, strict=True)),
+            default=0.0,
+        )
+    payload["max_qpos_divergence"] = divergence
+    out["content"][0]["text"] += (
+        f"; replayed {n_actions} recorded actions from {recording.path}"
+        + (f", final qpos divergence {divergence:.3g}" if divergence is not None else "")
+    )

@@ -8,13 +8,16 @@
 evaluate_benchmark) and `MultiRequest` (run_multi_policy) hold a call's parameters as
 asked; `__post_init__` refuses a bad value by name with the checks of rollout.validation
 (booleans are booleans, numbers in their domain, callables callable, a policy provider
-that exists) and normalises the rest. `plan(robots=...)` adds the checks that need the
-scene (the robot name, a benchmark spec) and returns the RolloutPlan the runner executes.
-An unknown parameter is a TypeError naming it.
+that exists) and replaces each field by its normalised value (a Path, a dict, compiled
+criteria: each field's comment says what it holds once checked). `plan(robots=...)` adds
+the checks that need the scene (the robot name, a benchmark spec) and returns the
+RolloutPlan the runner executes. An unknown parameter is a TypeError naming it. A checked
+request is not checked again: build a new one from the caller's values to change one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,63 +30,144 @@ from robokernel_ros.tasks.predicates import Criterion, compile_criteria, compile
 
 from . import torque
 from . import validation as v
-from .plan import DEFAULT_TRACE_DIR, RolloutPlan
+from .plan import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_WAIT_MS,
+    DEFAULT_TRACE_DIR,
+    DEFAULT_WORKERS,
+    RolloutPlan,
+)
 
 PolicyChoice = tuple[str, dict[str, Any], Policy | None]  # (provider, config, a caller's object)
 
 
 @dataclass
 class _Outputs:
-    """The fields every call shares: callbacks, video, trace, bag, cameras, shield, progress, live."""
+    """The fields every call shares: callbacks, video, trace, bag, cameras, shield, live."""
 
-    observer: Callable[..., Any] | Sequence[Callable[..., Any]] | None = None
+    observer: Callable[..., Any] | Sequence[Callable[..., Any]] | None = None  # checked: a list
     on_frame: Callable[..., Any] | None = None
-    video: Mapping[str, Any] | str | None = None
-    trace_dir: str | Path | None = DEFAULT_TRACE_DIR
-    bag: str | bool | None = None
-    cameras: Any = None  # a name, a list of names, or {name: pose}
-    image_size: Sequence[int] | None = None
-    safety: Mapping[str, Any] | None = None
-    live: Any = None  # True, a port, or a live.LiveOptions mapping
+    video: Mapping[str, Any] | str | None = None  # checked: the full video dict, or None
+    trace_dir: str | Path | None = DEFAULT_TRACE_DIR  # checked: a Path, or None
+    bag: str | bool | None = None  # checked: the storage ("mcap", "sqlite3"), or None
+    cameras: Any = None  # a name list or {name: pose}; checked: {name: pose or None}
+    image_size: int | Sequence[int] | None = None  # checked: (height, width), or None
+    safety: Mapping[str, Any] | None = None  # checked: a dict, or None
+    live: Any = None  # True, a port, or a live.LiveOptions mapping; checked: LiveOptions or None
     wbc_install_torque_control: bool = False
     wbc_gains: Mapping[str, Any] | None = None
-    _checked: dict[str, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
 
-    def _check_outputs(self, progress: Any) -> None:
-        checked = self._checked
-        checked["observers"] = v.callables("observer", self.observer)
-        checked["on_frame"] = v.optional_callable("on_frame", self.on_frame)
-        checked["video"] = v.video_config("video", self.video)
-        checked["trace_dir"] = v.trace_dir("trace_dir", self.trace_dir)
-        checked["bag"] = v.bag_option("bag", self.bag, checked["trace_dir"])
-        checked["cameras"] = v.cameras_option("cameras", self.cameras)
-        checked["image_size"] = v.image_size_option("image_size", self.image_size)
+    def _check_outputs(self) -> None:
+        self.observer = v.callables("observer", self.observer)
+        self.on_frame = v.optional_callable("on_frame", self.on_frame)
+        self.video = v.video_config("video", self.video)
+        self.trace_dir = v.trace_dir("trace_dir", self.trace_dir)
+        self.bag = v.bag_option("bag", self.bag, self.trace_dir)
+        self.cameras = v.cameras_option("cameras", self.cameras)
+        self.image_size = v.image_size_option("image_size", self.image_size)
         if self.safety is not None and not isinstance(self.safety, Mapping):
             raise ValueError(f"safety={self.safety!r}: must be a dict of shield settings or None")
-        checked["safety"] = dict(self.safety) if self.safety is not None else None
-        checked["progress"] = v.check_flag("progress", progress, allow_none=True)
-        checked["live"] = _live_option(self.live)
+        self.safety = dict(self.safety) if self.safety is not None else None
+        self.live = _live_option(self.live)
+
+    def _plan_outputs(self, progress: bool | None) -> dict[str, Any]:
+        """The RolloutPlan fields of the checked outputs."""
+        return {"observers": self.observer, "on_frame": self.on_frame, "video": self.video,
+                "trace_dir": self.trace_dir, "bag": self.bag, "cameras": self.cameras,
+                "image_size": self.image_size, "safety": self.safety, "progress": progress,
+                "live": self.live}  # fmt: skip
+
+
+class _OneRobot:
+    """What RunRequest and EvalRequest share: one robot's policy, and its plan."""
+
+    call: str
+    policy_provider: str
+    policy_config: Mapping[str, Any] | None
+    policy_object: Policy | None
+    policy_kwargs: Mapping[str, Any] | None
+    action_horizon: int
+    seed: int | None
+    async_rtc: bool | None
+    rtc_inference_timeout_s: float | None
+    stop_when: Any
+    fast_mode: bool
+    progress: bool | None
+    wbc_install_torque_control: bool
+    wbc_gains: Mapping[str, Any] | None
+    _plan_outputs: Callable[[bool | None], dict[str, Any]]
+
+    def _check_policy(self) -> None:
+        """policy_provider / policy_config / policy_object: the provider resolved (an object's own
+        name when one is given), the config a dict."""
+        self.policy_provider, self.policy_config, self.policy_object = _provider_and_config(
+            self.policy_provider, self.policy_config, self.policy_object
+        )
+
+    def _check_rollout(self) -> None:
+        """policy_kwargs, action_horizon, seed, rtc_inference_timeout_s, stop_when."""
+        self.policy_kwargs = v.config_dict("policy_kwargs", self.policy_kwargs)
+        self.action_horizon = v.positive_int("action_horizon", self.action_horizon)
+        self.seed = v.seed_value("seed", self.seed)
+        self.rtc_inference_timeout_s = v.timeout_seconds(
+            "rtc_inference_timeout_s", self.rtc_inference_timeout_s
+        )
+        self.stop_when = compile_criteria("stop_when", self.stop_when)
+
+    @property
+    def policy(self) -> PolicyChoice:
+        """(provider, config, object) once checked."""
+        return self.policy_provider, dict(self.policy_config or {}), self.policy_object
+
+    def _plan_on(
+        self, robot: str, *, instruction: str, n_steps: int, duration: float, control_hz: float,
+        **fields: Any,
+    ) -> RolloutPlan:  # fmt: skip
+        """The RolloutPlan of this checked request on `robot`, with a call's own `fields`."""
+        return RolloutPlan(
+            call=self.call,
+            robots=(robot,),
+            policies={robot: self.policy},
+            policy_kwargs=dict(self.policy_kwargs or {}),
+            instructions={robot: instruction},
+            n_steps=n_steps,
+            duration=duration,
+            control_hz=control_hz,
+            action_horizons={robot: self.action_horizon},
+            seed=self.seed,
+            async_rtc=self.async_rtc,
+            rtc_timeout=self.rtc_inference_timeout_s,
+            stop_when=self.stop_when,
+            fast_mode=self.fast_mode,
+            **fields,
+            **self._plan_outputs(self.progress),
+            **torque.plan_options(self.wbc_install_torque_control, self.wbc_gains, (robot,)),
+        )
 
 
 @dataclass
-class RunRequest(_Outputs):
-    """A run_policy / start_policy / replay_episode request (one robot, one episode)."""
+class RunRequest(_Outputs, _OneRobot):
+    """A run_policy / start_policy / replay_episode request (one robot, one episode).
+
+    Once built, every field holds its checked value: the horizon resolved (n_steps, duration
+    and control_frequency agree; max_steps, n_steps's legacy alias, folded into n_steps and
+    None), stop_when compiled to criteria, the dicts plain dicts (see _Outputs for the rest)."""
 
     robot_name: str | None = None
     policy_provider: str = "mock"
-    policy_config: Mapping[str, Any] | None = None
+    policy_config: Mapping[str, Any] | None = None  # checked: a dict
     policy_object: Policy | None = None
-    policy_kwargs: Mapping[str, Any] | None = None
+    policy_kwargs: Mapping[str, Any] | None = None  # checked: a dict
     instruction: str = ""
     duration: float = 10.0
     control_frequency: float = 50.0
     action_horizon: int = 8
-    n_steps: int | None = None
+    n_steps: int | None = None  # checked: an int
     max_steps: int | None = None  # n_steps's legacy alias
     seed: int | None = None
     async_rtc: bool | None = None  # None: from policy.is_chunk_emitting()
     rtc_inference_timeout_s: float | None = None
-    stop_when: Any = None  # criteria: a name, a {predicate: args} mapping, a callable, a list
+    stop_when: Any = None  # a name, a {predicate: args}, a callable, a list; checked: criteria
     fast_mode: bool = True
     progress: bool | None = None
     call: str = "run_policy"
@@ -93,80 +177,60 @@ class RunRequest(_Outputs):
         v.check_flag("async_rtc", self.async_rtc, allow_none=True)
         v.check_flag("fast_mode", self.fast_mode)
         v.check_flag(torque.FLAG, self.wbc_install_torque_control)
-        steps, duration_s, hz = v.resolve_horizon(n_steps=self.n_steps, duration=self.duration,
-                                                  control_frequency=self.control_frequency,
-                                                  max_steps=self.max_steps)  # fmt: skip
-        self._check_outputs(self.progress)
-        c = self._checked
-        c.update(n_steps=steps, duration=duration_s, control_hz=hz)
-        c["policy"] = _provider_and_config(
-            self.policy_provider, self.policy_config, self.policy_object
-        )
-        c["policy_kwargs"] = v.config_dict("policy_kwargs", self.policy_kwargs)
-        c["instruction"] = v.text("instruction", self.instruction)
-        c["action_horizon"] = v.positive_int("action_horizon", self.action_horizon)
-        c["seed"] = v.seed_value("seed", self.seed)
-        c["rtc_timeout"] = v.timeout_seconds(
-            "rtc_inference_timeout_s", self.rtc_inference_timeout_s
-        )
-        c["stop_when"] = compile_criteria("stop_when", self.stop_when)
+        self.n_steps, self.duration, self.control_frequency = v.resolve_horizon(
+            n_steps=self.n_steps, duration=self.duration,
+            control_frequency=self.control_frequency, max_steps=self.max_steps,
+        )  # fmt: skip
+        self.max_steps = None
+        self._check_outputs()
+        self.progress = v.check_flag("progress", self.progress, allow_none=True)
+        self.instruction = v.text("instruction", self.instruction)
+        self._check_policy()
+        self._check_rollout()
 
     def plan(self, *, robots: Sequence[str]) -> RolloutPlan:
         """The RolloutPlan on a scene with these robots (ValueError: no such robot)."""
         robot = _robot_name(self.robot_name, robots)
-        c = self._checked
-        return RolloutPlan(
-            call=self.call,
-            robots=(robot,),
-            policies={robot: c["policy"]},
-            policy_kwargs=c["policy_kwargs"],
-            instructions={robot: c["instruction"]},
-            n_steps=c["n_steps"],
-            duration=c["duration"],
-            control_hz=c["control_hz"],
-            action_horizons={robot: c["action_horizon"]},
-            seed=c["seed"],
-            async_rtc=self.async_rtc,
-            rtc_timeout=c["rtc_timeout"],
-            stop_when=c["stop_when"],
-            fast_mode=self.fast_mode,
-            **_plan_outputs(c),
-            **torque.plan_options(self.wbc_install_torque_control, self.wbc_gains, (robot,)),
-        )
+        return self._plan_on(robot, instruction=self.instruction, n_steps=self.n_steps,
+                             duration=self.duration, control_hz=self.control_frequency)  # fmt: skip
 
 
 @dataclass
-class EvalRequest(_Outputs):
+class EvalRequest(_Outputs, _OneRobot):
     """An eval_policy / evaluate_benchmark request: n episodes, an aggregate report.
 
     spec: a benchmark (a registered name or a spec dict) brings its robot, horizon, rate,
     instruction and success / failure / reward criteria; max_steps and async_rtc=True are
-    refused with it. workers > 1 shards the episodes over Ray workers (rollout.parallel)."""
+    refused with it. workers > 1 shards the episodes over Ray workers (rollout.parallel).
+    Once built, every field holds its checked value (success_fn a Criterion, stop_when
+    criteria, ray_address stripped) but max_steps and control_frequency, which plan()
+    checks against the spec."""
 
     robot_name: str | None = None  # None: the scene's sole robot
     spec: str | Mapping[str, Any] | None = None
     policy_provider: str = "mock"
-    policy_config: Mapping[str, Any] | None = None
+    policy_config: Mapping[str, Any] | None = None  # checked: a dict
     policy_object: Policy | None = None
-    policy_kwargs: Mapping[str, Any] | None = None
+    policy_kwargs: Mapping[str, Any] | None = None  # checked: a dict
     instruction: str = ""
     n_episodes: int = 1
     max_steps: int | None = None  # None: 300, or the benchmark's
     control_frequency: float = 50.0
     action_horizon: int = 8
-    success_fn: Callable[[Mapping[str, Any]], bool] | None = None
-    stop_when: Any = None
+    success_fn: Callable[[Mapping[str, Any]], bool] | None = None  # checked: a Criterion
+    stop_when: Any = None  # checked: criteria
     seed: int | None = None
     async_rtc: bool = False  # eval declares a plain bool: None is refused
     rtc_inference_timeout_s: float | None = None
+    latency_s: float | None = None  # the virtual clock's inference latency (async_rtc only)
     fast_mode: bool = True
     reset_between: bool = True
     progress: bool | None = None
-    workers: int = 1
+    workers: int = DEFAULT_WORKERS
     ray_address: str | None = None
     batch_inference: bool = False
-    max_batch: int = 8
-    max_wait_ms: float = 50.0
+    max_batch: int = DEFAULT_MAX_BATCH
+    max_wait_ms: float = DEFAULT_MAX_WAIT_MS
     call: str = "eval_policy"
 
     def __post_init__(self) -> None:
@@ -174,43 +238,39 @@ class EvalRequest(_Outputs):
         v.check_flag("fast_mode", self.fast_mode)
         v.check_flag("reset_between", self.reset_between)
         v.check_flag(torque.FLAG, self.wbc_install_torque_control)
-        c = self._checked
-        c["n_episodes"] = v.positive_int("n_episodes", self.n_episodes)
-        c.update(v.parallel_options(workers=self.workers, ray_address=self.ray_address,
-                                    batch_inference=self.batch_inference, max_batch=self.max_batch,
-                                    max_wait_ms=self.max_wait_ms, policy_object=self.policy_object,
-                                    observer=self.observer, on_frame=self.on_frame,
-                                    reset_between=self.reset_between))  # fmt: skip
-        self._check_outputs(self.progress)
+        self.n_episodes = v.positive_int("n_episodes", self.n_episodes)
+        parallel = v.parallel_options(workers=self.workers, ray_address=self.ray_address,
+                                      batch_inference=self.batch_inference, max_batch=self.max_batch,
+                                      max_wait_ms=self.max_wait_ms, policy_object=self.policy_object,
+                                      observer=self.observer, on_frame=self.on_frame,
+                                      reset_between=self.reset_between)  # fmt: skip
+        self.workers, self.ray_address = parallel["workers"], parallel["ray_address"]
+        self.max_batch, self.max_wait_ms = parallel["max_batch"], parallel["max_wait_ms"]
+        live_asked = self.live
+        self._check_outputs()
+        self.progress = v.check_flag("progress", self.progress, allow_none=True)
         if self.spec is not None and self.async_rtc:
             raise ValueError(
                 "async_rtc=True: the benchmark/spec path stays synchronous (an observed delay of exactly 0 "
                 "before every inference); use eval_policy without spec= to measure latency robustness"
             )
-        c["instruction"] = v.text("instruction", self.instruction)
-        c["policy"] = policy = _provider_and_config(self.policy_provider, self.policy_config,
-                                                    self.policy_object)  # fmt: skip
-        if c["batch_inference"]:
-            _check_batching(policy, c["workers"])
-        if c["live"] is not None and c["workers"] > 1:
+        self.instruction = v.text("instruction", self.instruction)
+        self._check_policy()
+        if self.batch_inference:
+            _check_batching(self.policy, self.workers)
+        if self.live is not None and self.workers > 1:
             raise ValueError(
-                f"live={self.live!r}: the live view follows the episodes of this process and workers="
-                f"{c['workers']} runs them in Ray workers; use workers=1 to watch an eval live"
+                f"live={live_asked!r}: the live view follows the episodes of this process and workers="
+                f"{self.workers} runs them in Ray workers; use workers=1 to watch an eval live"
             )
-        c["policy_kwargs"] = v.config_dict("policy_kwargs", self.policy_kwargs)
-        c["action_horizon"] = v.positive_int("action_horizon", self.action_horizon)
-        c["seed"] = v.seed_value("seed", self.seed)
-        c["rtc_timeout"] = v.timeout_seconds(
-            "rtc_inference_timeout_s", self.rtc_inference_timeout_s
-        )
-        c["stop_when"] = compile_criteria("stop_when", self.stop_when)
-        c["success_fn"] = _success_fn(self.success_fn)
+        self._check_rollout()
+        self.success_fn = _success_fn(self.success_fn)
+        self.latency_s = _latency(self.latency_s, self.async_rtc, self.fast_mode)
 
     def plan(
         self, *, robots: Sequence[str], registry: BenchmarkRegistry | None = None
     ) -> RolloutPlan:
         """The RolloutPlan on a scene with these robots; a spec resolves in `registry`."""
-        c = self._checked
         benchmark = None
         if self.spec is not None:
             benchmark = (registry if registry is not None else BenchmarkRegistry()).resolve(
@@ -224,7 +284,7 @@ class EvalRequest(_Outputs):
             robot = benchmark["robot"]["name"]
             steps = benchmark["max_steps"]
             hz = benchmark["control_frequency"]
-            text = c["instruction"] or benchmark["instruction"]
+            text = self.instruction or benchmark["instruction"]
             success = compile_criteria("spec['success']", benchmark.get("success"))
             failure = compile_criteria("spec['failure']", benchmark.get("failure"))
             rewards = compile_rewards("spec['reward']", benchmark.get("reward"))
@@ -232,44 +292,26 @@ class EvalRequest(_Outputs):
             robot = _robot_name(self.robot_name, robots, auto=True)
             steps = v.positive_int("max_steps", 300 if self.max_steps is None else self.max_steps)
             hz = v.positive_number("control_frequency", self.control_frequency)
-            text = c["instruction"]
+            text = self.instruction
             success, failure, rewards = [], [], []
-        return RolloutPlan(
-            call=self.call,
-            robots=(robot,),
-            policies={robot: c["policy"]},
-            policy_kwargs=c["policy_kwargs"],
-            instructions={robot: text},
-            n_steps=steps,
-            duration=steps / hz,
-            control_hz=hz,
-            action_horizons={robot: c["action_horizon"]},
-            seed=c["seed"],
-            async_rtc=self.async_rtc,
-            rtc_timeout=c["rtc_timeout"],
-            stop_when=c["stop_when"],
-            success=success,
-            failure=failure,
-            rewards=rewards,
-            success_fn=c["success_fn"],
-            fast_mode=self.fast_mode,
-            reset_between=self.reset_between,
-            n_episodes=c["n_episodes"],
-            benchmark=benchmark,
-            workers=c["workers"],
-            ray_address=c["ray_address"],
-            batch_inference=c["batch_inference"],
-            max_batch=c["max_batch"],
-            max_wait_ms=c["max_wait_ms"],
-            **_plan_outputs(c),
-            **torque.plan_options(self.wbc_install_torque_control, self.wbc_gains, (robot,)),
-        )
+        return self._plan_on(
+            robot, instruction=text, n_steps=steps, duration=steps / hz, control_hz=hz,
+            success=success, failure=failure, rewards=rewards, success_fn=self.success_fn,
+            reset_between=self.reset_between, n_episodes=self.n_episodes, benchmark=benchmark,
+            workers=self.workers, ray_address=self.ray_address,
+            batch_inference=self.batch_inference, max_batch=self.max_batch,
+            max_wait_ms=self.max_wait_ms, latency_s=self.latency_s,
+        )  # fmt: skip
 
 
 @dataclass
 class MultiRequest(_Outputs):
     """A run_multi_policy request: policies={robot: Policy | provider | {policy_provider,
-    policy_config, policy_object}}; instructions and action_horizon per robot or for all."""
+    policy_config, policy_object}}; instructions and action_horizon per robot or for all.
+
+    Once built, every field holds its checked value: policies {robot: (provider, config,
+    object)}, instructions and action_horizon {robot: value} for every robot, the horizon
+    resolved as in RunRequest."""
 
     policies: Mapping[str, Any] = field(default_factory=dict)
     instructions: str | Mapping[str, str] | None = None
@@ -292,47 +334,46 @@ class MultiRequest(_Outputs):
             raise ValueError(
                 f"policies={policies!r}: must be a non-empty dict {{robot_name: Policy}}"
             )
-        c = self._checked
-        c["policies"] = _policy_choices(policies)
+        self.policies = _policy_choices(policies)
         names = list(policies)
-        c["n_steps"], c["duration"], c["control_hz"] = v.resolve_horizon(
+        self.n_steps, self.duration, self.control_frequency = v.resolve_horizon(
             n_steps=self.n_steps, duration=self.duration,
             control_frequency=self.control_frequency, max_steps=self.max_steps,
         )  # fmt: skip
+        self.max_steps = None
         if isinstance(self.instructions, Mapping):
             texts = v.per_robot("instructions", self.instructions, names, v.text)
         else:
             texts = {n: v.text("instructions", self.instructions) for n in names}
-        c["instructions"] = {n: texts.get(n, "") for n in names}
+        self.instructions = {n: texts.get(n, "") for n in names}
         horizons = v.per_robot("action_horizon", self.action_horizon, names, v.positive_int)
-        c["action_horizons"] = {n: horizons.get(n, 8) for n in names}
-        self._check_outputs(None)
-        c["policy_kwargs"] = v.config_dict("policy_kwargs", self.policy_kwargs)
-        c["seed"] = v.seed_value("seed", self.seed)
-        c["stop_when"] = compile_criteria("stop_when", self.stop_when)
+        self.action_horizon = {n: horizons.get(n, 8) for n in names}
+        self._check_outputs()
+        self.policy_kwargs = v.config_dict("policy_kwargs", self.policy_kwargs)
+        self.seed = v.seed_value("seed", self.seed)
+        self.stop_when = compile_criteria("stop_when", self.stop_when)
 
     def plan(self, *, robots: Sequence[str]) -> RolloutPlan:
         """The RolloutPlan on a scene with these robots (ValueError: a robot it lacks)."""
         names = list(self.policies)
         for name in names:
             _robot_name(name, robots, param="policies key")
-        c = self._checked
         return RolloutPlan(
             call=self.call,
             robots=tuple(names),
-            policies=c["policies"],
-            policy_kwargs=c["policy_kwargs"],
-            instructions=c["instructions"],
-            n_steps=c["n_steps"],
-            duration=c["duration"],
-            control_hz=c["control_hz"],
-            action_horizons=c["action_horizons"],
-            seed=c["seed"],
+            policies=dict(self.policies),
+            policy_kwargs=dict(self.policy_kwargs or {}),
+            instructions=dict(self.instructions or {}),
+            n_steps=self.n_steps,
+            duration=self.duration,
+            control_hz=self.control_frequency,
+            action_horizons=dict(self.action_horizon),
+            seed=self.seed,
             async_rtc=False,
             rtc_timeout=None,
-            stop_when=c["stop_when"],
+            stop_when=self.stop_when,
             fast_mode=self.fast_mode,
-            **_plan_outputs(c),
+            **self._plan_outputs(None),
             **torque.plan_options(
                 self.wbc_install_torque_control, self.wbc_gains, names, per_robot=True
             ),  # fmt: skip
@@ -356,12 +397,6 @@ def plan_multi(policies: Any, *, robots: Sequence[str], **kwargs: Any) -> Rollou
 
 
 # --- the checks the requests share -----------------------------------------------------------
-
-
-def _plan_outputs(checked: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("observers", "on_frame", "video", "trace_dir", "bag", "cameras", "image_size",
-            "safety", "progress", "live")  # fmt: skip
-    return {k: checked[k] for k in keys}
 
 
 def _provider_and_config(provider: Any, config: Any, obj: Any) -> PolicyChoice:
@@ -423,6 +458,27 @@ def _check_batching(policy: PolicyChoice, workers: int) -> None:
         raise ValueError(
             f"batch_inference=True: policy_provider={policy[0]!r} cannot batch: {reason}"
         )
+
+
+def _latency(value: Any, async_rtc: bool, fast_mode: bool) -> float | None:
+    """latency_s: finite seconds >= 0 that the virtual clock's realtime mode takes every
+    inference to last (kernel.timing.delay_steps: the chunk merges floor(latency_s x rate)
+    + 1 steps after its observation), or None to use the measured time of each act()."""
+    if value is None:
+        return None
+    if not v.is_number(value) or not math.isfinite(float(value)) or float(value) < 0:
+        raise ValueError(f"latency_s={value!r}: must be finite seconds >= 0, or None (measured)")
+    if not async_rtc:
+        raise ValueError(
+            f"latency_s={value!r}: only the realtime mode (async_rtc=True) runs the robot on "
+            "while the policy computes; a synchronous eval waits for every chunk"
+        )
+    if not fast_mode:
+        raise ValueError(
+            f"latency_s={value!r}: a paced call (fast_mode=False) runs on the wall clock, "
+            "which measures each inference; latency_s is the virtual clock's model of it"
+        )
+    return float(value)
 
 
 def _success_fn(fn: Any) -> Criterion | None:

@@ -113,3 +113,37 @@ def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) 
             f"action_errors={result.get('action_errors')}"
         )
     return "success", head + (f"; {note}" if note else "")
+
+
+def episode_table(report: Mapping[str, Any]) -> str:
+    """An eval report's episodes as a text table, with the success rate's 95 % interval row."""
+    rows = [
+        (
+            e.get("episode"),
+            e.get("outcome"),
+            e.get("success"),
+            e.get("steps_advanced"),
+            e.get("actions_applied"),
+            e.get("total_reward"),
+            e.get("stopped_reason"),
+        )  # fmt: skip
+        for e in report.get("episodes", [])
+    ]
+    header = ("episode", "outcome", "success", "steps", "applied", "reward", "stopped_reason")
+    ci = report.get("success_rate_ci95")
+    if not ci:
+        return summary_table(rows, header)
+    # the summary row: the success rate with its 95 % (Wilson) interval
+    rows.append(
+        (
+            "all",
+            f"{report.get('successes')}/{report.get('n_episodes')} succeeded",
+            float(report.get("success_rate", 0.0)),
+            report.get("total_steps"),
+            report.get("actions_applied"),
+            float(report.get("avg_reward", 0.0)),
+            f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}]",
+        )
+    )
+    lines = summary_table(rows, header).splitlines()
+    return "\n".join([*lines[:-1], lines[1], lines[-1]])

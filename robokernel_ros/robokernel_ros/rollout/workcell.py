@@ -6,8 +6,10 @@ runner node can serve each call as a service. Refusals are checked at the entry 
 before the robot is claimed: a refused call starts nothing and leaves the robot startable.
 
 The in-flight population (`RolloutControl`s: queued or running, blocking calls
-included) is the one source of truth that list_policies_running, stop_policy and the
-scene-mutation guard read.
+included) is the one source of truth that list_policies_running, stop_policy, the
+operator channel (workcell_operator) and the scene-mutation guard read. This module holds
+that population and the rollout calls that claim and release it (one lock, one in-flight
+set); the operator calls and the scene / benchmark calls are mixins in their own modules.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from robokernel_ros.envs import MujocoScene
 from robokernel_ros.kernel.events import EventBus
 from robokernel_ros.kernel.operator import Latch
-from robokernel_ros.tasks.benchmarks import BenchmarkRegistry, builtin_benchmark_specs
+from robokernel_ros.tasks.benchmarks import BenchmarkRegistry
 from robokernel_ros.tasks.predicates import CriterionError
 
 from . import validation as v
@@ -31,33 +33,19 @@ from .control import STOP_REASONS, RolloutControl
 from .errors import AsyncRtcRefused, RecordingFrameError
 from .plan import DEFAULT_TRACE_DIR, RolloutPlan
 from .policy_runner import PolicyRunner
-from .replay import ReplayPolicy, bind_dataset_names, resolve_recording
+from .replay import ReplayPolicy, annotate_replay, replay_actions, resolve_recording
 from .requests import plan_eval, plan_multi, plan_run
-from .results import envelope, error_envelope, result_status, summary_table
+from .results import envelope, episode_table, error_envelope, result_status
 from .sinks import EpisodeSink
+from .workcell_operator import OperatorChannel
+from .workcell_scene import SCENE_MUTATIONS, SceneBusyError, SceneCalls
 
 _log = logging.getLogger(__name__)
 
-SCENE_MUTATIONS = (
-    "add_robot",
-    "remove_robot",
-    "add_object",
-    "remove_object",
-    "move_object",
-    "add_camera",
-    "remove_camera",
-    "load_scene",
-    "set_gravity",
-    "set_timestep",
-    "reset",
-)
+__all__ = ["SCENE_MUTATIONS", "SceneBusyError", "SimWorkcell"]
 
 
-class SceneBusyError(RuntimeError):
-    """A scene mutation refused because a rollout is driving the scene."""
-
-
-class SimWorkcell:
+class SimWorkcell(OperatorChannel, SceneCalls):
     """A MuJoCo scene with the policy-rollout API.
 
     SimWorkcell(scene=None, *, trace_dir="runs/", bag="mcap", max_concurrent=4, bus=None,
@@ -208,7 +196,7 @@ class SimWorkcell:
                     result, aggregate_report=not result.get("stopped_before_first_frame")
                 )
                 if status == "success" and len(result.get("episodes", [])) > 0:
-                    text += "\n" + _episode_table(result)
+                    text += "\n" + episode_table(result)
             elif kind == "multi":
                 result = runner.execute_multi(plan, control)
                 status, text = result_status(result)
@@ -404,7 +392,10 @@ class SimWorkcell:
         Parameters: n_episodes=1, max_steps=300, success_fn=None (fn(context) -> bool,
         else the policy's own is_success, e.g. the scripted task's), stop_when=None,
         seed=None (episode i runs with seed + i), async_rtc=False (True measures
-        robustness to inference latency; None is refused), rtc_inference_timeout_s,
+        robustness to inference latency; None is refused), latency_s=None (with
+        async_rtc on the virtual clock: every inference takes this long, so its chunk
+        merges floor(latency_s x rate) + 1 steps after its observation; None: measured),
+        rtc_inference_timeout_s,
         video=None (one MP4 per episode, _ep{i}), reset_between=True, spec=None (a
         benchmark: its horizon and criteria), progress=None (a bar on a terminal),
         plus run_policy's policy_* / instruction / action_horizon / trace_dir /
@@ -482,35 +473,9 @@ class SimWorkcell:
                 raise ValueError(f"replay_episode: unknown parameters {sorted(unknown)}")
             recording = resolve_recording(repo_id, episode)
             robots = self.scene.robots()
-            if robot_name is None or robot_name == "":
-                recorded = recording.robot
-                robot_name = (
-                    recorded if recorded in robots else (robots[0] if len(robots) == 1 else None)
-                )
-                if robot_name is None:
-                    raise ValueError(
-                        f"robot_name=None: cannot pick the robot: recorded {recorded!r}, the scene has {robots}"
-                    )
-            actions = recording.actions
-            if not actions:
-                raise ValueError(f"repo_id={str(repo_id)!r}: the recorded episode has no actions")
-            if robot_name not in robots:
-                raise ValueError(
-                    f"robot_name={robot_name!r}: no such robot; the scene's robots are {robots}"
-                )
-            robot_keys = list(self.scene.robot_action_keys(robot_name))
-            if recording.source == "lerobot_dataset":
-                names = bind_dataset_names(
-                    recording.keys, robot_keys, where=f"repo_id={str(repo_id)!r}"
-                )
-                actions = [{names[k]: val for k, val in a.items()} for a in actions]
-            else:
-                foreign = sorted(set(recording.keys) - set(robot_keys))
-                if foreign:
-                    raise ValueError(
-                        f"repo_id={str(repo_id)!r}: recorded action keys {foreign} are not action keys of robot "
-                        f"{robot_name!r} ({sorted(robot_keys)})"
-                    )
+            robot_name, actions = replay_actions(
+                recording, robot_name, robots, self.scene.robot_action_keys, repo_id
+            )
             hz = recording.control_hz or 50.0
             seed = kwargs.pop("seed", None)
             if seed is None:
@@ -531,250 +496,8 @@ class SimWorkcell:
 
         plan.observers.append(watch)  # the episode's own bus: no other rollout's events
         out = self._execute(control, plan, self.runner, "run")
-        payload = next((b["json"] for b in out["content"] if "json" in b), None)
-        if payload is not None:
-            recorded = recording.final_qpos
-            payload["replayed_from"] = str(recording.path)
-            payload["replayed_source"] = recording.source
-            payload["replayed_episode"] = episode
-            payload["recorded_steps"] = len(actions)
-            payload["recorded_outcome"] = recording.outcome
-            divergence = None
-            if (
-                recorded is not None
-                and final.get("qpos") is not None
-                and len(recorded) == len(final["qpos"])
-            ):
-                divergence = max(
-                    (
-                        abs(float(a) - float(b))
-                        for a, b in zip(recorded, final["qpos"], strict=True)
-                    ),
-                    default=0.0,
-                )
-            payload["max_qpos_divergence"] = divergence
-            out["content"][0]["text"] += (
-                f"; replayed {len(actions)} recorded actions from {recording.path}"
-                + (f", final qpos divergence {divergence:.3g}" if divergence is not None else "")
-            )
+        annotate_replay(out, recording, episode, len(actions), final.get("qpos"))
         return out
-
-    # ------------------------------------------------------------------ operator
-
-    @property
-    def estopped(self) -> bool:
-        """Whether the workcell's e-stop is latched (estop() until clear_fault())."""
-        return self._estop.latched
-
-    def estop(self) -> dict[str, Any]:
-        """Latch the e-stop: every in-flight rollout's episode ends "estopped" at once (one
-        still queued or building its policy ends so at its first step) and runs no further
-        episode; every rollout call is refused, naming clear_fault(), until clear_fault()."""
-        with self._lock:
-            self._estop.latch("workcell estop()")
-            controls = list(self._inflight.values())
-        for c in controls:
-            c.estop()
-        robots = sorted({r for c in controls for r in c.robots})
-        text = "e-stop latched; " + (
-            f"estopping {', '.join(repr(r) for r in robots)}"
-            if robots
-            else "no rollout was running"
-        )
-        return envelope(
-            "success",
-            text + "; call clear_fault() to release it",
-            {"estopped": True, "robots": robots, "rollout_ids": [c.id for c in controls]},
-        )
-
-    def clear_fault(self, wait_s: float = 10.0) -> dict[str, Any]:
-        """Release the latched e-stop: rollouts may start again.
-
-        A rollout the e-stop ended is still in flight while it closes its trace, bag and
-        policy; this waits (at most `wait_s`) until each has, so that a start right after
-        this answer finds its robot free instead of "already running"."""
-        with self._lock:
-            ending = [c for c in self._inflight.values() if c.estopped]
-        deadline = time.monotonic() + wait_s
-        for c in ending:
-            c.done.wait(max(0.0, deadline - time.monotonic()))
-        was = self._estop.clear()
-        text = "e-stop cleared" if was else "no e-stop was latched"
-        closing = sorted({r for c in ending if not c.done.is_set() for r in c.robots})
-        if closing:
-            text += f"; still closing the e-stopped rollout on {', '.join(map(repr, closing))}"
-        return envelope(
-            "success", text, {"estopped": False, "was_estopped": was, "closing": closing}
-        )
-
-    def _operator_targets(self, robot_name: Any, param: str = "robot_name") -> list[RolloutControl]:
-        if robot_name is not None and not isinstance(robot_name, str):
-            raise ValueError(
-                f"{param}={robot_name!r}: must be a robot name, or None / '' for every rollout"
-            )
-        with self._lock:
-            return [c for c in self._inflight.values() if not robot_name or robot_name in c.robots]
-
-    def reset_done(self, robot_name: str | None = None) -> dict[str, Any]:
-        """Confirm the reset that the running episode on `robot_name` (None / "": every
-        running rollout) waits for. An error when no episode is running there."""
-        try:
-            controls = self._operator_targets(robot_name)
-        except ValueError as exc:
-            return error_envelope(str(exc))
-        confirmed = [c for c in controls if c.reset_done()]
-        robots = sorted({r for c in confirmed for r in c.robots})
-        if not robots:
-            where = f"on {robot_name!r}" if robot_name else "on this workcell"
-            return error_envelope(
-                f"reset_done: no episode is running {where}: no reset to confirm",
-                {"confirmed": []},
-            )
-        return envelope(
-            "success",
-            f"reset confirmed for {', '.join(repr(r) for r in robots)}",
-            {"confirmed": robots},
-        )
-
-    def verdict(
-        self, outcome: str, note: str = "", robot_name: str | None = None
-    ) -> dict[str, Any]:
-        """The operator's verdict ("success" or "failure") on the running episode on
-        `robot_name` (None / "": every running rollout), or, when none runs, on the episode
-        that ended last there (its record and trace are updated)."""
-        from robokernel_ros.kernel.operator import VERDICT_OUTCOMES
-
-        outcome = getattr(outcome, "value", outcome)
-        if outcome not in VERDICT_OUTCOMES:
-            return error_envelope(f"outcome={outcome!r}: must be one of {list(VERDICT_OUTCOMES)}")
-        if not isinstance(note, str):
-            return error_envelope(f"note={note!r}: must be a string")
-        try:
-            controls = self._operator_targets(robot_name)
-        except ValueError as exc:
-            return error_envelope(str(exc))
-        if not controls:
-            with self._lock:
-                last = [
-                    (self._last[robot]["finished_at"], control)
-                    for robot, control in self._last_control.items()
-                    if not robot_name or robot == robot_name
-                ]
-            if last:
-                controls = [max(last, key=lambda entry: entry[0])[1]]
-        given = [c for c in controls if c.verdict(outcome, note)]
-        robots = sorted({r for c in given for r in c.robots})
-        if not robots:
-            where = f"on {robot_name!r}" if robot_name else "on this workcell"
-            return error_envelope(
-                f"verdict: no episode has run {where}: nothing to judge", {"judged": []}
-            )
-        return envelope(
-            "success",
-            f"verdict {outcome} recorded for {', '.join(repr(r) for r in robots)}",
-            {"judged": robots, "outcome": outcome, "note": note},
-        )
-
-    # ------------------------------------------------------------------ benchmarks
-
-    def list_benchmarks(self) -> dict[str, Any]:
-        items = self.benchmarks.describe()
-        if not items:
-            text = "no benchmarks registered (register_builtin_benchmarks() adds the shipped ones)"
-        else:
-            text = "benchmarks: " + ", ".join(i["name"] for i in items)
-        return envelope("success", text, {"benchmarks": items})
-
-    def register_benchmark(self, spec: Mapping[str, Any], replace: bool = False) -> dict[str, Any]:
-        try:
-            v.check_flag("replace", replace)
-            name = self.benchmarks.register(spec, replace=replace)
-        except ValueError as exc:
-            return error_envelope(str(exc))
-        return envelope("success", f"registered benchmark {name!r}", {"name": name})
-
-    def register_builtin_benchmarks(self) -> dict[str, Any]:
-        names = self.benchmarks.register_builtins()
-        return envelope("success", f"registered {', '.join(names)}", {"registered": names})
-
-    @staticmethod
-    def builtin_benchmark_specs() -> dict[str, dict[str, Any]]:
-        """The shipped benchmark specs (copies, to fork)."""
-        return builtin_benchmark_specs()
-
-    # ------------------------------------------------------------------ scene
-
-    def get_features(self, robot_name: str) -> dict[str, Any]:
-        """The keys a robot expects (action keys = actuator names) and what it observes."""
-        try:
-            entry = self.scene.robot(robot_name)
-        except ValueError as exc:
-            return error_envelope(str(exc))
-        del entry
-        payload = {
-            "robot_name": robot_name,
-            "action_keys": list(self.scene.robot_action_keys(robot_name)),
-            "joint_names": list(self.scene.robot_joint_names(robot_name)),
-            "actuator_kinds": self.scene.robot_actuator_kinds(robot_name),
-            "cameras": list(self.scene.cameras()),
-        }
-        return envelope(
-            "success", f"{robot_name}: {len(payload['action_keys'])} action keys", payload
-        )
-
-    def scene_info(self) -> dict[str, Any]:
-        payload = {
-            "robots": self.scene.robots(),
-            "objects": self.scene.objects(),
-            "cameras": self.scene.cameras(),
-        }
-        return envelope(
-            "success", f"robots {payload['robots']}, objects {payload['objects']}", payload
-        )
-
-    def _mutate(self, operation: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        try:
-            getattr(self.scene, operation)(*args, **kwargs)
-        except (ValueError, TypeError, SceneBusyError) as exc:
-            return error_envelope(str(exc))
-        info = self.scene_info()
-        info["content"][0]["text"] = f"{operation} done; " + info["content"][0]["text"]
-        return info
-
-    def add_robot(self, name: str, model: str, **kwargs: Any) -> dict[str, Any]:
-        return self._mutate("add_robot", name, model, **kwargs)
-
-    def remove_robot(self, name: str) -> dict[str, Any]:
-        return self._mutate("remove_robot", name)
-
-    def add_object(self, name: str, **kwargs: Any) -> dict[str, Any]:
-        return self._mutate("add_object", name, **kwargs)
-
-    def remove_object(self, name: str) -> dict[str, Any]:
-        return self._mutate("remove_object", name)
-
-    def move_object(
-        self, name: str, pos: Sequence[float], quat: Sequence[float] | None = None
-    ) -> dict[str, Any]:
-        return self._mutate("move_object", name, pos, quat)
-
-    def add_camera(self, name: str, **kwargs: Any) -> dict[str, Any]:
-        return self._mutate("add_camera", name, **kwargs)
-
-    def remove_camera(self, name: str) -> dict[str, Any]:
-        return self._mutate("remove_camera", name)
-
-    def load_scene(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        return self._mutate("load_scene", path, **kwargs)
-
-    def set_gravity(self, gravity: Sequence[float]) -> dict[str, Any]:
-        return self._mutate("set_gravity", gravity)
-
-    def set_timestep(self, timestep: float) -> dict[str, Any]:
-        return self._mutate("set_timestep", timestep)
-
-    def reset(self, seed: int | None = None) -> dict[str, Any]:
-        return self._mutate("reset", seed)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -797,36 +520,3 @@ class SimWorkcell:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _episode_table(report: Mapping[str, Any]) -> str:
-    rows = [
-        (
-            e.get("episode"),
-            e.get("outcome"),
-            e.get("success"),
-            e.get("steps_advanced"),
-            e.get("actions_applied"),
-            e.get("total_reward"),
-            e.get("stopped_reason"),
-        )  # fmt: skip
-        for e in report.get("episodes", [])
-    ]
-    header = ("episode", "outcome", "success", "steps", "applied", "reward", "stopped_reason")
-    ci = report.get("success_rate_ci95")
-    if not ci:
-        return summary_table(rows, header)
-    # the summary row: the success rate with its 95 % (Wilson) interval
-    rows.append(
-        (
-            "all",
-            f"{report.get('successes')}/{report.get('n_episodes')} succeeded",
-            float(report.get("success_rate", 0.0)),
-            report.get("total_steps"),
-            report.get("actions_applied"),
-            float(report.get("avg_reward", 0.0)),
-            f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}]",
-        )
-    )
-    lines = summary_table(rows, header).splitlines()
-    return "\n".join([*lines[:-1], lines[1], lines[-1]])

@@ -11,6 +11,9 @@
 - `ros_env`: `RosRobotEnv`, a kernel Environment over ROS topics.
 - `remote_policy`: the `remote` policy provider.
 - `actions`: the runner's long calls as actions (goal, feedback, cancel).
+- `requests`: the runner's service requests as rollout API calls, envelopes as responses.
+- `lifecycle`: `LifecyclePeer`, another node's lifecycle state read and changed
+  (`<node>/get_state`, `<node>/change_state`), and `wait_active`.
 - `client`: `WorkcellClient`, the runner's API from Python; `cli`: `robokernel ros`.
 
 Import rule: this package imports the layers below it (kernel, safety, policies, envs,

@@ -116,8 +116,9 @@ class RunnerActions:
 
     handlers: call name -> the node's service handler `(request, response) -> response`
         (an action's goal and result have the request's and response's fields).
-    bus: the workcell's EventBus, for feedback. cancel: stops every rollout with hold,
-        reason "cancelled" (the workcell's `cancel`).
+    bus: returns the workcell's EventBus (None while there is none: the runner's scene
+        exists from configure to cleanup), for feedback. cancel: stops every rollout with
+        hold, reason "cancelled" (the workcell's `interrupt`).
     """
 
     def __init__(
@@ -125,7 +126,7 @@ class RunnerActions:
         node: Any,
         handlers: Mapping[str, Handler],
         *,
-        bus: Any,
+        bus: Callable[[], Any],
         cancel: Callable[[], Any],
         callback_group: Any = None,
     ) -> None:
@@ -166,7 +167,8 @@ class RunnerActions:
         t0 = time.monotonic()
         result = action_type.Result()
         progress = GoalProgress(getattr(goal_handle.request, "n_episodes", 1))
-        unsubscribe = self._bus.subscribe(progress.on_event, _COUNTED) if self._bus else None
+        bus = self._bus()
+        unsubscribe = bus.subscribe(progress.on_event, _COUNTED) if bus is not None else None
         done = threading.Event()
 
         def call() -> None:

@@ -132,6 +132,7 @@ class WorkcellClient:
         self._node = Node("robokernel_client", context=self._context)
         self._executor = SingleThreadedExecutor(context=self._context)
         self._executor.add_node(self._node)
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name="robokernel_client", daemon=True)
         self._thread.start()
         self._lock = threading.Lock()
@@ -146,7 +147,7 @@ class WorkcellClient:
         self.close()
 
     def _spin(self) -> None:
-        while self._context.ok():
+        while not self._stop.is_set() and self._context.ok():
             try:
                 self._executor.spin_once(timeout_sec=0.1)
             except Exception:  # noqa: BLE001 - the context is shutting down
@@ -155,12 +156,62 @@ class WorkcellClient:
                 raise
 
     def close(self) -> None:
-        """Destroy the node and its private context (in-flight goals are not cancelled)."""
-        if self._context.ok():
-            self._context.try_shutdown()
+        """Destroy the node and its private context (in-flight goals are not cancelled).
+        In rclpy's order: the spin thread stops, then the executor, the action clients, the
+        node, and last the context. A node left half-destroyed keeps its DDS participant:
+        the process's other participants then failed to discover a process that replaced
+        a killed one (test_nodes_lifecycle, one run in two)."""
+        self._stop.set()
         self._thread.join(timeout=5)
         self._executor.shutdown(timeout_sec=1)
+        # An action client holds its node: left alive, destroy_node only asks for the
+        # node's destruction, and the node and its DDS participant live on.
+        for action in self._actions.values():
+            action.destroy()
+        self._actions.clear()
+        self._services.clear()
+        self._goals.clear()
         self._node.destroy_node()
+        self._context.try_shutdown()
+        self._context.destroy()
+
+    def wait_until_ready(
+        self, timeout_s: float = 60.0, *, shield: bool = True, policy_server: bool = True
+    ) -> None:
+        """Wait until a call can start (nav2's waitUntilNav2Active): the runner's actions
+        are discovered, the safety_shield says "active" (`<ns>/safety_shield/state`: the
+        e-stop panel is live and released) and the policy server reports ready. Raises
+        TimeoutError naming what is not ready after `timeout_s`."""
+        from robokernel_interfaces.msg import ShieldState
+
+        from .qos import STATUS_QOS
+        from .transport import check_server_ready
+
+        deadline = time.monotonic() + timeout_s
+        self._action_client("eval_policy")  # raises TimeoutError when no runner answers
+        if shield:
+            states: list[Any] = []
+            sub = self._node.create_subscription(
+                ShieldState, self._name("safety_shield/state"), states.append, STATUS_QOS
+            )
+            try:
+                while not (states and states[-1].state == "active"):
+                    if time.monotonic() > deadline:
+                        why = f"{states[-1].state}: {states[-1].reason}" if states else "no state"
+                        raise TimeoutError(
+                            f"the safety_shield at {self._name('safety_shield')} is not active "
+                            f"within {timeout_s:g} s ({why})"
+                        )
+                    time.sleep(0.05)
+            finally:
+                self._node.destroy_subscription(sub)
+        if policy_server:
+            try:
+                check_server_ready(
+                    self._node, self.namespace, timeout_s=max(0.1, deadline - time.monotonic())
+                )
+            except RuntimeError as exc:
+                raise TimeoutError(str(exc)) from None
 
     # -- long calls (actions) --
 

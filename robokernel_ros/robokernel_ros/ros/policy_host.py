@@ -14,10 +14,12 @@ Parameters (both nodes): `provider`, `policy_config_json`, `checkpoint` (sets
 policy_config['path']), `device` (sets policy_config['device']), `action_keys`,
 `heartbeat_hz`, `plugin_modules` (imported before the provider is built).
 
-The policy is built once, in a loader thread started by `start_hosting`, with the
-rollout API's own provider registry (`preflight` then `create_policy`); the heartbeat
-(`~/status`, PolicyServerStatus) says `ready=false` with what is loading (or why the
-load failed) until it is done. The inference thread takes the observations itself,
+The policy is built by `load_policy` with the rollout API's own provider registry
+(`preflight` then `create_policy`): in the policy_server's configure transition (a
+lifecycle node), or in the served endpoint's loader thread that `start_hosting` starts.
+The heartbeat (`~/status`, PolicyServerStatus) says `ready=false` with what is loading,
+why the load failed or the lifecycle state until the policy is served; `detail`
+carries the load time. The inference thread takes the observations itself,
 without an executor in between: their subscription sits on a companion node
 `<name>_rx` (in `ros2 node list` too) that no executor spins.
 """
@@ -99,14 +101,18 @@ class PolicyHost(Node):
         self.ready = False
         self.detail = f"loading {self.provider} policy"
         self.chunks_served = 0
+        self.load_s: float | None = None  # the last load's duration (s)
         self._bound = False  # the policy is bound to its action keys
         self._stopping = False
         self._status_pub = self.create_publisher(PolicyServerStatus, "~/status", STATUS_QOS)
 
-    def start_hosting(self, observation_topic: str, observation_qos: Any) -> None:
+    def start_hosting(
+        self, observation_topic: str, observation_qos: Any, *, load: bool = True
+    ) -> None:
         """Take observations from `observation_topic` (relative names resolve as this
-        node's, remaps included) on the inference thread, start the heartbeat timer and
-        the loader thread."""
+        node's, remaps included) on the inference thread and start the heartbeat timer;
+        `load`: also load the policy now, in the loader thread (served mode; the
+        lifecycle policy_server loads it in its configure transition instead)."""
         self._rx_node = Node(
             f"{self.get_name()}_rx",
             namespace=self.get_namespace(),
@@ -123,8 +129,9 @@ class PolicyHost(Node):
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
         self._publish_status()
-        self._loader = threading.Thread(target=self._load, name="policy-load", daemon=True)
-        self._loader.start()
+        if load:
+            self._loader = threading.Thread(target=self._load, name="policy-load", daemon=True)
+            self._loader.start()
         self._worker = threading.Thread(target=self._serve, name="policy-infer", daemon=True)
         self._worker.start()
 
@@ -134,7 +141,10 @@ class PolicyHost(Node):
 
     # loading ------------------------------------------------------------------------------
 
-    def _load(self) -> None:
+    def load_policy(self) -> bool:
+        """Build the policy (plugin modules, preflight, create_policy); False when that
+        failed, with why in `detail` (the heartbeat and the log say it too). The load
+        time is `load_s` and is in `detail`."""
         from robokernel_ros.policies import create_policy, preflight
 
         started = time.monotonic()
@@ -150,12 +160,26 @@ class PolicyHost(Node):
             self.detail = f"loading the {self.provider} policy failed: {type(exc).__name__}: {exc}"
             self.get_logger().error(self.detail)
             self._publish_status()
-            return
+            return False
         self.policy = policy
         freeze_heap()  # the loaded model is never scanned by a collection again
-        self.ready = True
-        self.detail = f"{self.provider} policy loaded in {time.monotonic() - started:.2f} s"
+        self.load_s = time.monotonic() - started
+        self.detail = f"{self.provider} policy loaded in {self.load_s:.2f} s"
         self.get_logger().info(self.detail)
+        return True
+
+    def free_policy(self) -> None:
+        """Close and drop the policy (the next load builds it again)."""
+        policy, self.policy = self.policy, None
+        self._bound = False
+        close = getattr(policy, "close", None)
+        if close is not None:
+            close()
+
+    def _load(self) -> None:
+        """The loader thread of served mode: load, then serve."""
+        if self.load_policy():
+            self.ready = True
         self._publish_status()
 
     def _publish_status(self) -> None:
@@ -191,9 +215,7 @@ class PolicyHost(Node):
 
     def destroy_node(self) -> None:
         self.stop_hosting()
-        close = getattr(self.policy, "close", None)
-        if close is not None:
-            close()
+        self.free_policy()
         super().destroy_node()
 
 

@@ -8,8 +8,8 @@ The provider publishes each observation on `<ns>/observation` and waits for the
 synchronous evaluation). Chunks that answer an older request are dropped, so the
 kernel's aligned merge always works from the observation step the chunk was computed
 from. The server's heartbeat (`<ns>/policy_server/status`, `PolicyServerStatus`) is
-watched: creating the policy against a server that is not ready is refused with the
-server's own reason, and a chunk that does not come within `chunk_timeout_s` raises
+watched: creating the policy against a server that is not ready (a lifecycle
+policy_server is ready only while active) is refused with the server's own reason, and a chunk that does not come within `chunk_timeout_s` raises
 TimeoutError (the kernel's hold watchdog usually ends the episode first).
 
 The policy registry (policies.base) imports this module only when the provider

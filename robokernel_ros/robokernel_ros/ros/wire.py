@@ -59,23 +59,33 @@ def _image_msg(name: str, image: Any, out: Any = None) -> Any:
     """`image` as a sensor_msgs/Image; `out`: an Image to fill instead of a new one."""
     from sensor_msgs.msg import Image
 
-    array = np.ascontiguousarray(np.asarray(image))
-    if array.ndim == 2:
-        array = array[:, :, None]
-    if array.ndim != 3:
-        raise ValueError(f"image {name!r}: shape {array.shape} is not HxW or HxWxC")
-    encoding = _IMAGE_ENCODINGS.get((array.dtype.name, array.shape[2]))
+    frame = np.ascontiguousarray(np.asarray(image))
+    if frame.ndim == 2:
+        frame = frame[:, :, None]
+    if frame.ndim != 3:
+        raise ValueError(f"image {name!r}: shape {frame.shape} is not HxW or HxWxC")
+    encoding = _IMAGE_ENCODINGS.get((frame.dtype.name, frame.shape[2]))
     if encoding is None:
         raise ValueError(
-            f"image {name!r}: dtype {array.dtype} with {array.shape[2]} channels has no ROS encoding "
+            f"image {name!r}: dtype {frame.dtype} with {frame.shape[2]} channels has no ROS encoding "
             f"(supported: {sorted(_IMAGE_ENCODINGS)})"
         )
     msg = Image() if out is None else out
-    msg.height, msg.width = int(array.shape[0]), int(array.shape[1])
+    msg.height, msg.width = int(frame.shape[0]), int(frame.shape[1])
     msg.encoding = encoding
     msg.is_bigendian = 0
-    msg.step = int(array.strides[0])
-    msg.data = array.tobytes()
+    msg.step = int(frame.strides[0])
+    # One copy of the pixels: into the refilled message's own buffer when it has the
+    # size, else into a new array('B') the setter keeps as it is (tobytes() and the
+    # setter's array('B', bytes) were two).
+    pixels = memoryview(frame).cast("B")
+    data = msg.data
+    if isinstance(data, array.array) and len(data) == pixels.nbytes:
+        np.frombuffer(data, dtype=np.uint8)[:] = pixels
+    else:
+        data = array.array("B")
+        data.frombytes(pixels)
+        msg.data = data
     return msg
 
 
@@ -110,14 +120,15 @@ def image_from_msg(msg: Any) -> np.ndarray:
         raise ValueError(
             f"image encoding {msg.encoding!r} is not supported (supported: {sorted(_ENCODING_DTYPES)})"
         )
-    row = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+    row = np.frombuffer(msg.data, dtype=np.uint8).reshape(msg.height, msg.step)
     itemsize = np.dtype(dtype).itemsize
-    array = (
-        row[:, : msg.width * channels * itemsize]
-        .copy()
-        .view(dtype)
-        .reshape(msg.height, msg.width, channels)
-    )
+    pixels = row[:, : msg.width * channels * itemsize]
+    if msg.step != msg.width * channels * itemsize or not pixels.flags.writeable:
+        # padded rows, or read-only bytes: a copy of the pixels, the caller's own
+        pixels = pixels.copy()
+    # else a view of the message's own array('B') (writable, and kept alive by the
+    # view): no copy of the frame on the way in
+    array = pixels.view(dtype).reshape(msg.height, msg.width, channels)
     if msg.encoding == "bgr8":
         array = array[:, :, ::-1].copy()
     return array[:, :, 0] if channels == 1 else array

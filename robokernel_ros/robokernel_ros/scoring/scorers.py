@@ -214,7 +214,8 @@ class OutcomeScorer:
 
 
 class TimingScorer:
-    """holds, stale actions, effective control rate, chunk latency."""
+    """holds, stale actions, merges that dropped actions, effective control rate, the
+    commands' wall-clock span, chunk latency."""
 
     name = "timing"
 
@@ -244,6 +245,9 @@ class TimingScorer:
             for m in merges
             if isinstance(m.data.get("inference_s"), int | float)
         ]
+        # A chunk that came after its observation's step lost the actions the robot
+        # executed meanwhile (the aligned merge's `dropped`; none while it held).
+        dropped = [int(m.data.get("dropped") or 0) for m in merges]
         walls = [e.wall for e in acts]
         span = (max(walls) - min(walls)) if len(walls) > 1 else 0.0
         n = len(acts)
@@ -253,6 +257,9 @@ class TimingScorer:
             "stale_action_ratio": stale / n if n else 0.0,
             "mean_action_age_steps": float(np.mean(ages)) if ages else None,
             "chunks": len(merges),
+            "dropped_merges": sum(1 for d in dropped if d > 0),
+            "dropped_actions": sum(dropped),
+            "wall_span_s": span,
             "effective_control_hz": (n - 1) / span if span > 0 else None,
             "nominal_control_hz": control_hz(trace),
             "chunk_latency_p50_ms": None if not latencies else 1e3 * _percentile(latencies, 50),
@@ -263,8 +270,10 @@ class TimingScorer:
     def aggregate(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
         pooled = [x for e in episodes for x in e.get("_chunk_latencies_s", [])]
         out = _means(
-            episodes, ("holds", "hold_ratio", "stale_action_ratio", "effective_control_hz")
-        )
+            episodes,
+            ("holds", "hold_ratio", "stale_action_ratio", "dropped_merges", "dropped_actions",
+             "wall_span_s", "effective_control_hz"),
+        )  # fmt: skip
         out["total_holds"] = int(sum(e.get("holds", 0) for e in episodes))
         out["chunk_latency_p50_ms"] = None if not pooled else 1e3 * _percentile(pooled, 50)
         out["chunk_latency_p99_ms"] = None if not pooled else 1e3 * _percentile(pooled, 99)

@@ -30,6 +30,21 @@ def test_kind_filter_and_unsubscribe() -> None:
     assert bus.subscriber_count == 0
 
 
+def test_subscribers_changed_after_a_kind_was_published_take_effect_at_once() -> None:
+    # copy on write: a change made between two publishes applies to the second
+    bus = EventBus()
+    seen: list[tuple[str, int]] = []
+    bus.subscribe(lambda e: seen.append(("all", e.step)))
+    bus.publish(Event("action", 0))
+    off = bus.subscribe(lambda e: seen.append(("actions", e.step)), kinds=["action"])
+    bus.subscribe(lambda e: seen.append(("ends", e.step)), kinds=["episode.end"])
+    bus.publish(Event("action", 1))
+    off()
+    bus.publish(Event("action", 2))
+    bus.publish(Event("episode.end", 3))
+    assert seen == [("all", 0), ("all", 1), ("actions", 1), ("all", 2), ("all", 3), ("ends", 3)]
+
+
 def test_single_kind_string_is_one_kind() -> None:
     bus = EventBus()
     got: list[str] = []

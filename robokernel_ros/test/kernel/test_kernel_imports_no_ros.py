@@ -41,3 +41,22 @@ def test_loading_a_trace_imports_no_reader_outside_the_kernel(tmp_path) -> None:
     message, loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert "not a trace" in message and "run_dir" in message
     assert [m for m in loaded if m.startswith("robokernel_ros.recording")] == []
+
+
+def test_load_trace_of_a_bag_without_its_reader_says_what_to_import(tmp_path):
+    """A bag folder read with only the kernel imported: the error names the import to add."""
+    import subprocess
+    import sys
+
+    (tmp_path / "metadata.yaml").write_text("rosbag2_bagfile_information: {}\n")
+    code = (
+        "from robokernel_ros.kernel import load_trace\n"
+        "try:\n"
+        f"    load_trace({str(tmp_path)!r})\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "import robokernel_ros.recording" in out.stdout, out.stdout

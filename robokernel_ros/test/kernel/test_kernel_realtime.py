@@ -1,5 +1,5 @@
-"""Realtime timing: virtual-clock delay and aligned merge (property), holds, watchdog,
-determinism, the wall clock, and RTC hints."""
+"""Realtime timing: virtual-clock delay and the aligned merge (by the robot's progress
+along its plans: property), holds, watchdog, determinism, the wall clock, and RTC hints."""
 
 from __future__ import annotations
 
@@ -34,17 +34,37 @@ def record_events(runner: EpisodeRunner) -> list[Event]:
     return events
 
 
-def test_delay_steps_rounds_up_with_tolerance() -> None:
-    assert delay_steps(0.1, 50.0) == 5  # 0.1 * 50 = 5.000000000000001 in floats
-    assert delay_steps(0.101, 50.0) == 6
-    assert delay_steps(0.0, 50.0) == 0
-    assert delay_steps(0.3, 10.0) == 3
+def executed_between(events: list[Any], start: int, stop: int) -> int:
+    """Policy actions (not holds) the trace's `action` events executed at steps start..stop-1."""
+    return sum(
+        1 for e in events if e.kind == "action" and not e.data["hold"] and start <= e.step < stop
+    )
 
 
-def test_virtual_clock_merges_after_the_latency_and_holds_meanwhile() -> None:
+def chunk_row(action: dict[str, float]) -> tuple[int, int]:
+    """(the step the chunk was computed at, the row) of a `tagged` action."""
+    return round(action["j0"] * 1000), round(action["j1"] * 1000)
+
+
+def test_delay_steps_is_the_first_boundary_strictly_after_the_latency() -> None:
+    """As on the wall clock (bench/fidelity.py): a chunk is never merged in the step that
+    asked for it, and one that takes exactly k periods misses the k-th boundary."""
+    assert delay_steps(0.0, 50.0) == 1
+    assert delay_steps(0.001, 50.0) == 1
+    assert delay_steps(0.03, 50.0) == 2
+    assert delay_steps(0.08, 50.0) == 5  # 4 whole periods: merged at the 5th boundary
+    assert delay_steps(0.1, 50.0) == 6  # 0.1 * 50 = 5.000000000000001 in floats
+    assert delay_steps(0.099, 50.0) == 5
+    assert delay_steps(0.3, 10.0) == 4  # 0.3 * 10 = 3.0000000000000004
+    assert delay_steps(0.29, 100.0) == 30  # 0.29 * 100 = 28.999999999999996
+
+
+def test_first_chunk_starts_at_its_first_action_after_the_holds() -> None:
+    """The robot held while the first chunk was computed (it did not move), so the chunk
+    arriving d = 5 steps late drops nothing: it starts at its first action."""
     env = PointEnv(control_hz=50.0)
     runner = EpisodeRunner(
-        env, ScriptedAgent(tagged, chunk_size=8), timing=Timing("realtime", latency_s=0.1)
+        env, ScriptedAgent(tagged, chunk_size=8), timing=Timing("realtime", latency_s=0.09)
     )
     events = record_events(runner)
     record = runner.run(8)
@@ -54,20 +74,138 @@ def test_virtual_clock_merges_after_the_latency_and_holds_meanwhile() -> None:
     merge = next(e for e in events if e.kind == "chunk.merge")
     assert merge.step == 5 and merge.data["obs_step"] == 0 and merge.data["arrival_step"] == 5
     assert (
-        merge.data["dropped"] == 5 and merge.data["kept"] == 3 and merge.data["inference_s"] == 0.1
+        merge.data["dropped"] == 0 and merge.data["kept"] == 8 and merge.data["inference_s"] == 0.09
     )
-    assert [round(a["action"]["j1"] * 1000) for a in actions[5:]] == [5, 6, 7]
+    assert [chunk_row(a["action"]) for a in actions[5:]] == [(0, 0), (0, 1), (0, 2)]
+
+
+def test_a_refill_while_executing_drops_exactly_the_executed_actions() -> None:
+    """Chunks of 10 refilled at 5 left, d = 3: the robot executes queued actions during
+    every inference after the first, so each refill drops the 3 it executed meanwhile
+    (all the steps since its observation, as the clock-aligned rule did) and continues at
+    the row the robot has reached."""
+    runner = EpisodeRunner(
+        PointEnv(control_hz=50.0, limit=10.0),
+        ScriptedAgent(tagged, chunk_size=10),
+        timing=Timing("realtime", latency_s=0.05, refill_steps=5),
+    )
+    events = record_events(runner)
+    record = runner.run(40)
+    merges = [e.data for e in events if e.kind == "chunk.merge"]
+    assert len(merges) >= 5
+    assert merges[0]["dropped"] == 0 and record.holds == 3  # the first chunk's wait only
+    for m in merges[1:]:
+        assert m["arrival_step"] - m["obs_step"] == 3 == m["dropped"]
+        assert m["dropped"] == executed_between(events, m["obs_step"], m["arrival_step"])
+        first = next(e for e in events if e.kind == "action" and e.step == m["arrival_step"])
+        assert chunk_row(first.data["action"]) == (m["obs_step"], 3)
+
+
+def test_a_chunk_after_the_queue_ran_empty_drops_only_the_executed_actions(
+    tmp_path: Path,
+) -> None:
+    """Chunks of 6 refilled at 2 left, d = 5: the robot executes the 2 queued actions, then
+    holds 3 steps (it did not move), so the refill drops 2, not 5, and the first command
+    after the holds is the row after the last one executed. The recorded `dropped` is that
+    count."""
+    runner = EpisodeRunner(
+        PointEnv(control_hz=50.0, limit=10.0),
+        ScriptedAgent(tagged, chunk_size=6),
+        trace=TraceStore(tmp_path),
+        timing=Timing("realtime", latency_s=0.08, refill_steps=2),
+    )
+    record = runner.run(40)
+    trace = load_trace(record.trace_path)
+    events = trace.events
+    merges = [e.data for e in events if e.kind == "chunk.merge"]
+    assert len(merges) >= 3
+    assert merges[0]["dropped"] == 0 and merges[0]["kept"] == 6
+    for m in merges[1:]:
+        assert m["arrival_step"] - m["obs_step"] == 5
+        assert m["dropped"] == 2 == executed_between(events, m["obs_step"], m["arrival_step"])
+        assert m["kept"] == 4
+        first = next(e for e in events if e.kind == "action" and e.step == m["arrival_step"])
+        before = next(e for e in events if e.kind == "action" and e.step == m["arrival_step"] - 1)
+        assert before.data["hold"] and chunk_row(first.data["action"]) == (m["obs_step"], 2)
+    # 5 holds before the first chunk, then 3 before each refill (the last run may be cut
+    # short by the end of the episode)
+    holds = [e.data["hold"] for e in events if e.kind == "action"]
+    runs = [len(r) for r in "".join("h" if h else "." for h in holds).split(".") if r]
+    assert runs[0] == 5 and all(r == 3 for r in runs[1:-1]) and 1 <= runs[-1] <= 3
+    assert sum(runs) == record.holds
+
+
+def test_a_chunk_requested_on_an_empty_queue_drops_nothing() -> None:
+    """refill_steps=0: every chunk is asked for when the queue is empty, so the robot holds
+    through every inference and every chunk starts at its first action."""
+    runner = EpisodeRunner(
+        PointEnv(control_hz=50.0),
+        ScriptedAgent(tagged, chunk_size=4),
+        timing=Timing("realtime", latency_s=0.03),
+    )
+    events = record_events(runner)
+    runner.run(30)
+    merges = [e.data for e in events if e.kind == "chunk.merge"]
+    assert len(merges) >= 4 and all(m["dropped"] == 0 and m["kept"] == 4 for m in merges)
+    rows = [
+        chunk_row(e.data["action"])[1] for e in events if e.kind == "action" and not e.data["hold"]
+    ]
+    assert rows[:12] == [0, 1, 2, 3] * 3
+
+
+def test_the_first_command_out_of_a_hold_is_one_plan_increment_from_rest() -> None:
+    """A policy that plans 0.01 per step from the measured position: aligned by progress,
+    the command stream moves at most one increment per step through every hold and
+    merge (dropping by the clock made it jump d increments out of each hold)."""
+
+    def plan(obs: Any, step: int, i: int) -> dict[str, float]:
+        return {"j0": obs["j0"] + 0.01 * (i + 1), "j1": obs["j1"]}
+
+    for refill in (0, 2, 4):
+        env = PointEnv(control_hz=50.0, limit=10.0)
+        runner = EpisodeRunner(
+            env,
+            ScriptedAgent(plan, chunk_size=6),
+            timing=Timing("realtime", latency_s=0.08, refill_steps=refill),
+        )
+        record = runner.run(60, seed=3)
+        assert record.chunks >= 5 and record.holds > 5
+        j0 = [a["j0"] for a in env.received]  # every command, holds included
+        steps = [abs(b - a) for a, b in zip(j0, j0[1:], strict=False)]
+        assert max(steps) <= 0.01 + 1e-9, (refill, max(steps))
+        # each policy action advanced the plan by one increment, each hold by none
+        assert j0[-1] - j0[0] == pytest.approx(0.01 * (60 - record.holds))
+
+
+def test_a_chunk_with_no_latency_merges_at_the_next_step_as_on_the_wall_clock() -> None:
+    """latency_s=0 is the wall clock's quickest chunk: asked for at step s, merged at s + 1;
+    the step that asked runs what was queued: the first chunk's step held (nothing
+    dropped), a refill's step executed the one action left (dropped)."""
+    runner = EpisodeRunner(
+        PointEnv(control_hz=50.0),
+        ScriptedAgent(tagged, chunk_size=4),
+        timing=Timing("realtime", latency_s=0.0, refill_steps=1),
+    )
+    events = record_events(runner)
+    record = runner.run(8)
+    merges = [e.data for e in events if e.kind == "chunk.merge"]
+    assert [(m["obs_step"], m["arrival_step"], m["dropped"]) for m in merges[:2]] == [
+        (0, 1, 0),
+        (4, 5, 1),
+    ]
+    assert record.holds == 1  # step 0 only: later requests leave one action queued
 
 
 def test_refill_requests_while_actions_remain_and_none_in_flight() -> None:
     agent = ScriptedAgent(tagged, chunk_size=6)
     runner = EpisodeRunner(
-        PointEnv(control_hz=10.0), agent, timing=Timing("realtime", latency_s=0.2, refill_steps=3)
+        PointEnv(control_hz=10.0), agent, timing=Timing("realtime", latency_s=0.15, refill_steps=3)
     )
     record = runner.run(12)
-    # d = 2: the request of step 0 merges at 2 (2 dropped, 4 kept); at step 3 three remain
-    # (<= refill_steps), so the next request is made at 3 and merges at 5 before the queue runs dry.
-    assert [s for s, _ in agent.calls] == [0, 3, 6, 9]
+    # d = 2: the request of step 0 merges at 2 (the robot held: 0 dropped, 6 kept); at step
+    # 5 three remain (<= refill_steps), so the next request is made at 5 and merges at 7
+    # (2 executed meanwhile, dropped; 4 kept) before the queue runs dry; and so on.
+    assert [s for s, _ in agent.calls] == [0, 5, 8, 11]
     assert record.holds == 2  # only before the first chunk arrived
 
 
@@ -97,7 +235,9 @@ def test_property_aligned_merge(
     execution_steps: int | None,
     max_steps: int,
 ) -> None:
-    """An action executed at step t from a chunk computed at step s is that chunk's action t - s."""
+    """An action executed at step t from a chunk computed at step s is that chunk's row k,
+    k the policy actions (not holds) executed at steps s..t-1: the robot's progress along
+    its plans; each merge dropped those executed between its observation and its arrival."""
     env = PointEnv(control_hz=control_hz, limit=10.0)
     timing = Timing(
         "realtime",
@@ -118,13 +258,17 @@ def test_property_aligned_merge(
             if data["hold"]:
                 holds += 1
                 continue
-            s, index = round(data["action"]["j0"] * 1000), round(data["action"]["j1"] * 1000)
-            assert index == t - s
+            s, index = chunk_row(data["action"])
+            assert index == executed_between(events, s, t)
             assert index < (execution_steps or chunk_size)
         elif event.kind == "chunk.merge":
             data = event.data
-            assert data["arrival_step"] - data["obs_step"] == d == event.step - data["obs_step"]
-            assert data["dropped"] == min(d, len(data["actions"]))
+            obs_step, arrival = data["obs_step"], data["arrival_step"]
+            assert arrival - obs_step == d == event.step - obs_step
+            executed = executed_between(events, obs_step, arrival)
+            assert executed <= d
+            assert data["dropped"] == min(executed, len(data["actions"]))
+            assert data["kept"] == len(data["actions"]) - data["dropped"]
     assert holds == record.holds
     requests = sum(e.kind == "chunk.request" for e in events)
     merges = sum(e.kind == "chunk.merge" for e in events)
@@ -152,12 +296,13 @@ def test_virtual_clock_traces_are_deterministic(tmp_path: Path) -> None:
             trace=TraceStore(tmp_path),
             timing=timing,
         )
-        return runner.run(40, seed=7).trace_path
+        return runner.run(50, seed=7).trace_path
 
     first, second = run_once(), run_once()
     assert first != second
     assert _comparable(first) == _comparable(second)
     assert len(_comparable(first)) > 100
+    assert sum(kind == "chunk.merge" for _, kind, *_ in _comparable(first)) >= 5
 
 
 def test_measured_latency_on_the_virtual_clock() -> None:
@@ -168,7 +313,9 @@ def test_measured_latency_on_the_virtual_clock() -> None:
     runner.run(300)  # room for a loaded machine: the merge comes when the measured latency says
     merge = next(e for e in events if e.kind == "chunk.merge")
     assert merge.data["inference_s"] >= 0.05
-    assert merge.data["dropped"] == delay_steps(merge.data["inference_s"], 100.0) >= 5
+    delay = merge.data["arrival_step"] - merge.data["obs_step"]
+    assert delay == delay_steps(merge.data["inference_s"], 100.0) >= 5
+    assert merge.data["dropped"] == 0  # the first chunk: the robot held meanwhile
 
 
 def test_wall_clock_ticks_at_control_rate_and_measures_arrival() -> None:
@@ -183,20 +330,17 @@ def test_wall_clock_ticks_at_control_rate_and_measures_arrival() -> None:
     assert elapsed >= 29 / 50  # paced, not as fast as possible
     merges = [e for e in events if e.kind == "chunk.merge"]
     assert merges
+    assert merges[0].data["dropped"] == 0  # the robot held until the first chunk
     for merge in merges:
         data = merge.data
-        assert (
-            data["arrival_step"] == merge.step
-            and data["dropped"] == data["arrival_step"] - data["obs_step"]
-        )
-        assert data["inference_s"] >= 0.05 and data["dropped"] >= 2  # 50 ms at 50 Hz is 2.5 steps
+        obs_step, arrival = data["obs_step"], data["arrival_step"]
+        assert arrival == merge.step
+        assert data["dropped"] == executed_between(events, obs_step, arrival)
+        assert data["inference_s"] >= 0.05 and arrival - obs_step >= 2  # 50 ms at 50 Hz: 2.5 steps
     for event in events:
         if event.kind == "action" and not event.data["hold"]:
-            s, index = (
-                round(event.data["action"]["j0"] * 1000),
-                round(event.data["action"]["j1"] * 1000),
-            )
-            assert index == event.step - s
+            s, index = chunk_row(event.data["action"])
+            assert index == executed_between(events, s, event.step)
 
 
 def test_wall_clock_timeout_is_detected_while_in_flight() -> None:
@@ -212,11 +356,12 @@ def test_wall_clock_timeout_is_detected_while_in_flight() -> None:
 
 def test_rtc_agent_receives_queued_actions_and_delay() -> None:
     agent = ScriptedAgent(tagged, chunk_size=6, supports_rtc=True)
-    timing = Timing("realtime", latency_s=0.2, refill_steps=3)
+    timing = Timing("realtime", latency_s=0.15, refill_steps=3)
     EpisodeRunner(PointEnv(control_hz=10.0), agent, timing=timing).run(6)
     (s0, first), (s1, second) = agent.calls[:2]
     assert first == {"queued_actions": [], "delay_steps": 2}
-    assert s1 == 3 and second["delay_steps"] == 2
+    # the first chunk starts at its first action (merged at 2), so 3 remain at step 5
+    assert s1 == 5 and second["delay_steps"] == 2
     assert [round(a["j1"] * 1000) for a in second["queued_actions"]] == [3, 4, 5]
 
     plain = ScriptedAgent(tagged, chunk_size=6)
@@ -237,9 +382,15 @@ def test_bus_events_reach_a_live_subscriber_in_realtime() -> None:
 @pytest.mark.parametrize("mode", ["sync", "realtime"])
 def test_sync_and_realtime_both_respect_execution_steps(mode: str) -> None:
     agent = ScriptedAgent(tagged, chunk_size=8)
-    env = PointEnv()
-    EpisodeRunner(env, agent, timing=Timing(mode, execution_steps=3, latency_s=0.0)).run(9)  # type: ignore[arg-type]
-    assert max(round(a["j1"] * 1000) for a in env.received) == 2
+    runner = EpisodeRunner(
+        PointEnv(),
+        agent,
+        timing=Timing(mode, execution_steps=3, latency_s=0.0),  # type: ignore[arg-type]
+    )
+    events = record_events(runner)
+    runner.run(9)
+    executed = [e.data["action"] for e in events if e.kind == "action" and not e.data["hold"]]
+    assert len(executed) >= 6 and max(round(a["j1"] * 1000) for a in executed) == 2
 
 
 def test_sync_on_the_wall_clock_is_paced_at_control_rate() -> None:

@@ -79,6 +79,21 @@ def test_run_directory_layout_and_round_trip(tmp_path: Path) -> None:
     assert store.runs() == [run]
 
 
+def test_meta_json_comes_with_episode_start_or_at_close(tmp_path: Path) -> None:
+    store = TraceStore(tmp_path)
+    writer = store.open_run()
+    meta = writer.path / "meta.json"
+    assert not meta.exists()  # written with the first event, not also before it
+    writer(Event("episode.start", 0, {"seed": 4}, seq=0))
+    assert json.loads(meta.read_text()) == {"run_id": writer.run_id, "seed": 4}
+    writer.close()
+    bare = store.open_run()  # no episode.start ever came: meta.json still left at close
+    bare(Event("action", 0, {}, seq=0))
+    bare.close()
+    assert json.loads((bare.path / "meta.json").read_text()) == {"run_id": bare.run_id}
+    assert load_trace(bare.path).meta["run_id"] == bare.run_id
+
+
 def test_live_event_keeps_its_array(tmp_path: Path) -> None:
     writer = TraceStore(tmp_path).open_run("fixed-id")
     event = _events("fixed-id")[1]

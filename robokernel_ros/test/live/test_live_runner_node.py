@@ -45,7 +45,8 @@ def _call(request: RunPolicy.Request, timeout_s: float = 60.0) -> RunPolicy.Resp
 def test_a_client_of_the_node_sees_each_run_policy_call(processes, tmp_path):
     port = _free_port()
     proc = processes.python("runner_live", "robokernel_ros.nodes.runner", "--ros-args", "-r", f"__ns:={NS}",
-                            "-p", "robot:=so101", "-p", f"trace_dir:={tmp_path}", "-p", f"foxglove_port:={port}")  # fmt: skip
+                            "-p", "robot:=so101", "-p", f"trace_dir:={tmp_path}", "-p", f"foxglove_port:={port}",
+                            "-p", "autostart:=true")  # fmt: skip
     client = FoxgloveClient(port, deadline_s=60.0)  # the server is up as soon as the node is
     channels = client.wait_for({JOINTS_TOPIC, LOG_TOPIC, PROGRESS_TOPIC}, deadline_s=60.0)
     assert {JOINTS_TOPIC, LOG_TOPIC, PROGRESS_TOPIC} <= set(channels), processes.log(proc)

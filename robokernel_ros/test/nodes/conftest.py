@@ -1,10 +1,15 @@
-"""Fixtures of the node tests: a ROS client in the test process, and the workcell graph as processes."""
+"""Fixtures of the node tests: a ROS client in the test process (`ros`), the runner node
+with a simulated robot as a process (`sim_runner`), and `peer` for the safety_shield tests
+(helpers in shield_harness.py)."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,6 +89,7 @@ class RosClient:
         self.executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
+        self.context.destroy()
 
 
 @pytest.fixture
@@ -93,3 +99,51 @@ def ros() -> Iterator[RosClient]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def sim_runner(processes, tmp_path) -> Callable[..., tuple[Any, Path]]:
+    """Start the runner node as a process: env=sim (the MuJoCo SO-101 in-process) with the
+    robot "arm", traces and bags in tmp_path/runs, in `namespace`.
+
+        proc, trace_dir = sim_runner("/rk_runner")
+        proc, _ = sim_runner("/rk_lc", "server_ready_timeout_s:=1.0", autostart=False)
+
+    `params` are further `name:=value` parameters. With autostart (the default) the node
+    configures and activates itself before it answers any call, so a request that reaches
+    it is served by an active runner; without, it waits unconfigured for ~/change_state.
+    """
+
+    def start(namespace: str, *params: str, autostart: bool = True) -> tuple[Any, Path]:
+        trace_dir = tmp_path / "runs"
+        args = ["--ros-args", "-r", f"__ns:={namespace}"]
+        for item in ("env:=sim", "robot:=so101", "robot_name:=arm", f"trace_dir:={trace_dir}",
+                     f"autostart:={str(autostart).lower()}", *params):  # fmt: skip
+            args += ["-p", item]
+        name = f"runner{namespace.replace('/', '_')}"
+        return processes.python(name, "robokernel_ros.nodes.runner", *args), trace_dir
+
+    return start
+
+
+_peer_domains = itertools.count(1)
+
+
+@pytest.fixture
+def peer(monkeypatch) -> Iterator[Any]:
+    """The test process as one real ROS node, in its own rclpy context (shield_harness.Peer),
+    on a DDS domain of this test's own: the processes the test starts inherit it, so no
+    participant of an earlier test (a SIGKILLed shield, runner or panel that discovery
+    still lists until its lease runs out) shares the shield tests' topics."""
+    from shield_harness import Peer
+
+    run_domain = int(os.environ["ROS_DOMAIN_ID"])
+    domain = 1 + (run_domain + next(_peer_domains)) % 101  # 1..101, never the run's own
+    if domain == run_domain:
+        domain = 1 + (run_domain + next(_peer_domains)) % 101
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
+    p = Peer()
+    try:
+        yield p
+    finally:
+        p.close()

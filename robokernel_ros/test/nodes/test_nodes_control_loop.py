@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("rclpy")
 
 from robokernel_ros.demo import NAMESPACE, workcell_graph  # noqa: E402
+from robokernel_ros.ros.lifecycle import wait_active  # noqa: E402
 from robokernel_ros.ros.qos import EVENTS_QOS, SENSOR_QOS  # noqa: E402
-from robokernel_ros.ros.transport import check_server_ready  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
 from robokernel_interfaces.msg import KernelEvent  # noqa: E402
@@ -35,7 +35,8 @@ def test_eval_on_the_robot_keeps_its_period_and_services_answer_meanwhile(
     events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
     states = ros.collect(JointState, "/joint_states", SENSOR_QOS)
     assert ros.wait_for(EvalPolicy, f"{NS}/eval_policy", 60), processes.log(procs["runner"])
-    check_server_ready(ros.node, NS, timeout_s=60)
+    for name in ("policy_server", "runner"):  # the graph is up once both say active
+        wait_active(ros.node, f"{NS}/{name}", timeout_s=60)
     # The robot is up (a loaded machine starts sim_robot last; the episode would end
     # env_error after the runner's 2 s state_timeout).
     assert ros.wait_until(lambda: states, 60), processes.log(procs["sim_robot"])

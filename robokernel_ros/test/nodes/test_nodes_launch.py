@@ -39,6 +39,11 @@ def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
     ]  # fmt: skip
 
 
+def _nodes(tree: ast.AST) -> list[ast.Call]:
+    """Every launch_ros Node and LifecycleNode action."""
+    return _calls(tree, "Node") + _calls(tree, "LifecycleNode")
+
+
 def _kw(call: ast.Call, name: str) -> ast.AST | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
@@ -57,7 +62,7 @@ def test_every_launch_file_is_checked_and_installed() -> None:
 def test_launch_file_is_consistent(launch_file: str) -> None:
     tree = _parse(launch_file)
     scripts = _console_scripts()
-    nodes = _calls(tree, "Node")
+    nodes = _nodes(tree)
     assert nodes, "no Node in the launch file"
     for node in nodes:
         executable = ast.literal_eval(_kw(node, "executable"))
@@ -84,7 +89,7 @@ def test_launch_file_is_consistent(launch_file: str) -> None:
 )
 def test_the_process_graph_is_the_launch_graph(launch_file: str, sim: bool) -> None:
     tree = _parse(launch_file)
-    launched = sorted(ast.literal_eval(_kw(n, "executable")) for n in _calls(tree, "Node"))
+    launched = sorted(ast.literal_eval(_kw(n, "executable")) for n in _nodes(tree))
     graph = workcell_graph(trace_dir="runs", sim=sim)
     assert sorted(n.executable for n in graph) == launched
     yaml_names = {
@@ -144,3 +149,33 @@ def test_config_files_are_ros_parameter_files() -> None:
             assert params, path.name
             if "policy_config_json" in params:
                 assert isinstance(json.loads(params["policy_config_json"]), dict), path.name
+
+
+@pytest.mark.parametrize("launch_file", ["sim_workcell.launch.py", "workcell.launch.py"])
+def test_the_lifecycle_nodes_are_brought_up_in_order(launch_file: str) -> None:
+    """policy_server then runner, as launch_ros LifecycleNodes with their autostart off
+    (the launch file drives their transitions), handed to _bring_up_in_order in that
+    order; the config files autostart them for the process graph (demo, tests)."""
+    import yaml
+
+    tree = _parse(launch_file)
+    lifecycle = {ast.literal_eval(_kw(n, "executable")): n for n in _calls(tree, "LifecycleNode")}
+    assert set(lifecycle) == {"policy_server", "runner"}
+    for node in lifecycle.values():
+        overrides = [d for d in ast.walk(_kw(node, "parameters")) if isinstance(d, ast.Dict)]
+        assert any(
+            ast.literal_eval(k) == "autostart" and ast.literal_eval(v) is False
+            for d in overrides
+            for k, v in zip(d.keys, d.values, strict=True)
+        ), ast.dump(node)
+    (order,) = _calls(tree, "_bring_up_in_order")
+    assert [e.id for e in order.args[0].elts] == ["policy_server", "runner"]
+    text = (LAUNCH / launch_file).read_text()
+    for needle in ("OnStateTransition", 'start_state="configuring"', 'start_state="activating"',
+                   "TRANSITION_CONFIGURE", "TRANSITION_ACTIVATE"):  # fmt: skip
+        assert needle in text, needle
+    for node in workcell_graph(trace_dir="runs", sim=launch_file.startswith("sim")):
+        if node.executable in ("policy_server", "runner", "safety_shield"):
+            for name in node.params_files:
+                params = yaml.safe_load((CONFIG / name).read_text())["/**"]["ros__parameters"]
+                assert params.get("autostart") is True, name

@@ -13,18 +13,23 @@ pytest.importorskip("rclpy")
 
 from robokernel_ros.policies import create_policy  # noqa: E402
 from robokernel_ros.ros import wire  # noqa: E402
+from robokernel_ros.ros.lifecycle import wait_active  # noqa: E402
 from robokernel_ros.ros.remote_policy import RemotePolicy  # noqa: E402
-from robokernel_ros.ros.transport import (  # noqa: E402
-    DirectReader,
-    check_server_ready,
-    close_private_link,
-)
+from robokernel_ros.ros.transport import DirectReader, close_private_link  # noqa: E402
 
 SERVER = "robokernel_ros.nodes.policy_server"
 
 
 def _server(processes, ns: str, provider: str, config: dict | None = None, *extra: str):
-    args = ["--ros-args", "-r", f"__ns:={ns}", "-p", f"provider:={provider}"]
+    args = [
+        "--ros-args",
+        "-r",
+        f"__ns:={ns}",
+        "-p",
+        f"provider:={provider}",
+        "-p",
+        "autostart:=true",
+    ]
     if config is not None:
         args += ["-p", f"policy_config_json:='{json.dumps(config)}'"]
     for item in extra:
@@ -183,7 +188,7 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
     ns = "/ps_steps_async" if async_rtc else "/ps_steps_sync"
     server = _server(processes, ns, "mock", {"execution_horizon": 8})
     wire_chunks = ros.collect(ActionChunk, f"{ns}/action_chunk", CHUNK_QOS)
-    check_server_ready(ros.node, ns, timeout_s=30)
+    wait_active(ros.node, f"{ns}/policy_server", timeout_s=30)
     assert ros.wait_until(lambda: ros.node.count_publishers(f"{ns}/action_chunk") >= 1, 10)
     time.sleep(0.5)  # the collector matches the server's publisher
     cell = SimWorkcell(trace_dir=tmp_path / "runs", bag=False)
@@ -301,7 +306,7 @@ def test_chunk_stamps_follow_the_servers_clock() -> None:
     rclpy.init(context=context)
     server = PolicyServer(context=context)
     try:
-        server._loader.join(timeout=30)  # the policy is loaded and announced
+        server.autostart()  # configure loads the policy, activate serves it
         assert server.ready, server.detail
         obs = wire.observation_to_msg({"joint_positions": {"a": 0.0}}, run_id="r", step=3)
         before = time.time_ns()

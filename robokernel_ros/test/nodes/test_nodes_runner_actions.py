@@ -20,24 +20,8 @@ PACED = {"fast_mode": False, "control_frequency": 50.0}  # wall-clock episodes: 
 
 
 @pytest.fixture
-def runner(processes, tmp_path):
-    trace_dir = tmp_path / "runs"
-    proc = processes.python(
-        "runner",
-        "robokernel_ros.nodes.runner",
-        "--ros-args",
-        "-r",
-        f"__ns:={NS}",
-        "-p",
-        "env:=sim",
-        "-p",
-        "robot:=so101",
-        "-p",
-        "robot_name:=arm",
-        "-p",
-        f"trace_dir:={trace_dir}",
-    )
-    return proc, trace_dir
+def runner(sim_runner):
+    return sim_runner(NS)
 
 
 @pytest.fixture
@@ -181,3 +165,13 @@ def test_robokernel_ros_on_the_shell(cell) -> None:
     ran = shell("run_policy", "robot_name=arm", "n_steps=5", "--json")
     assert ran.returncode == 0, ran.stderr
     assert '"actions_applied": 5' in ran.stdout
+
+
+def test_wait_until_ready_names_what_is_not_ready(cell) -> None:
+    """The runner answers, but this graph has no shield and no policy server: each wait
+    ends with a TimeoutError naming the missing part; without them it returns."""
+    cell.wait_until_ready(timeout_s=10.0, shield=False, policy_server=False)
+    with pytest.raises(TimeoutError, match=rf"safety_shield at {NS}/safety_shield is not active"):
+        cell.wait_until_ready(timeout_s=0.5)
+    with pytest.raises(TimeoutError, match="policy server"):
+        cell.wait_until_ready(timeout_s=0.5, shield=False)

@@ -31,21 +31,8 @@ TINY_SPEC = {
 
 
 @pytest.fixture
-def runner(processes, tmp_path, ros):
-    trace_dir = tmp_path / "runs"
-    proc = processes.python(
-        "runner",
-        "robokernel_ros.nodes.runner",
-        "--ros-args",
-        "-r",
-        f"__ns:={NS}",
-        "-p",
-        "robot:=so101",
-        "-p",
-        "robot_name:=arm",
-        "-p",
-        f"trace_dir:={trace_dir}",
-    )
+def runner(sim_runner, processes, ros):
+    proc, trace_dir = sim_runner(NS)
     assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), processes.log(proc)
     return proc, trace_dir
 

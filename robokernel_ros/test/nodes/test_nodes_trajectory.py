@@ -73,7 +73,7 @@ def test_runner_drives_sim_robot_through_the_shield_with_joint_trajectories(
         robot_name="arm",
         policy_provider="scripted",
         policy_config_json=json.dumps(config),
-        n_steps=120,
+        n_steps=240,
     )
     response = ros.call(RunPolicy, f"{NS}/run_policy", request, timeout_s=120)
     assert response.ok, (response.message, processes.log(procs["runner"]))
@@ -88,11 +88,12 @@ def test_runner_drives_sim_robot_through_the_shield_with_joint_trajectories(
     assert shield[-1].passed + shield[-1].clipped > 0 and shield[-1].refused == 0
     assert ros.wait_until(lambda: states, 5)
     measured = dict(zip(states[-1].name, states[-1].position, strict=False))
-    # The robot moved toward the targets (from 0). On this path the shield rate-limits a
-    # trajectory's first point against the measured state, which lags the servo targets,
-    # so within 120 steps the arm is on its way rather than settled.
+    # The robot moved toward the targets (from 0). The shield judges each trajectory from
+    # the one it replaces (the controller's desired state), not from the measured state
+    # that lags it, so the commands reach the targets within a few dozen steps and the
+    # arm follows (it once crawled to 0.035 of 0.4 in 240 steps when the lag limited it).
     for joint, target in TARGET.items():
-        assert 0.05 < measured[joint] < target + 0.15, measured
+        assert target / 2 < measured[joint] < target + 0.15, measured
     times = [
         p.time_from_start.sec + p.time_from_start.nanosec * 1e-9
         for t in trajectories

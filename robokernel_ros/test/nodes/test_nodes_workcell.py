@@ -16,8 +16,8 @@ import robokernel_ros.recording  # noqa: E402, F401 - registers the rosbag2 read
 from robokernel_ros.demo import NAMESPACE, workcell_graph  # noqa: E402
 from robokernel_ros.kernel import load_trace  # noqa: E402
 from robokernel_ros.nodes.runner import EVENTS_QOS  # noqa: E402
+from robokernel_ros.ros.lifecycle import wait_active  # noqa: E402
 from robokernel_ros.ros.qos import STATUS_QOS  # noqa: E402
-from robokernel_ros.ros.transport import check_server_ready  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from robokernel_interfaces.msg import KernelEvent, ShieldState  # noqa: E402
@@ -35,7 +35,8 @@ def workcell(processes, tmp_path, ros):
     events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
     shield = ros.collect(ShieldState, f"{NS}/safety_shield/state", STATUS_QOS)
     assert ros.wait_for(StartPolicy, f"{NS}/start_policy", 60), processes.log(procs["runner"])
-    check_server_ready(ros.node, NS, timeout_s=60)
+    for name in ("policy_server", "runner"):  # the graph is up once both say active
+        wait_active(ros.node, f"{NS}/{name}", timeout_s=60)
     assert ros.wait_until(lambda: shield and shield[-1].state == "active", 30), processes.log(
         procs["safety_shield"]
     )
@@ -151,7 +152,7 @@ def test_policy_server_killed_mid_episode_ends_in_watchdog_and_the_next_rollout_
     # a server back on the same namespace: the next rollout works
     server = next(n for n in workcell_graph(trace_dir=str(trace_dir)) if n.name == "policy_server")
     processes.start("policy_server_again", server.argv())
-    check_server_ready(ros.node, NS, timeout_s=60)
+    wait_active(ros.node, f"{NS}/policy_server", timeout_s=60)
     again = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
         robot_name="arm", policy_provider="remote", n_steps=40, async_rtc=1), timeout_s=60)  # fmt: skip
     assert again.ok, again.message

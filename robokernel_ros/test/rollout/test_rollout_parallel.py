@@ -102,6 +102,8 @@ def test_a_killed_worker_has_its_episode_retried(cell):
     assert progress, "no episode finished"
     victims = ray_worker_pids()
     assert len(victims) >= 2
+    # the local instance's workers run at this process's priority (Ray's default: 15 nicer)
+    assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in victims} == {os.nice(0)}
     os.kill(victims[0], signal.SIGKILL)
     thread.join(timeout=120)
     assert not thread.is_alive()

@@ -328,3 +328,30 @@ def test_a_request_names_an_unknown_parameter_and_plans_on_the_scene_robots():
     assert plan.robots == ("arm",) and plan.n_steps == 3 and plan.policies["arm"][0] == "mock"
     plan = EvalRequest(n_episodes=2).plan(robots=["solo"])  # the sole robot, auto-resolved
     assert plan.robot == "solo" and plan.n_episodes == 2 and plan.n_steps == 300
+
+
+def test_a_checked_request_holds_its_normalised_values_in_its_fields(tmp_path):
+    from pathlib import Path
+
+    from robokernel_ros.rollout import EvalRequest, MultiRequest, RunRequest
+    from robokernel_ros.tasks.predicates import Criterion
+
+    def seen(*_):
+        return None
+
+    run = RunRequest(robot_name="arm", max_steps=4, control_frequency=20, observer=seen,
+                     trace_dir=str(tmp_path), stop_when=lambda ctx: False)  # fmt: skip
+    assert (run.n_steps, run.max_steps, run.duration, run.control_frequency) == (4, None, 0.2, 20.0)
+    assert run.observer == [seen] and isinstance(run.trace_dir, Path) and run.bag == "mcap"
+    assert run.policy_config == {} and run.policy_kwargs == {}
+    assert [type(c) for c in run.stop_when] == [Criterion]
+    plan = run.plan(robots=["arm"])
+    assert plan.observers == [seen] and plan.trace_dir == run.trace_dir and plan.n_steps == 4
+    ev = EvalRequest(success_fn=seen, ray_address=" auto ", trace_dir=None, max_wait_ms=5)
+    assert isinstance(ev.success_fn, Criterion) and ev.ray_address == "auto"
+    assert ev.max_wait_ms == 5.0 and isinstance(ev.max_wait_ms, float) and ev.bag is None
+    multi = MultiRequest(policies={"a": "mock", "b": "mock"}, instructions={"a": "go"},
+                         action_horizon={"b": 3}, trace_dir=None)  # fmt: skip
+    assert multi.policies == {"a": ("mock", {}, None), "b": ("mock", {}, None)}
+    assert multi.instructions == {"a": "go", "b": ""} and multi.action_horizon == {"a": 8, "b": 3}
+    assert multi.plan(robots=["a", "b"]).action_horizons == {"a": 8, "b": 3}

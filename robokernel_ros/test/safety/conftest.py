@@ -1,4 +1,4 @@
-"""Fixtures of the safety tests: the shield tests' harness (test/shield/shield_harness.py)
+"""Fixtures of the safety tests: the shield tests' harness (test/nodes/shield_harness.py)
 for the test that starts a shield against each fixture file."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shield"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nodes"))
 
 
 @pytest.fixture

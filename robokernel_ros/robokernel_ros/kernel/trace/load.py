@@ -75,7 +75,19 @@ def load_trace(path: str | Path) -> Trace:
     for _, accepts, loader in _LOADERS:
         if accepts(p):
             return loader(p)
-    raise ValueError(f"path={str(path)!r}: not a trace (readers: {', '.join(trace_loaders())})")
+    hint = ""
+    if "rosbag2" not in trace_loaders() and _looks_like_bag(p):
+        hint = "; it looks like a rosbag2 folder: import robokernel_ros.recording to read bags"
+    raise ValueError(
+        f"path={str(path)!r}: not a trace (readers: {', '.join(trace_loaders())}){hint}"
+    )
+
+
+def _looks_like_bag(p: Path) -> bool:
+    """A rosbag2 folder or file by its names (metadata.yaml, .mcap, .db3), read by no one yet."""
+    if p.is_dir():
+        return (p / "metadata.yaml").is_file() or any(p.glob("*.mcap")) or any(p.glob("*.db3"))
+    return p.suffix in (".mcap", ".db3")
 
 
 def _is_run_dir(path: Path) -> bool:

@@ -100,7 +100,9 @@ class RunWriter:
         self._max_queued_images = max_queued_images
         self._last_flush = time.monotonic()
         self._image_dirs: dict[str, str] = {}
-        self._write_meta()
+        # meta.json is written at episode.start (the first event), at episode.end, and at
+        # close when neither came; load_trace rebuilds a missing one from the events.
+        self._meta_written = False
 
     def __call__(self, event: Event) -> None:
         self.write(event)
@@ -108,13 +110,12 @@ class RunWriter:
     def write(self, event: Event) -> None:
         if self.failed or self.closed:
             return
-        data = event.data
         kind = event.kind
-        if kind == OBSERVATION and "images" in data:
-            data = {**data, "images": self._save_images(event.step, data["images"])}
+        if kind == OBSERVATION and "images" in event.data:
+            data = {**event.data, "images": self._save_images(event.step, event.data["images"])}
             line = line_with_data(event, data)
         else:  # shared with the other subscribers (the bag mirror): encoded once
-            line = event_line(event)
+            line = event.line or event_line(event)
         try:
             with self._lock:
                 self._file.write(line)
@@ -122,17 +123,20 @@ class RunWriter:
                 if now - self._last_flush >= self.flush_interval_s:
                     self._file.flush()
                     self._last_flush = now
-            if kind == EPISODE_START:
-                self._meta = {"run_id": self.run_id, **event.data}
-                self._write_meta()
-            elif kind == EPISODE_END:
-                self._meta.update(event.data)
-                self._write_meta()
+            if kind in (EPISODE_START, EPISODE_END):
+                self._episode_meta(event)
         except OSError:
             self.failed = True
             _log.exception(
                 "trace writer for %s failed; the rest of the episode is not recorded", self.path
             )
+
+    def _episode_meta(self, event: Event) -> None:
+        if event.kind == EPISODE_START:
+            self._meta = {"run_id": self.run_id, **event.data}
+        else:
+            self._meta.update(event.data)
+        self._write_meta()
 
     def _save_images(self, step: int, images: Any) -> dict[str, str]:
         if self._images is None:
@@ -152,6 +156,7 @@ class RunWriter:
         tmp = self.path / (META_FILE + ".tmp")
         tmp.write_bytes(dumps_pretty(self._meta))
         tmp.replace(self.path / META_FILE)
+        self._meta_written = True
 
     def flush(self) -> None:
         with self._lock:
@@ -166,6 +171,8 @@ class RunWriter:
             self.closed = True
             try:
                 self._file.close()
+                if not self._meta_written and not self.failed:
+                    self._write_meta()
             except OSError:
                 _log.exception("closing %s failed", self.path / EVENTS_FILE)
         if self._images is not None:

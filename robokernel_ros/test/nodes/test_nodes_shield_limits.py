@@ -1,6 +1,6 @@
 """Limit loading in the node: joint_limits.* parameters with a URDF, refusals that name
-the parameter, robot_description_topic failing closed, the rate guards' interval.
-(The parsing itself: test/safety/.)"""
+the parameter, robot_description_topic failing closed, command_rate_hz refused against
+max_step_dt_s. (The parsing itself and the rate guards' interval: test/safety/.)"""
 
 from __future__ import annotations
 
@@ -59,33 +59,6 @@ def test_shield_limits_parameter_refusal_names_it():
         rclpy.shutdown(context=context)
 
 
-def test_rate_guards_judge_an_early_command_over_the_streams_period():
-    """Arrival jitter is not speed: a 50 Hz stream's early command gets the stream's
-    period; a stream that really is faster (1 kHz) is judged at its own rate."""
-    context, node = _node([Parameter("joints", value=["a"])])
-    try:
-        node._max_dt = 0.05  # max_step_dt_s, as configure sets it
-        node._reset_motion()
-        t = node._t_sent = 100.0
-        dts = []
-        for interval in (0.020, 0.021, 0.019, 0.020, 0.003, 0.037, 0.020, 0.019):
-            t += interval
-            dts.append(node._command_dt(t))
-            node._t_sent = t
-        assert min(dts) >= 0.019  # the 3 ms arrival is judged over ~20 ms
-        assert dts[5] == pytest.approx(0.037)  # a late one over its real interval
-        for _ in range(5):
-            t += 0.001
-            dt = node._command_dt(t)
-            node._t_sent = t
-        assert dt == pytest.approx(0.001)  # a real 1 kHz stream: its own rate within 5
-        t += 1.0
-        assert node._command_dt(t) == pytest.approx(node._max_dt)  # at most max_step_dt_s
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=context)
-
-
 def test_shield_limits_robot_description_topic_fails_closed():
     """No URDF on robot_description_topic within robot_description_wait_s: configure is
     refused naming the parameter (nothing is forwarded without the limits)."""
@@ -99,7 +72,23 @@ def test_shield_limits_robot_description_topic_fails_closed():
         with pytest.raises(ParameterError, match="robot_description_topic=.*no URDF received"):
             node._read_configuration()
         node.trigger_configure()
-        assert not node._configured and node._shield is None
+        assert not node._configured and node._review is None
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def test_shield_command_rate_refusal_names_it():
+    """A nominal period longer than max_step_dt_s could never be credited: refused."""
+    overrides = [
+        Parameter("joints", value=["a"]),
+        Parameter("robot_description", value=URDF),
+        Parameter("command_rate_hz", value=10.0),
+    ]
+    context, node = _node(overrides)
+    try:
+        with pytest.raises(ParameterError, match="command_rate_hz=10.*exceeds max_step_dt_s"):
+            node._read_configuration()
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)

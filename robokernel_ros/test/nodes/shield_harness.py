@@ -178,6 +178,11 @@ class EstopSource:
         self.pressed = False
         self._beat()
 
+    def stop(self) -> None:
+        """Publish no more (the source's node stays)."""
+        self.node.destroy_timer(self.timer)
+        self.node.destroy_publisher(self.pub)
+
 
 def clear_fault(peer: Peer, shield: str, timeout: float = 10.0) -> Trigger.Response:
     """~/clear_fault, repeated while the shield refuses it only because the source is not

@@ -62,9 +62,11 @@ def test_rtc_policy_in_the_realtime_mode_gets_queue_and_delay(so101_env, ckpt_fl
     calls = policy._loaded.model.calls
     before = len(calls)
     timing = Timing(
-        mode="realtime", clock="virtual", latency_s=0.04, refill_steps=3
-    )  # 2 steps at 50 Hz
-    record = run_episode(so101_env, policy, 20, timing=timing)
+        mode="realtime", clock="virtual", latency_s=0.03, refill_steps=3
+    )  # merged 2 steps later at 50 Hz
+    # 30 steps: the first chunk starts at its first action (the robot held while it was
+    # computed), so three chunks take more steps than the 2-step delay alone suggests
+    record = run_episode(so101_env, policy, 30, timing=timing)
     assert record.error is None, record.error
     mine = calls[before:]
     assert len(mine) >= 3

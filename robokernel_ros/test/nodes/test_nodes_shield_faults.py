@@ -14,6 +14,7 @@ from pathlib import Path
 from shield_harness import (
     SHIELD,
     SO101_JOINTS,
+    Peer,
     clear_fault,
     is_hold,
     shield_args,
@@ -141,41 +142,53 @@ def restart_stays_latched_from_topic(processes, peer, name: str, load: bool) -> 
     """A shield killed while the e-stop is pressed and restarted (under CPU load on every
     core when `load`) forwards nothing but holds until released and cleared. Returns the
     number of commands answered while latched."""
-    out = peer.record_commands()
     states = peer.record_states(name)
-    source = peer.estop_source(name)
+    peer_source = peer.estop_source(name)
     peer.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
     first = processes.python(name, SHIELD, *shield_args(name, "autostart:=true"))
     wait_state(states, lambda s: s.state == "active", what="shield active")
-    source.press()
+    peer_source.press()
     wait_state(states, lambda s: s.estop_latched, what="latched")
     processes.kill(first, signal.SIGKILL)
 
-    n = len(out)
-    states.clear()
-    busy = _busy_loops(processes) if load else []
-    processes.python(name + "_2", SHIELD, *shield_args(name, "autostart:=true"))
-    flood = _flood(processes, "flood", f"/{name}/commands", 200.0)
-    st = wait_state(
-        states,
-        lambda s: s.estop_latched and s.state == "estopped",
-        timeout=60,
-        what="restarted latched",
-    )
-    assert "pressed" in st.estop_latched_by, st.estop_latched_by
-    wait_until(lambda: len(out) >= n + 20, 60, "holds answering the flood")
-    for proc in busy:
-        processes.kill(proc)
-    assert _non_holds(out, n) == [], "a restarted shield must honour the latched e-stop"
-    answered = len(out) - n
-    assert not peer.trigger(f"/{name}/clear_fault").success
-    source.release()
-    wait_state(states, lambda s: not s.estop_input, what="released")
-    clear_fault(peer, name)
-    m = len(out)
-    wait_until(lambda: _non_holds(out, m), 10, "commands pass after clear_fault")
-    processes.kill(flood)
-    return answered
+    # The restarted shield meets a participant of its own age: a participant that had
+    # matched the killed process pairs with its replacement seconds later (2.5-3.7 s
+    # against 0.4-0.9 s for a new one, measured outside the suite; not understood, and
+    # with a busy loop per core it once took over 60 s). What is under test here is the
+    # restarted shield's latch, so the pressed source and the recorders move to a new
+    # peer, the old source going quiet once the new one publishes.
+    fresh = Peer()
+    try:
+        out = fresh.record_commands()
+        states = fresh.record_states(name)
+        source = fresh.estop_source(name, pressed=True)
+        peer_source.stop()
+        fresh.publish_joint_states(SO101_JOINTS, MEASURED, rate_hz=100)
+        busy = _busy_loops(processes) if load else []
+        processes.python(name + "_2", SHIELD, *shield_args(name, "autostart:=true"))
+        flood = _flood(processes, "flood", f"/{name}/commands", 200.0)
+        st = wait_state(
+            states,
+            lambda s: s.estop_latched and s.state == "estopped",
+            timeout=60,
+            what="restarted latched",
+        )
+        assert "pressed" in st.estop_latched_by, st.estop_latched_by
+        wait_until(lambda: len(out) >= 20, 60, "holds answering the flood")
+        for proc in busy:
+            processes.kill(proc)
+        assert _non_holds(out) == [], "a restarted shield must honour the latched e-stop"
+        answered = len(out)
+        assert not fresh.trigger(f"/{name}/clear_fault").success
+        source.release()
+        wait_state(states, lambda s: not s.estop_input, what="released")
+        clear_fault(fresh, name)
+        m = len(out)
+        wait_until(lambda: _non_holds(out, m), 10, "commands pass after clear_fault")
+        processes.kill(flood)
+        return answered
+    finally:
+        fresh.close()
 
 
 def test_shield_restart_stays_latched_from_topic(processes, peer):

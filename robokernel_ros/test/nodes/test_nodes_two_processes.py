@@ -21,11 +21,12 @@ def test_chunk_and_service_round_trip_between_processes(processes, tmp_path) -> 
     server = processes.python(
         "policy_server", "robokernel_ros.nodes.policy_server", "--ros-args",
         "-p", "provider:=mock", "-p", "policy_config_json:='{\"execution_horizon\": 3}'",
-        "-p", "action_keys:=[a,b]",
+        "-p", "action_keys:=[a,b]", "-p", "autostart:=true",
     )  # fmt: skip
     runner = processes.python(
         "runner", "robokernel_ros.nodes.runner", "--ros-args",
         "-p", "env:=sim", "-p", "robot:=so101", "-p", "robot_name:=arm", "-p", f"trace_dir:={tmp_path}",
+        "-p", "autostart:=true",
     )  # fmt: skip
     context = rclpy.Context()
     rclpy.init(context=context)

@@ -1,0 +1,219 @@
+"""The runner node's operator channel over ROS: the e-stop and what a person at the cell
+calls, in every lifecycle state of the runner.
+
+    operator = RunnerOperator(node, scene=lambda: node.cell, call=node.cell_call, ...)
+    operator.check_start()      # Refused while the e-stop is latched or its source not live
+
+Names (relative to the runner's namespace):
+  estop        std_msgs/Bool (reliable + transient_local depth 1, the one the shield hears,
+               from the estop_panel node): true latches the e-stop. With `required` (env=ros
+               by default) rollouts start only while its source is live and released, and a
+               source silent for `timeout_s` latches it: the shield's EstopCircuit
+               (robokernel_ros.safety.estop), checked by a thread (a 20 Hz executor timer
+               would wake the runner's executor for nothing but the clock).
+  stop         std_srvs/Trigger: stop every rollout.
+  clear_fault  std_srvs/Trigger: unlatch (refused while pressed or, when required, until
+               the source is live and released), then the shield's clear_fault.
+  reset_done   std_srvs/Trigger: confirm the reset the running episode waits for.
+  verdict      SubmitVerdict service and Verdict topic: the operator's outcome.
+
+A latch reaches the scene at once (every in-flight episode ends "estopped"); while the
+runner has no scene (unconfigured) the circuit keeps it, and `apply_latch` hands it to
+the scene configure builds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from std_msgs.msg import Bool
+from std_srvs.srv import Trigger
+
+from robokernel_interfaces.msg import Verdict
+from robokernel_interfaces.srv import SubmitVerdict
+from robokernel_ros.ros.qos import ESTOP_QOS
+from robokernel_ros.ros.requests import Refused, text
+from robokernel_ros.safety.estop import EstopCircuit
+
+# How long after the node's start a rollout start waits for the e-stop source to be discovered.
+_ESTOP_DISCOVERY_GRACE_S = 15.0
+
+
+class RunnerOperator:
+    """See the module docstring. scene: the runner's scene now (None while unconfigured);
+    call(method, *args): a quick call of the scene, answered as an envelope in any state."""
+
+    def __init__(
+        self,
+        node: Any,
+        *,
+        scene: Callable[[], Any],
+        call: Callable[..., Mapping[str, Any]],
+        required: bool,
+        timeout_s: float,
+        shield_clear_fault: str,
+        callback_group: Any,
+    ) -> None:
+        self._node = node
+        self._scene = scene
+        self._call = call
+        self._started_at = time.monotonic()
+        self._estop = EstopCircuit(
+            required=required, timeout_s=timeout_s, wait_s=0.0, now=time.monotonic()
+        )
+        self._lock = threading.Lock()
+        quick = callback_group
+        node.create_service(Trigger, "stop", self._on_stop, callback_group=quick)
+        node.create_service(Trigger, "clear_fault", self._on_clear_fault, callback_group=quick)
+        node.create_service(Trigger, "reset_done", self._on_reset_done, callback_group=quick)
+        node.create_service(
+            SubmitVerdict, "verdict", self._on_verdict_service, callback_group=quick
+        )
+        node.create_subscription(
+            Bool,
+            "estop",
+            self._on_estop,
+            ESTOP_QOS,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+        node.create_subscription(
+            Verdict, "verdict", self._on_verdict_topic, 10, callback_group=quick
+        )
+        self._shield_client = (
+            node.create_client(Trigger, shield_clear_fault, callback_group=quick)
+            if shield_clear_fault
+            else None
+        )
+        self._stop = threading.Event()
+        if required:
+            period = max(0.005, min(0.05, timeout_s / 10))
+            threading.Thread(
+                target=self._watch, args=(period,), name="estop_watch", daemon=True
+            ).start()
+
+    # start checks -------------------------------------------------------------------------
+
+    def check_start(self) -> None:
+        """Refused (naming why) while the e-stop is latched or its source is not live."""
+        with self._lock:
+            latched = self._estop.latched
+        if latched:
+            raise Refused(
+                "refused: the e-stop is latched; release it (estop false) and call clear_fault first"
+            )
+        # A source that is arming (one sample so far) becomes live within a period or two; in
+        # the node's first seconds the panel may not be discovered yet (DDS discovery takes
+        # seconds on a loaded machine): a start then waits for it, up to the grace.
+        deadline = max(
+            time.monotonic() + 2 * self._estop.timeout_s,
+            self._started_at + _ESTOP_DISCOVERY_GRACE_S,
+        )
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                ready = self._estop.may_forward(now)
+                reason = self._estop.reason(now)
+            if ready or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        if not ready:
+            raise Refused(f"refused: {reason}")
+
+    def apply_latch(self, scene: Any) -> None:
+        """A scene built while the e-stop is latched is latched too."""
+        with self._lock:
+            if self._estop.latched:
+                scene.estop()
+
+    def destroy(self) -> None:
+        self._stop.set()
+
+    # e-stop -------------------------------------------------------------------------------
+
+    def _on_estop(self, msg: Bool) -> None:
+        with self._lock:
+            latched = self._estop.sample(bool(msg.data), time.monotonic(), "estop topic: pressed")
+        if latched:
+            self._latched()
+
+    def _watch(self, period: float) -> None:
+        while not self._stop.wait(period):
+            with self._lock:
+                latched = self._estop.tick(time.monotonic())
+            if latched:
+                self._latched()
+
+    def _latched(self) -> None:
+        self._node.get_logger().warn(
+            f"e-stop latched by {self._estop.latched_by}; every rollout ends estopped"
+        )
+        # The workcell latches too: every in-flight episode ends "estopped" at once, the
+        # rollouts stop (no further episodes) and new ones are refused until clear_fault.
+        scene = self._scene()
+        if scene is not None:
+            scene.estop()
+
+    def _on_clear_fault(
+        self, request: Trigger.Request, response: Trigger.Response
+    ) -> Trigger.Response:
+        with self._lock:
+            ok, message = self._estop.clear(time.monotonic())
+            if not ok:
+                response.success, response.message = False, message
+                return response
+            scene = self._scene()
+            if scene is not None:
+                scene.clear_fault()
+        response.success = True
+        response.message = "e-stop cleared on the runner"
+        if self._shield_client is not None:
+            ok, detail = self._clear_shield()
+            response.success = ok
+            response.message += f"; shield: {detail}"
+        return response
+
+    def _clear_shield(self) -> tuple[bool, str]:
+        if not self._shield_client.wait_for_service(timeout_sec=1.0):
+            return True, f"no {self._shield_client.srv_name} service (no shield running)"
+        done = threading.Event()
+        future = self._shield_client.call_async(Trigger.Request())
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(3.0):
+            future.cancel()
+            return False, f"{self._shield_client.srv_name} did not answer within 3 s"
+        result = future.result()
+        return bool(result.success), result.message
+
+    # stop, reset, verdict ---------------------------------------------------------------------
+
+    def _trigger(self, response: Trigger.Response, out: Mapping[str, Any]) -> Trigger.Response:
+        response.success = out.get("status") == "success"
+        response.message = text(out)
+        return response
+
+    def _on_stop(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        return self._trigger(response, self._call("stop_policy", ""))
+
+    def _on_reset_done(
+        self, request: Trigger.Request, response: Trigger.Response
+    ) -> Trigger.Response:
+        return self._trigger(response, self._call("reset_done"))
+
+    def _verdict(self, outcome: str, note: str) -> tuple[bool, str]:
+        out = self._call("verdict", outcome, note)
+        return out.get("status") == "success", text(out)
+
+    def _on_verdict_service(
+        self, request: SubmitVerdict.Request, response: SubmitVerdict.Response
+    ) -> Any:
+        response.ok, response.message = self._verdict(request.outcome, request.note)
+        return response
+
+    def _on_verdict_topic(self, msg: Verdict) -> None:
+        ok, message = self._verdict(msg.outcome, msg.note)
+        if not ok:
+            self._node.get_logger().warn(f"verdict refused: {message}")
