@@ -41,6 +41,14 @@ from robokernel_interfaces.srv import ListPoliciesRunning, StartPolicy, StopPoli
 
 from .actions import ACTION_TYPES
 
+#: The quick calls, as services.
+_SERVICE_TYPES = {
+    "start_policy": StartPolicy,
+    "stop_policy": StopPolicy,
+    "list_policies_running": ListPoliciesRunning,
+}
+_HANDSHAKE_TRY_S = 1.0  # one handshake request's wait before it is asked again
+
 #: Field names whose None means "unset" and the wire value that says so.
 _UNSET = {"seed": -1, "n_steps": -1, "rtc_inference_timeout_s": 0.0}
 
@@ -132,13 +140,23 @@ class WorkcellClient:
         self._node = Node("robokernel_client", context=self._context)
         self._executor = SingleThreadedExecutor(context=self._context)
         self._executor.add_node(self._node)
+        self._lock = threading.Lock()
+        # Every client up front, the handshake's last (_wait_heard says why).
+        self._actions: dict[str, ActionClient] = {
+            name: ActionClient(self._node, action_type, self._name(name))
+            for name, action_type in ACTION_TYPES.items()
+        }
+        self._services: dict[str, Any] = {
+            name: self._node.create_client(srv_type, self._name(name))
+            for name, srv_type in _SERVICE_TYPES.items()
+        }
+        self._handshake = self._node.create_client(
+            ListPoliciesRunning, self._name("list_policies_running")
+        )
+        self._goals: list[Any] = []  # goal handles in flight
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name="robokernel_client", daemon=True)
         self._thread.start()
-        self._lock = threading.Lock()
-        self._actions: dict[str, ActionClient] = {}
-        self._services: dict[str, Any] = {}
-        self._goals: list[Any] = []  # goal handles in flight
 
     def __enter__(self) -> WorkcellClient:
         return self
@@ -252,6 +270,7 @@ class WorkcellClient:
         action_type = ACTION_TYPES[name]
         goal = fill_fields(action_type.Goal(), fields)
         client = self._action_client(name)
+        self._wait_heard()
         on_feedback = (lambda msg: feedback(msg.feedback)) if feedback else None
         handle = self._wait(client.send_goal_async(goal, feedback_callback=on_feedback), name)
         if not handle.accepted:
@@ -295,12 +314,7 @@ class WorkcellClient:
         return f"{self.namespace}/{name}"
 
     def _action_client(self, name: str) -> ActionClient:
-        with self._lock:
-            client = self._actions.get(name)
-            if client is None:
-                client = self._actions[name] = ActionClient(
-                    self._node, ACTION_TYPES[name], self._name(name)
-                )
+        client = self._actions[name]
         if not client.wait_for_server(timeout_sec=self.server_timeout_s):
             raise TimeoutError(
                 f"no runner answers the action {self._name(name)} within {self.server_timeout_s:g} s"
@@ -308,16 +322,44 @@ class WorkcellClient:
         return client
 
     def _service(self, srv_type: Any, name: str, fields: Mapping[str, Any]) -> CallResult:
-        with self._lock:
-            client = self._services.get(name)
-            if client is None:
-                client = self._services[name] = self._node.create_client(srv_type, self._name(name))
+        client = self._services[name]
         if not client.wait_for_service(timeout_sec=self.server_timeout_s):
             raise TimeoutError(
                 f"no runner answers the service {self._name(name)} within {self.server_timeout_s:g} s"
             )
+        self._wait_heard()
         request = fill_fields(srv_type.Request(), fields)
         return CallResult.from_response(self._wait(client.call_async(request), name))
+
+    def _wait_heard(self) -> None:
+        """Return once the runner has matched this client's response paths.
+
+        wait_for_server only says that this client has discovered the runner. The runner
+        discovers this client's readers later, and a response it sends before then is
+        dropped without an error (Fast DDS): the goal runs on the robot while the caller
+        never learns it was accepted (measured: 2 of 20 fresh clients' first goals under
+        CPU load). A node's readers are announced in the order they were created, on one
+        discovery channel that the runner reads in order; the handshake client is created
+        after all the others, so once the runner answers it, every earlier response path
+        of this client is matched. Harmless to repeat (list_policies_running), so a try
+        whose answer is lost is asked again, until server_timeout_s."""
+        deadline = time.monotonic() + self.server_timeout_s
+        if not self._handshake.wait_for_service(timeout_sec=self.server_timeout_s):
+            raise TimeoutError(
+                f"no runner answers the service {self._name('list_policies_running')} within "
+                f"{self.server_timeout_s:g} s"
+            )
+        while True:
+            try:
+                self._wait(self._handshake.call_async(ListPoliciesRunning.Request()),
+                           "handshake", timeout_s=min(_HANDSHAKE_TRY_S, self.server_timeout_s))  # fmt: skip
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"the runner at {self.namespace or '/'} does not answer this client "
+                        f"within {self.server_timeout_s:g} s (its responses do not arrive)"
+                    ) from None
 
     def _wait(self, future: Any, what: str, timeout_s: float | None = 60.0) -> Any:
         done = threading.Event()

@@ -56,11 +56,13 @@ class LifecyclePeer:
     def __init__(self, node: Any, target: str, *, callback_group: Any = None) -> None:
         self.node = node
         self.target = target.rstrip("/") or "/"
-        self._get = node.create_client(
-            GetState, f"{self.target}/get_state", callback_group=callback_group
-        )
+        # change_state's client first: an answer on get_state's (created after it) then
+        # proves the target has matched change_state's response path too (change()).
         self._change = node.create_client(
             ChangeState, f"{self.target}/change_state", callback_group=callback_group
+        )
+        self._get = node.create_client(
+            GetState, f"{self.target}/get_state", callback_group=callback_group
         )
         self.last: tuple[int, str] | None = None  # (id, label) of the last answer
 
@@ -110,9 +112,14 @@ class LifecyclePeer:
             raise ValueError(f"transition={transition!r}: must be one of {TRANSITIONS}")
         request = ChangeState.Request()
         request.transition.label = transition
+        deadline = time.monotonic() + timeout_s
         # Asked once: a transition is not idempotent, so a lost answer is not asked again
-        # (the caller reads the state to learn what happened).
-        answer = self._ask(self._change, request, time.monotonic() + timeout_s, once=True)
+        # (the caller reads the state to learn what happened). So first a get_state,
+        # asked until answered: the target's readers are matched in the order this node
+        # created them, so after that answer change_state's answer cannot be dropped.
+        if self._ask(self._get, GetState.Request(), deadline) is None:
+            return False
+        answer = self._ask(self._change, request, deadline, once=True)
         return bool(answer is not None and answer.success)
 
     def _ask(self, client: Any, request: Any, deadline: float, once: bool = False) -> Any:
