@@ -39,7 +39,7 @@ def test_every_fresh_clients_first_goal_is_answered_under_load(ros, sim_runner) 
             client = WorkcellClient(ns, server_timeout_s=60.0)
             try:
                 call = threading.Thread(
-                    target=lambda c=client: box.update(
+                    target=lambda c=client, b=box: b.update(
                         result=c.run_policy(robot_name="arm", policy_provider="mock", n_steps=3)
                     ),
                     daemon=True,
