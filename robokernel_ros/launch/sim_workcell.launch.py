@@ -87,6 +87,8 @@ def generate_launch_description():
         parameters=[
             os.path.join(config, "runner_ros_so101.yaml"),
             {"trace_dir": LaunchConfiguration("trace_dir")},
+            # the shield's limits: the reset ramps within them
+            {"limits_file": os.path.join(config, "joint_limits_so101.yaml")},
             {"autostart": False},
         ],
         output="screen",

@@ -89,6 +89,8 @@ def generate_launch_description():
         parameters=[
             LaunchConfiguration("runner_params"),
             {"trace_dir": LaunchConfiguration("trace_dir")},
+            # the shield's limits: the reset ramps within them
+            {"limits_file": LaunchConfiguration("limits_file")},
             {"autostart": False},
         ],
         output="screen",

@@ -109,7 +109,10 @@ def workcell_graph(
         ),
         NodeProcess("estop_panel", "estop_panel", ["estop_panel.yaml"]),  # <ns>/estop
         NodeProcess("policy_server", "policy_server", [policy_params]),
-        NodeProcess("runner", "runner", ["runner_ros_so101.yaml"], {"trace_dir": trace_dir}),
+        NodeProcess(
+            "runner", "runner", ["runner_ros_so101.yaml"],
+            {"trace_dir": trace_dir, "limits_file": str(config_dir() / "joint_limits_so101.yaml")},
+        ),
     ]  # fmt: skip
     if sim:
         nodes.insert(0, NodeProcess("sim_robot", "sim_robot", ["workcell_sim_robot_so101.yaml"]))

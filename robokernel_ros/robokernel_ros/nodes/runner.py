@@ -194,6 +194,13 @@ class RunnerNode(LifecycleNode):
                 array_type=float,
             )
         )
+        self.limits_file = declare(
+            self,
+            "limits_file",
+            "",
+            "ros: joint limits (ros2_control's layout, the shield's file): the reset ramps "
+            "within them ('' = the reset pose is commanded at once)",
+        )
         self.state_timeout_s = declare(
             self,
             "state_timeout_s",
@@ -490,8 +497,22 @@ class RunnerNode(LifecycleNode):
             return cell
         from robokernel_ros.ros.ros_env import RosRobotEnv, RosScene
 
+        motion_limits = None
+        if self.limits_file:
+            from robokernel_ros.safety.limits import load_limits_file
+
+            try:
+                limits = load_limits_file(self.limits_file)
+            except ValueError as exc:
+                raise ParameterError("limits_file", self.limits_file, str(exc)) from None
+            motion_limits = {
+                j: (limits[j].max_velocity, limits[j].max_acceleration)
+                for j in self.joints
+                if j in limits
+            }
         self.ros_env = RosRobotEnv(
             self,
+            motion_limits=motion_limits,
             joints=self.joints,
             command_topic=self.command_topic,
             controller=self.controller,

@@ -4,7 +4,9 @@ A waypoint is a dict {action_key: target} (or a list, positional over the robot'
 action keys). The policy moves its command toward the current waypoint by at most
 `max_delta` per step, watches the observed joint positions, and moves on once every
 joint of the waypoint has been within `tolerance` for `settle_steps` steps. It is
-closed-loop on the observation, so it needs position actuators (SO-101).
+closed-loop on the observation, so it needs position actuators (SO-101). An episode's
+command starts at the observation's `actuator_targets` (the robot's current command)
+where it has them, else at the measured joint positions.
 
 The task exposes its success criterion: `is_success(context)` is true once every
 waypoint has been reached in order and the robot is at the last one, so
@@ -37,6 +39,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from robokernel_ros.kernel.motion import step_toward
 from robokernel_ros.kernel.observation import goal_in, observed_joint_positions
 from robokernel_ros.policies.base import Action, Policy, register_provider
 
@@ -211,10 +214,15 @@ class ScriptedPolicy(Policy):
         if self.latency_s:
             time.sleep(self.latency_s)
         joints = observed_joint_positions(observation)
+        # An episode's command starts where the robot's is (its actuator target), not
+        # where the joint sags below it under gravity: a first step from the measured
+        # pose would be a jump that a shield's acceleration bound clips.
+        targets = observation.get("actuator_targets") or {}
         for key in self.action_keys:
             if key not in self._command:
                 lo, hi = self.action_limits.get(key, (0.0, 0.0))
-                self._command[key] = joints.get(self.joint_of(key), (lo + hi) / 2.0)
+                start = targets.get(key, joints.get(self.joint_of(key), (lo + hi) / 2.0))
+                self._command[key] = float(start)
         self._advance(joints)
         target = self.waypoints[self.index]
         chunk: list[Action] = []
@@ -236,19 +244,15 @@ class ScriptedPolicy(Policy):
         return chunk
 
     def _move(self, key: str, goal: float | None) -> None:
-        """One step of the command toward `goal` (None: brake to rest)."""
-        current = self._command[key]
-        distance = 0.0 if goal is None else goal - current
-        step = max(-self.max_delta, min(self.max_delta, distance))
-        accel = self.max_accel
-        if accel is not None:
-            # no faster than what still stops at the goal, and no sudden change of speed
-            stop_speed = math.sqrt(2.0 * accel * abs(distance))
-            step = math.copysign(min(abs(step), stop_speed), step)
-            velocity = self._velocity.get(key, 0.0)
-            step = max(velocity - accel, min(velocity + accel, step))
-        self._velocity[key] = step
-        self._command[key] = current + step
+        """One step of the command toward `goal` (None: brake to rest): no faster than
+        max_delta, no sudden change of speed beyond max_accel, stopping at the goal."""
+        self._command[key], self._velocity[key] = step_toward(
+            self._command[key],
+            self._velocity.get(key, 0.0),
+            goal,
+            max_step=self.max_delta,
+            max_accel=self.max_accel,
+        )
 
     # --- the task's criterion ------------------------------------------------------------
 

@@ -35,13 +35,14 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from robokernel_ros.kernel import Capabilities, EnvSpec, StepResult
+from robokernel_ros.kernel.motion import step_toward
 from robokernel_ros.kernel.timing import Pacer
 from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS
 from robokernel_ros.ros.transport import DirectReader, acquire_link, release_link
@@ -68,6 +69,8 @@ class RosRobotEnv:
         reset_positions: Mapping[str, float] | None = None,
         reset_tolerance: float = 0.05,
         reset_timeout_s: float = 10.0,
+        motion_limits: Mapping[str, tuple[float | None, float | None]] | None = None,
+        reset_speed_scale: float = 0.5,
         requires_reset_confirmation: bool = False,
         pace: bool = True,
     ) -> None:
@@ -85,6 +88,11 @@ class RosRobotEnv:
         unknown = sorted(set(reset_positions or {}) - set(joints))
         if unknown:
             raise ValueError(f"reset_positions names joints that are not in joints: {unknown}")
+        unknown = sorted(set(motion_limits or {}) - set(joints))
+        if unknown:
+            raise ValueError(f"motion_limits names joints that are not in joints: {unknown}")
+        if not (0.0 < reset_speed_scale <= 1.0):
+            raise ValueError(f"reset_speed_scale={reset_speed_scale!r}: must be in (0, 1]")
         self.node = node
         self.joints = tuple(joints)
         self.controller = controller
@@ -95,6 +103,8 @@ class RosRobotEnv:
         self.reset_positions = dict(reset_positions or {})
         self.reset_tolerance = float(reset_tolerance)
         self.reset_timeout_s = float(reset_timeout_s)
+        self.motion_limits = dict(motion_limits or {})
+        self.reset_speed_scale = float(reset_speed_scale)
         self.pace = bool(pace)
         self.pacer = Pacer(1.0 / self.control_hz)
         cameras = dict(camera_topics or {})
@@ -115,6 +125,7 @@ class RosRobotEnv:
         self._frames: dict[str, Any] = {}  # camera: the latest message, converted on observe
         self._images: dict[str, Any] = {}  # camera: the latest frame as an array
         self._target: dict[str, float] | None = None
+        self._target_step: dict[str, float] = {}  # each joint's last command change
         self.commands_sent = 0
         self._link = acquire_link()
         rx = self._link.rx_node
@@ -222,29 +233,74 @@ class RosRobotEnv:
             self._take(left)
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
+        """Bring the robot to reset_positions (none: start where it is) and return the
+        first observation. The command ramps from the last one sent (or the measured
+        pose) to the reset pose within motion_limits x reset_speed_scale, braking from
+        the speed it had, so the shield has nothing to clip; then it holds the pose
+        until every joint is within reset_tolerance. A joint without motion limits
+        gets the reset pose at once (the shield's rate guards then ramp it)."""
         self.wait_for_state()
         if self.reset_positions:
             target = {j: self.reset_positions.get(j, self._positions[j]) for j in self.joints}
             deadline = time.monotonic() + self.reset_timeout_s
-            period = 1.0 / self.control_hz
+            self.pacer.restart()
+            for command in self._ramp(target):
+                self._wait_tick(deadline, target)
+                self._publish(command)
             while True:
-                self._publish(target)
                 self._take()
                 with self._lock:
                     error = max(abs(self._positions[j] - target[j]) for j in self.joints)
                 if error <= self.reset_tolerance:
                     break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"reset: the robot did not reach reset_positions within {self.reset_timeout_s:g} s "
-                        f"(largest error {error:.3f} > tolerance {self.reset_tolerance:g})"
-                    )
-                time.sleep(period)
+                self._wait_tick(deadline, target, error)
+                self._publish(target)
         else:
             with self._lock:
                 self._target = {j: self._positions[j] for j in self.joints}
+                self._target_step = {}
         self.pacer.restart()  # the episode's first command starts the schedule
         return self.observe()
+
+    def _ramp(self, target: Mapping[str, float]) -> Iterator[dict[str, float]]:
+        """The commands from the last one sent to `target`, one per control period."""
+        with self._lock:
+            command = dict(self._target or {j: self._positions[j] for j in self.joints})
+            speed = {j: self._target_step.get(j, 0.0) for j in self.joints} if self._target else {}
+        period = 1.0 / self.control_hz
+        scale = self.reset_speed_scale
+        bounds = {}
+        for j in self.joints:
+            vmax, amax = self.motion_limits.get(j, (None, None))
+            if vmax is not None:
+                bounds[j] = (
+                    vmax * scale * period,
+                    None if amax is None else amax * scale * period * period,
+                )
+        speed = {j: speed.get(j, 0.0) for j in self.joints}
+        while any(command[j] != target[j] or speed[j] for j in self.joints):
+            for j in self.joints:
+                if j not in bounds:
+                    command[j], speed[j] = target[j], 0.0
+                    continue
+                max_step, max_accel = bounds[j]
+                command[j], speed[j] = step_toward(
+                    command[j], speed[j], target[j], max_step=max_step, max_accel=max_accel
+                )
+            yield dict(command)
+
+    def _wait_tick(
+        self, deadline: float, target: Mapping[str, float], error: float | None = None
+    ) -> None:
+        if time.monotonic() > deadline:
+            if error is None:
+                with self._lock:
+                    error = max(abs(self._positions[j] - target[j]) for j in self.joints)
+            raise RuntimeError(
+                f"reset: the robot did not reach reset_positions within {self.reset_timeout_s:g} s "
+                f"(largest error {error:.3f} > tolerance {self.reset_tolerance:g})"
+            )
+        self.pacer.wait()
 
     def step(self, action: Mapping[str, float]) -> StepResult:
         if self.pace:
@@ -290,6 +346,10 @@ class RosRobotEnv:
             ]
         self._pub.publish(msg)
         with self._lock:
+            last = self._target
+            self._target_step = (
+                {j: float(target[j]) - last[j] for j in self.joints} if last is not None else {}
+            )
             self._target = dict(target)
             self.commands_sent += 1
 
