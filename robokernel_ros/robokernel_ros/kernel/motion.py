@@ -5,9 +5,9 @@
 Units are per control step: `max_step` is the largest change of the command in one step
 (a speed x the period), `max_accel` the largest change of that change from one step to
 the next (an acceleration x the period squared). The command brakes in time to stop at
-the goal without overshooting it (the discrete braking distance, not the continuous
-v^2 / 2a, which overshoots by up to half a step's change), so a stream of these steps
-passes rate guards with the same bounds (kernel/shield.py, the safety_shield) unclipped.
+the goal without overshooting it (a discrete braking distance: the continuous v^2 / 2a
+overshoots by up to half a step's change), so a stream of these steps passes rate guards
+with the same bounds (kernel/shield.py, the safety_shield) unclipped.
 
 Users: the scripted policy's command, and the ROS environment's reset ramp.
 """
@@ -34,8 +34,14 @@ def step_toward(
     step = max(-max_step, min(max_step, distance))
     if max_accel is not None:
         # The fastest step from which braking by max_accel per step still stops within
-        # the distance: v + (v - a) + ... = v^2 / 2a + v / 2 <= |distance|.
-        stop = max_accel * (math.sqrt(0.25 + 2.0 * abs(distance) / max_accel) - 0.5)
-        step = math.copysign(min(abs(step), stop, abs(distance)), step)
+        # the distance: v + (v - a) + (v - 2a) + ... <= |distance|, which holds for
+        # v <= sqrt(2 a |distance|) - a / 2 (v^2 / 2a + v / 2 is exact only for v a
+        # multiple of a; a/8 covers the rest). A last step of at most a always stops.
+        remaining = abs(distance)
+        stop = max(
+            math.sqrt(2.0 * max_accel * remaining) - 0.5 * max_accel,
+            min(remaining, max_accel),
+        )
+        step = math.copysign(min(abs(step), stop, remaining), step)
         step = max(velocity - max_accel, min(velocity + max_accel, step))
     return position + step, step
