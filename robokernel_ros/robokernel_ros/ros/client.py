@@ -367,6 +367,7 @@ class WorkcellClient:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not done.wait(0.1):  # short waits: a KeyboardInterrupt lands between them
             if deadline is not None and time.monotonic() > deadline:
+                future.cancel()  # its late answer, or the client's closing, is nobody's
                 raise TimeoutError(f"{what}: no answer within {timeout_s:g} s")
             if not self._context.ok():
                 raise RuntimeError(f"{what}: the client was closed")

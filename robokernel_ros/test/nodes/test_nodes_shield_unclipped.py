@@ -8,13 +8,17 @@ an eval's commands at 50 Hz (bench/RESULTS.md), nearly all at resets and first c
 from __future__ import annotations
 
 import json
+import math
 import time
+from datetime import datetime
 
 import pytest
 
 pytest.importorskip("rclpy")
 
+import robokernel_ros.recording  # noqa: E402, F401 - registers the bag reader with load_trace
 from robokernel_ros.demo import NAMESPACE, workcell_graph  # noqa: E402
+from robokernel_ros.kernel import load_trace  # noqa: E402
 from robokernel_ros.ros.lifecycle import wait_active  # noqa: E402
 from robokernel_ros.ros.qos import EVENT_QOS, SENSOR_QOS, STATUS_QOS  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
@@ -64,10 +68,31 @@ def test_an_eval_within_the_limits_is_not_clipped_at_resets_or_first_chunks(
     commands = sum(getattr(after, k) - getattr(before, k) for k in ("passed", "clipped", "refused"))
     assert commands > 100, commands
     assert after.refused == before.refused, after
-    clipped = [
-        (round(_stamp(m) - started, 3), m.guard, m.joint)
+    clipped = sorted(
+        (_stamp(m), m.guard, m.joint)
         for m in interventions
         if m.action == "clipped" and started <= _stamp(m) <= ended
-    ]
-    # The target: under 1 % (a stall of this loaded machine may cost one).
-    assert len(clipped) < 0.01 * commands, (len(clipped), commands, clipped[:10])
+    )
+    # Each episode in epoch seconds: its span, and when it first held after acting (the
+    # queue ran empty: a stall of the graph; a hold stops the arm at once, and that and
+    # the resumption are clipped, the cost of a stall, not of a reset or a first chunk).
+    episodes = []
+    for ep in report["episodes"]:
+        events = load_trace(ep["trace_path"]).events
+        t0 = datetime.fromisoformat(events[0].data["started_at"]).timestamp()
+        actions = [e for e in events if e.kind == "action"]
+        first_act = next((i for i, e in enumerate(actions) if not e.data["hold"]), len(actions))
+        stall = next((t0 + e.wall for e in actions[first_act:] if e.data["hold"]), math.inf)
+        episodes.append((t0, t0 + events[-1].wall, stall))
+    where = []
+    for stamp, guard, joint in clipped:
+        inside = [(t0, stall) for t0, end, stall in episodes if t0 - 0.002 <= stamp <= end + 0.05]
+        where.append(
+            ("between episodes (a reset)" if not inside else
+             "after a stall" if stamp > inside[0][1] else "before any stall",
+             round(stamp - started, 3), guard, joint)
+        )  # fmt: skip
+    unexplained = [w for w in where if w[0] != "after a stall"]
+    assert not unexplained, (len(unexplained), commands, unexplained[:8], where[-3:])
+    if all(stall == math.inf for *_, stall in episodes):  # no stall: the target
+        assert len(clipped) < 0.01 * commands, (len(clipped), commands, where[:8])
