@@ -89,6 +89,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         _follow_clock(self)
         self._chunk_pub = self.create_publisher(ActionChunk, "action_chunk", CHUNK_QOS)
         self._chunk_msg = ActionChunk()
+        self._answered: tuple[str, int] | None = None  # (run_id, step) of _chunk_msg
         self.create_service(
             GetActionChunk,
             "get_action_chunk",
@@ -144,6 +145,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         with self._infer_lock:  # not under an inference
             self.free_policy()
             self._episode = None
+            self._answered = None
 
     def autostart(self) -> None:
         """Configure and activate (the `autostart` parameter). A load that fails leaves the
@@ -154,13 +156,19 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
 
     def on_observations(self, messages: list[Observation]) -> None:
         """Answer the latest observation waiting (an older one is dropped, so the server
-        never falls behind the robot)."""
+        never falls behind the robot). The same observation again (its run_id and step:
+        a client that resent it, its first copy or its chunk lost on the way) gets the
+        chunk already computed, published again: a policy sees each observation once."""
         msg = messages[-1]
         if not self.ready:
             self.get_logger().warn(
                 f"observation of step {msg.step} ignored: {self.detail}",
                 throttle_duration_sec=2.0,
             )
+            return
+        key = (msg.run_id, int(msg.step))
+        if key == self._answered:
+            self._chunk_pub.publish(self._chunk_msg)
             return
         try:
             # Published at once: one message, refilled (building one costs ~0.1 ms).
@@ -172,6 +180,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
             )
             return
         self._chunk_pub.publish(chunk)
+        self._answered = key
         self.chunks_served += 1  # bookkeeping after the chunk is out
 
     def infer(self, msg: Observation, out: ActionChunk | None = None) -> ActionChunk:

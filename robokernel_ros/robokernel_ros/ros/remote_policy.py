@@ -5,7 +5,11 @@
 The provider publishes each observation on `<ns>/observation` and waits for the
 `ActionChunk` on `<ns>/action_chunk` whose `run_id` and `obs_step` answer it (mode
 "topic", the default), or calls `<ns>/get_action_chunk` (mode "service", for
-synchronous evaluation). Chunks that answer an older request are dropped, so the
+synchronous evaluation). In topic mode an observation unanswered after RESEND_S is
+published again; the server answers a repeat (same run_id and step) with the chunk it
+computed, so a lost first copy (a server that replaced a killed one is matched late:
+the dead one's reader still counts as matched) costs 0.2 s, not chunk_timeout_s, and
+the policy never sees an observation twice. Chunks that answer an older request are dropped, so the
 kernel's aligned merge always works from the observation step the chunk was computed
 from. The server's heartbeat (`<ns>/policy_server/status`, `PolicyServerStatus`) is
 watched: creating the policy against a server that is not ready (a lifecycle
@@ -48,6 +52,9 @@ from robokernel_ros.ros.wire import (
 )
 
 _log = logging.getLogger(__name__)
+
+#: Seconds without the chunk before topic mode publishes the observation again.
+RESEND_S = 0.2
 
 _CONFIG_KEYS = {"namespace", "mode", "ready_timeout_s", "chunk_timeout_s", "stale_after_s"}
 
@@ -193,13 +200,22 @@ class RemotePolicy(Policy):
         if not self._matched:
             self._await_match(deadline)
         self._obs_pub.publish(msg)
+        resend_at = time.monotonic() + RESEND_S
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if self._closed or self._chunks.closed:
                 raise RuntimeError("remote policy closed while waiting for a chunk")
             if left <= 0:
                 raise TimeoutError(self._timeout_message(msg.step))
-            for chunk in self._chunks.take(left):
+            if now >= resend_at:
+                # Unanswered: published again (the server answers a repeat with the chunk
+                # it computed, never a second inference). A volatile topic loses what it
+                # sends before discovery matches a server that replaced a killed one: the
+                # dead server's reader still counts as matched until its lease runs out.
+                self._obs_pub.publish(msg)
+                resend_at = now + RESEND_S
+            for chunk in self._chunks.take(min(left, max(0.0, resend_at - now))):
                 if (chunk.run_id, int(chunk.obs_step)) == key:
                     return chunk
                 # any other chunk answers an older request (or another client's): dropped

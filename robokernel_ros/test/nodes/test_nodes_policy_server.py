@@ -215,6 +215,8 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
     assert merged != list(range(len(merged))), merged
     assert ros.wait_until(lambda: len(wire_chunks) >= len(merged), 10), (len(wire_chunks), merged)
     on_wire = [c.obs_step for c in list(wire_chunks)]
+    # an observation resent after RESEND_S without its chunk is answered again, the same
+    on_wire = [step for i, step in enumerate(on_wire) if i == 0 or step != on_wire[i - 1]]
     assert on_wire[: len(merged)] == merged, (on_wire, merged)
     assert server.poll() is None, processes.log(server)
 
@@ -408,3 +410,46 @@ def test_observation_view_is_the_observation_dict_converted_as_read(monkeypatch)
     odd = wire.observation_to_msg({"joint_positions": {"a": 1.0}}, run_id="r", step=0)
     odd.arrays = [wire._named_array("joint_positions/b", [2.0])]
     assert wire.ObservationView(odd)["joint_positions"] == {"a": 1.0, "b": 2.0}
+
+
+def test_a_resent_observation_gets_the_same_chunk_without_a_second_inference(
+    processes, ros
+) -> None:
+    """The remote provider publishes an unanswered observation again (RESEND_S): the
+    server answers the repeat with the chunk it computed, so its policy (stateful: the
+    scripted one integrates its command) sees each observation once."""
+    from robokernel_ros.ros import wire
+    from robokernel_ros.ros.qos import CHUNK_QOS, OBSERVATION_QOS, STATUS_QOS
+
+    from robokernel_interfaces.msg import ActionChunk, Observation, PolicyServerStatus
+
+    ns = "/ps_resend"
+    server = _server(processes, ns, "mock", {"execution_horizon": 4})
+    chunks = ros.collect(ActionChunk, f"{ns}/action_chunk", CHUNK_QOS)
+    status = ros.collect(PolicyServerStatus, f"{ns}/policy_server/status", STATUS_QOS)
+    wait_active(ros.node, f"{ns}/policy_server", timeout_s=30)
+    pub = ros.node.create_publisher(Observation, f"{ns}/observation", OBSERVATION_QOS)
+    assert ros.wait_until(
+        lambda: pub.get_subscription_count() and ros.node.count_publishers(f"{ns}/action_chunk"),
+        30,
+    )
+    obs = {"joint_positions": {"a": 0.0, "b": 1.0}}
+
+    def send(step: int, want: int) -> None:
+        # published until `want` chunks have come (the first copy may precede matching)
+        msg = wire.observation_to_msg(obs, run_id="resend", step=step)
+        assert ros.wait_until(lambda: (pub.publish(msg), len(chunks) >= want)[1], 30, 0.3)
+
+    send(7, 1)
+    served = len(chunks)
+    send(7, served + 1)  # the same observation again
+    send(8, len(chunks) + 1)  # a new one
+    steps = [c.obs_step for c in list(chunks)]
+    assert set(steps) == {7, 8} and steps[-1] == 8, steps
+    first_sevens = [c for c in list(chunks) if c.obs_step == 7]
+    assert len({tuple(c.actions) for c in first_sevens}) == 1, "a repeat got another chunk"
+    # one inference per distinct observation: the heartbeat's count, published after
+    assert ros.wait_until(lambda: status and status[-1].chunks_served == 2, 10), (
+        status[-1].chunks_served if status else None, steps,
+    )  # fmt: skip
+    assert server.poll() is None, processes.log(server)
