@@ -300,13 +300,13 @@ class WorkcellClient:
     # -- quick calls (services) --
 
     def start_policy(self, **fields: Any) -> CallResult:
-        return self._service(StartPolicy, "start_policy", fields)
+        return self._service("start_policy", fields)
 
     def stop_policy(self, robot_name: str = "") -> CallResult:
-        return self._service(StopPolicy, "stop_policy", {"robot_name": robot_name})
+        return self._service("stop_policy", {"robot_name": robot_name})
 
     def list_policies_running(self) -> CallResult:
-        return self._service(ListPoliciesRunning, "list_policies_running", {})
+        return self._service("list_policies_running", {})
 
     # -- plumbing --
 
@@ -321,14 +321,14 @@ class WorkcellClient:
             )
         return client
 
-    def _service(self, srv_type: Any, name: str, fields: Mapping[str, Any]) -> CallResult:
+    def _service(self, name: str, fields: Mapping[str, Any]) -> CallResult:
         client = self._services[name]
         if not client.wait_for_service(timeout_sec=self.server_timeout_s):
             raise TimeoutError(
                 f"no runner answers the service {self._name(name)} within {self.server_timeout_s:g} s"
             )
         self._wait_heard()
-        request = fill_fields(srv_type.Request(), fields)
+        request = fill_fields(_SERVICE_TYPES[name].Request(), fields)
         return CallResult.from_response(self._wait(client.call_async(request), name))
 
     def _wait_heard(self) -> None:

@@ -125,7 +125,7 @@ class RosRobotEnv:
         self._frames: dict[str, Any] = {}  # camera: the latest message, converted on observe
         self._images: dict[str, Any] = {}  # camera: the latest frame as an array
         self._target: dict[str, float] | None = None
-        self._target_step: dict[str, float] = {}  # each joint's last command change
+        self._previous_target: dict[str, float] | None = None  # the command before _target
         self.commands_sent = 0
         self._link = acquire_link()
         rx = self._link.rx_node
@@ -258,15 +258,17 @@ class RosRobotEnv:
         else:
             with self._lock:
                 self._target = {j: self._positions[j] for j in self.joints}
-                self._target_step = {}
+                self._previous_target = None
         self.pacer.restart()  # the episode's first command starts the schedule
         return self.observe()
 
     def _ramp(self, target: Mapping[str, float]) -> Iterator[dict[str, float]]:
         """The commands from the last one sent to `target`, one per control period."""
         with self._lock:
-            command = dict(self._target or {j: self._positions[j] for j in self.joints})
-            speed = {j: self._target_step.get(j, 0.0) for j in self.joints} if self._target else {}
+            last, before = self._target, self._previous_target
+            command = dict(last or {j: self._positions[j] for j in self.joints})
+        # the speed the command had: its last change (from rest without two commands)
+        speed = {j: last[j] - before[j] if last and before else 0.0 for j in self.joints}
         period = 1.0 / self.control_hz
         scale = self.reset_speed_scale
         bounds = {}
@@ -277,7 +279,6 @@ class RosRobotEnv:
                     vmax * scale * period,
                     None if amax is None else amax * scale * period * period,
                 )
-        speed = {j: speed.get(j, 0.0) for j in self.joints}
         while any(command[j] != target[j] or speed[j] for j in self.joints):
             for j in self.joints:
                 if j not in bounds:
@@ -346,10 +347,7 @@ class RosRobotEnv:
             ]
         self._pub.publish(msg)
         with self._lock:
-            last = self._target
-            self._target_step = (
-                {j: float(target[j]) - last[j] for j in self.joints} if last is not None else {}
-            )
+            self._previous_target = self._target
             self._target = dict(target)
             self.commands_sent += 1
 
