@@ -557,10 +557,13 @@ class RunnerNode(LifecycleNode):
                     self._calls += 1
                 stops = self._stops
             if refused is not None:
+                self.get_logger().warn(refused)
                 return requests.fill_response(response, requests.refusal(refused))
         try:
             out = _in_own_thread(call, f"runner-control-{name}") if own_thread else call()
         except Refused as exc:
+            # Said in the log too: the operator at the cell sees why nothing moved.
+            self.get_logger().warn(f"{name}: {exc}")
             out = requests.refusal(str(exc))
         except Exception as exc:  # noqa: BLE001 - every failure is answered, never raised into rclpy
             self.get_logger().error(f"{name} failed: {type(exc).__name__}: {exc}")

@@ -9,8 +9,10 @@ Names (relative to the runner's namespace):
                from the estop_panel node): true latches the e-stop. With `required` (env=ros
                by default) rollouts start only while its source is live and released, and a
                source silent for `timeout_s` latches it: the shield's EstopCircuit
-               (robokernel_ros.safety.estop), checked by a thread (a 20 Hz executor timer
-               would wake the runner's executor for nothing but the clock).
+               (robokernel_ros.safety.estop). One thread of its own reads the topic (a
+               DirectReader, no executor in between) and judges the silence by when each
+               sample reached the process: a stall of the runner's executor (a long
+               call, the control loop holding the GIL) is not a silent source.
   stop         std_srvs/Trigger: stop every rollout.
   clear_fault  std_srvs/Trigger: unlatch (refused while pressed or, when required, until
                the source is live and released), then the shield's clear_fault.
@@ -29,7 +31,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
@@ -37,6 +38,7 @@ from robokernel_interfaces.msg import Verdict
 from robokernel_interfaces.srv import SubmitVerdict
 from robokernel_ros.ros.qos import ESTOP_QOS
 from robokernel_ros.ros.requests import Refused, text
+from robokernel_ros.ros.transport import DirectReader, acquire_link, release_link
 from robokernel_ros.safety.estop import EstopCircuit
 
 # How long after the node's start a rollout start waits for the e-stop source to be discovered.
@@ -73,12 +75,10 @@ class RunnerOperator:
         node.create_service(
             SubmitVerdict, "verdict", self._on_verdict_service, callback_group=quick
         )
-        node.create_subscription(
-            Bool,
-            "estop",
-            self._on_estop,
-            ESTOP_QOS,
-            callback_group=MutuallyExclusiveCallbackGroup(),
+        # Taken by the watch thread only: on the private link's node that no executor spins.
+        self._link = acquire_link()
+        self._estop_reader = DirectReader(
+            self._link.rx_node, Bool, node.resolve_topic_name("estop"), ESTOP_QOS
         )
         node.create_subscription(
             Verdict, "verdict", self._on_verdict_topic, 10, callback_group=quick
@@ -89,11 +89,13 @@ class RunnerOperator:
             else None
         )
         self._stop = threading.Event()
-        if required:
-            period = max(0.005, min(0.05, timeout_s / 10))
-            threading.Thread(
-                target=self._watch, args=(period,), name="estop_watch", daemon=True
-            ).start()
+        self._watcher = threading.Thread(
+            target=self._watch,
+            args=(max(0.005, min(0.05, timeout_s / 10)),),
+            name="estop_watch",
+            daemon=True,
+        )
+        self._watcher.start()
 
     # start checks -------------------------------------------------------------------------
 
@@ -130,20 +132,26 @@ class RunnerOperator:
                 scene.estop()
 
     def destroy(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
+        self._estop_reader.close()  # wakes the watch thread's take
+        self._watcher.join(timeout=2.0)
+        release_link()
 
     # e-stop -------------------------------------------------------------------------------
 
-    def _on_estop(self, msg: Bool) -> None:
-        with self._lock:
-            latched = self._estop.sample(bool(msg.data), time.monotonic(), "estop topic: pressed")
-        if latched:
-            self._latched()
-
     def _watch(self, period: float) -> None:
-        while not self._stop.wait(period):
+        """Take every e-stop sample waiting, each at its reception time, then judge the
+        source's silence now: samples that waited for this thread count from their arrival."""
+        reader = self._estop_reader
+        while not self._stop.is_set() and not reader.closed:
+            samples = reader.take_received(period)
+            latched = False
             with self._lock:
-                latched = self._estop.tick(time.monotonic())
+                for msg, received in samples:
+                    latched |= self._estop.sample(bool(msg.data), received, "estop topic: pressed")
+                latched |= self._estop.tick(time.monotonic())
             if latched:
                 self._latched()
 

@@ -8,6 +8,10 @@
     ...
     reader.close(); release_link()
 
+`reader.take_received(...)` gives each message with `received_at(info)`, its reception
+time on the monotonic clock: a check of a source's silence counts when a sample arrived,
+not when its taker got round to it.
+
 The private link is one rclpy context with a single-threaded executor thread for the
 whole process (the runner node included: rclpy's MultiThreadedExecutor delays chunks by
 tens of milliseconds in this build), shared by every remote policy and RosRobotEnv and
@@ -102,7 +106,7 @@ class _PrivateLink:
     @classmethod
     def release(cls) -> None:
         with cls._lock:
-            cls._refs -= 1
+            cls._refs = max(0, cls._refs - 1)  # after close_now, a holder's release is a no-op
             if cls._refs > 0 or cls._instance is None:
                 return
             instance, cls._instance = cls._instance, None
@@ -147,6 +151,13 @@ class DirectReader:
         (an empty list once that passes, or when closed). After a wait one message is
         taken and returned at once: the caller answers it without another take first,
         and what came with it is taken by the next call, without waiting."""
+        return [msg for msg, _info in self._take(timeout_s)]
+
+    def take_received(self, timeout_s: float) -> list[tuple[Any, float]]:
+        """As `take`, each message with its `received_at` time (when it reached this process)."""
+        return [(msg, received_at(info)) for msg, info in self._take(timeout_s)]
+
+    def _take(self, timeout_s: float) -> list[tuple[Any, Any]]:
         sub, handle = self._sub, self._sub.handle
         msg_type, raw = sub.msg_type, sub.raw
         messages = []
@@ -155,7 +166,7 @@ class DirectReader:
             while not self._closed:
                 taken = handle.take_message(msg_type, raw)
                 if taken is not None:
-                    messages.append(taken[0])
+                    messages.append(taken)
                     if waited:
                         break
                     continue
@@ -177,6 +188,17 @@ class DirectReader:
         self._wake.trigger()
         self.node.destroy_subscription(self._sub)  # deferred by rclpy while take() holds it
         self._wake.destroy()
+
+
+def received_at(info: Any) -> float:
+    """When the middleware received a sample (rclpy's MessageInfo `received_timestamp`,
+    system clock in ns), on time.monotonic()'s clock; now when the RMW gives none. A taker
+    that was busy judges the sample's age by this, not by when it got round to it."""
+    now = time.monotonic()
+    stamp = info.get("received_timestamp", 0) if info else 0
+    if not stamp:
+        return now
+    return now - max(0.0, (time.time_ns() - stamp) / 1e9)
 
 
 def _ignore(_msg: Any) -> None:

@@ -51,7 +51,9 @@ def test_eval_on_the_robot_keeps_its_period_and_services_answer_meanwhile(
     caller.start()
     try:
         assert ros.wait_until(lambda: any(e.kind == "action" for e in list(events)), 60), (
-            processes.log(procs["runner"])
+            f"answer: {answer.get('r')}; events: {[e.kind for e in list(events)][:20]}\n"
+            + processes.log(procs["runner"])
+            + processes.log(procs["policy_server"])
         )
         asked = time.monotonic()
         listed = ros.call(ListPoliciesRunning, f"{NS}/list_policies_running", timeout_s=10)

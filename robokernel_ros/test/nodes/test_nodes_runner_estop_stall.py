@@ -1,0 +1,122 @@
+"""The runner's e-stop watch judges the source's silence by when samples arrived, not by
+when its executor got round to them: a stall of the runner's executor (a long callback)
+is not a lost source, a source that really goes silent still latches (fails closed).
+
+Real DDS: a panel node publishing the released heartbeat from its own context, the
+runner's operator channel on a node of another context, spun by an executor that one
+callback blocks for three e-stop timeouts."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from robokernel_ros.ros.operator import RunnerOperator  # noqa: E402
+from robokernel_ros.ros.qos import ESTOP_QOS  # noqa: E402
+from robokernel_ros.ros.requests import Refused  # noqa: E402
+from std_msgs.msg import Bool  # noqa: E402
+
+NS = "/rk_estop_stall"
+TIMEOUT_S = 0.5
+STALL_S = 3 * TIMEOUT_S
+
+
+class _Spun:
+    """A node in a context of its own, spun by a thread until close()."""
+
+    def __init__(self, name: str, namespace: str = "") -> None:
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(name, namespace=namespace, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set():
+            self.executor.spin_once(timeout_sec=0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+
+
+@pytest.fixture
+def panel():
+    """The released heartbeat at 10 Hz on NS/estop (the estop_panel's period); panel.silence()
+    stops it."""
+    spun = _Spun("stall_panel")
+    pub = spun.node.create_publisher(Bool, f"{NS}/estop", ESTOP_QOS)
+    timer = spun.node.create_timer(0.1, lambda: pub.publish(Bool(data=False)))
+    spun.silence = timer.cancel
+    try:
+        yield spun
+    finally:
+        spun.close()
+
+
+@pytest.fixture
+def runner_side():
+    spun = _Spun("stall_runner", namespace=NS)
+    operator = RunnerOperator(
+        spun.node,
+        scene=lambda: None,
+        call=lambda *_args: {"status": "success", "content": []},
+        required=True,
+        timeout_s=TIMEOUT_S,
+        shield_clear_fault="",
+        callback_group=None,
+    )
+    try:
+        yield spun, operator
+    finally:
+        operator.destroy()
+        spun.close()
+
+
+def _stall_executor(node, seconds: float) -> threading.Event:
+    """One callback that blocks the node's executor for `seconds`; the event is set after it."""
+    done = threading.Event()
+    timer = None
+
+    def block() -> None:
+        timer.cancel()
+        time.sleep(seconds)
+        done.set()
+
+    timer = node.create_timer(0.01, block)
+    return done
+
+
+def test_an_executor_stall_is_not_a_lost_source_and_a_silent_source_still_latches(
+    panel, runner_side
+) -> None:
+    spun, operator = runner_side
+    operator.check_start()  # the panel is live and released (waits for discovery)
+
+    stalled = _stall_executor(spun.node, STALL_S)
+    assert stalled.wait(STALL_S + 10), "the stalling callback never ran"
+    time.sleep(2 * TIMEOUT_S)  # the watch has judged the time after the stall too
+    operator.check_start()  # not latched: the samples kept arriving during the stall
+
+    panel.silence()
+    deadline = time.monotonic() + TIMEOUT_S + 5.0
+    while time.monotonic() < deadline:
+        try:
+            operator.check_start()
+        except Refused as exc:
+            assert "latched" in str(exc) or "lost" in str(exc), exc
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("a silent e-stop source did not latch the runner")
