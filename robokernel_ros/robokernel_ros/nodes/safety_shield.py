@@ -35,7 +35,8 @@ hardware bridge) republishes its state every period; two samples make it live, t
 last one must be at most `estop_timeout_s` old. A source that goes silent latches the
 e-stop ("e-stop source lost"), checked on a timer and before every command, so a
 source killed mid-stream is answered by a hold within estop_timeout_s + one command
-period. A pressed sample, the `~/estop` service (std_srvs/Trigger) or a lost source
+period; a sample counts from when it reached the process (a stall of this node's
+executor is not a silent source). A pressed sample, the `~/estop` service (std_srvs/Trigger) or a lost source
 latch it; while latched nothing but hold passes. `~/clear_fault` (std_srvs/Trigger)
 unlatches it, and is refused while the input is pressed and, when required, until the
 source is live and released (no pressed sample within estop_timeout_s). With
@@ -75,6 +76,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.event_handler import QoSRequestedIncompatibleQoSInfo, SubscriptionEventCallbacks
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -92,11 +94,13 @@ from robokernel_ros.ros.params import ParameterError, check, declare
 from robokernel_ros.ros.qos import (
     COMMAND_QOS,
     ESTOP_QOS,
+    ESTOP_READER_QOS,
     EVENT_QOS,
     LATCHED_QOS,
     SENSOR_QOS,
     STATUS_QOS,
 )
+from robokernel_ros.ros.transport import DirectReader
 from robokernel_ros.safety.estop import LOST, EstopCircuit
 from robokernel_ros.safety.limits import (
     LIMIT_KEYS,
@@ -177,10 +181,26 @@ class SafetyShieldNode(LifecycleNode):
         # Always present, whatever the lifecycle state.
         self._pub_state = self.create_publisher(ShieldState, "~/state", STATUS_QOS)
         self._pub_iv = self.create_publisher(ShieldIntervention, "~/interventions", EVENT_QOS)
+        # The e-stop samples are taken from a DirectReader on a node of this context that
+        # no executor spins, each with its reception time, before every judgement (the
+        # liveness tick, every command): a stall of this node's executor is then not a
+        # silent source, by construction. The executor's subscription of the same topic
+        # wakes the shield at once for a new sample, counts the publishers and reports
+        # an incompatible QoS; the messages it delivers are not used.
+        self._estop_rx_node = rclpy.create_node(
+            f"{self.get_name()}_estop_rx",
+            namespace=self.get_namespace(),
+            context=self.context,
+            use_global_arguments=False,
+            start_parameter_services=False,
+        )
+        self._estop_reader = DirectReader(
+            self._estop_rx_node, Bool, self.resolve_topic_name("~/estop"), ESTOP_READER_QOS
+        )
         self._estop_sub = self.create_subscription(
             Bool,
             "~/estop",
-            self._on_estop_topic,
+            lambda _msg: self._take_estop(),
             ESTOP_QOS,
             event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_estop_qos),
         )
@@ -579,6 +599,7 @@ class SafetyShieldNode(LifecycleNode):
 
     def _gate(self, now: float) -> bool:
         """True when a command may be reviewed; else it is refused here."""
+        self._take_estop()
         estop = self._estop
         latched = estop.latched
         legacy_wait = not estop.required and estop.input is None
@@ -777,19 +798,22 @@ class SafetyShieldNode(LifecycleNode):
         self._intervene("estop", "", value, limit, "held", f"e-stop latched by {by}")
         self._publish_state()
 
-    def _on_estop_topic(self, msg: Bool) -> None:
-        pressed = bool(msg.data)
-        by = f"~/estop topic: pressed ({self._estop_publishers_text()})" if pressed else ""
-        now = time.monotonic()
-        if self._estop.sample(pressed, now, by):
-            self._latched_now()
-        elif (
-            pressed != self._published_estop[0]
-            or self._estop.source_state(now) != (self._published_estop[1])
-        ):
-            self._publish_state()
+    def _take_estop(self) -> None:
+        """Feed the circuit every e-stop sample waiting, each at its reception time."""
+        for msg, received in self._estop_reader.take_received(0.0):
+            pressed = bool(msg.data)
+            by = f"~/estop topic: pressed ({self._estop_publishers_text()})" if pressed else ""
+            now = time.monotonic()
+            if self._estop.sample(pressed, received, by):
+                self._latched_now()
+            elif (
+                pressed != self._published_estop[0]
+                or self._estop.source_state(now) != (self._published_estop[1])
+            ):
+                self._publish_state()
 
     def _on_estop_tick(self) -> None:
+        self._take_estop()  # what waited behind a stall of the executor counts first
         now = time.monotonic()
         if self._estop.tick(now):
             self._latched_now()
@@ -858,6 +882,9 @@ class SafetyShieldNode(LifecycleNode):
             self._intervene(f.guard, f.joint, f.value, f.limit, f.action, f.detail)
 
     def destroy_node(self) -> None:
+        if hasattr(self, "_estop_reader"):
+            self._estop_reader.close()
+            self._estop_rx_node.destroy_node()
         super().destroy_node()
         release_state_machine(self)
 

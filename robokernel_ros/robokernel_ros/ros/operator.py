@@ -36,7 +36,7 @@ from std_srvs.srv import Trigger
 
 from robokernel_interfaces.msg import Verdict
 from robokernel_interfaces.srv import SubmitVerdict
-from robokernel_ros.ros.qos import ESTOP_QOS
+from robokernel_ros.ros.qos import ESTOP_READER_QOS
 from robokernel_ros.ros.requests import Refused, text
 from robokernel_ros.ros.transport import DirectReader, acquire_link, release_link
 from robokernel_ros.safety.estop import EstopCircuit
@@ -78,7 +78,7 @@ class RunnerOperator:
         # Taken by the watch thread only: on the private link's node that no executor spins.
         self._link = acquire_link()
         self._estop_reader = DirectReader(
-            self._link.rx_node, Bool, node.resolve_topic_name("estop"), ESTOP_QOS
+            self._link.rx_node, Bool, node.resolve_topic_name("estop"), ESTOP_READER_QOS
         )
         node.create_subscription(
             Verdict, "verdict", self._on_verdict_topic, 10, callback_group=quick

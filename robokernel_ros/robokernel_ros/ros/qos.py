@@ -26,6 +26,15 @@ LATCHED_QOS = QoSProfile(
     durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
 ESTOP_QOS = LATCHED_QOS
+#: The e-stop's reader, taken by its owner (a DirectReader): ESTOP_QOS with a history
+#: that keeps the samples of a stall of the taker (64: 6.4 s of a 10 Hz source), so the
+#: source's silence is judged between every two samples that arrived, not only the last.
+ESTOP_READER_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=64,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
 
 #: Commands to controllers: reliable, volatile, depth 10 (what ros2_control's
 #: forward_command_controller and joint_trajectory_controller subscribe with).

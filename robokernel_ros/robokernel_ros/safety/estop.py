@@ -34,8 +34,10 @@ liveliness offer (`ros2 topic pub` and a hardware bridge written against
 std_msgs/Bool with the workcell's reliable + transient_local QoS would be silently
 unmatched), and rclpy's liveliness event only counts writers, as this does with
 time. A heartbeat works with any RMW, any publisher that repeats its value, and is
-visible with `ros2 topic hz`. A consumer starved for longer than `timeout_s` cannot
-tell its own stall from the source's silence: it latches too (fails closed).
+visible with `ros2 topic hz`. A sample's time is when it reached the consumer's process
+(the middleware's reception stamp, `ros.transport.received_at`), and the owners take
+every waiting sample before they judge the silence: a consumer whose executor stalled
+does not mistake its own stall for a silent source.
 
 **Not required** (`required=False`, benches and graphs without an operator): the
 behaviour before the circuit existed. A pressed sample or an owner latch latches, the

@@ -1,9 +1,10 @@
-"""The runner's e-stop watch judges the source's silence by when samples arrived, not by
-when its executor got round to them: a stall of the runner's executor (a long callback)
-is not a lost source, a source that really goes silent still latches (fails closed).
+"""The e-stop's consumers judge the source's silence by when samples arrived, not by when
+their executor got round to them: a stall of the executor (a long callback) is not a
+lost source, and a source that really goes silent still latches (fails closed). For the
+runner's operator channel and for the safety shield.
 
 Real DDS: a panel node publishing the released heartbeat from its own context, the
-runner's operator channel on a node of another context, spun by an executor that one
+consumer on a node of another context in this process, spun by an executor that one
 callback blocks for three e-stop timeouts."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from robokernel_ros.ros.requests import Refused  # noqa: E402
 from std_msgs.msg import Bool  # noqa: E402
 
 NS = "/rk_estop_stall"
+SHIELD_NS = "/rk_estop_stall_shield"
 TIMEOUT_S = 0.5
 STALL_S = 3 * TIMEOUT_S
 
@@ -29,10 +31,13 @@ STALL_S = 3 * TIMEOUT_S
 class _Spun:
     """A node in a context of its own, spun by a thread until close()."""
 
-    def __init__(self, name: str, namespace: str = "") -> None:
+    def __init__(self, name: str, namespace: str = "", *, node_class=None, **kwargs) -> None:
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
-        self.node = rclpy.create_node(name, namespace=namespace, context=self.context)
+        if node_class is None:
+            self.node = rclpy.create_node(name, namespace=namespace, context=self.context)
+        else:
+            self.node = node_class(name, namespace=namespace, context=self.context, **kwargs)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self._stop = threading.Event()
@@ -51,14 +56,19 @@ class _Spun:
         rclpy.try_shutdown(context=self.context)
 
 
-@pytest.fixture
-def panel():
-    """The released heartbeat at 10 Hz on NS/estop (the estop_panel's period); panel.silence()
+def _panel(topic: str) -> _Spun:
+    """The released heartbeat at 10 Hz on `topic` (the estop_panel's period); .silence()
     stops it."""
     spun = _Spun("stall_panel")
-    pub = spun.node.create_publisher(Bool, f"{NS}/estop", ESTOP_QOS)
+    pub = spun.node.create_publisher(Bool, topic, ESTOP_QOS)
     timer = spun.node.create_timer(0.1, lambda: pub.publish(Bool(data=False)))
     spun.silence = timer.cancel
+    return spun
+
+
+@pytest.fixture
+def panel():
+    spun = _panel(f"{NS}/estop")
     try:
         yield spun
     finally:
@@ -120,3 +130,40 @@ def test_an_executor_stall_is_not_a_lost_source_and_a_silent_source_still_latche
         time.sleep(0.05)
     else:
         pytest.fail("a silent e-stop source did not latch the runner")
+
+
+def test_the_shield_after_an_executor_stall_is_not_latched_and_a_silent_source_latches() -> None:
+    from rclpy.parameter import Parameter
+    from robokernel_ros.nodes.safety_shield import SafetyShieldNode
+    from robokernel_ros.safety.estop import LOST
+
+    panel = _panel(f"{SHIELD_NS}/safety_shield/estop")
+    spun = _Spun(
+        "safety_shield",
+        SHIELD_NS,
+        node_class=SafetyShieldNode,
+        parameter_overrides=[
+            Parameter("joints", value=["j1"]),
+            Parameter("estop_timeout_s", value=TIMEOUT_S),
+        ],
+    )
+    circuit = spun.node._estop
+    try:
+        deadline = time.monotonic() + 20.0
+        while not circuit.live(time.monotonic()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert circuit.live(time.monotonic()), circuit.reason(time.monotonic())
+
+        stalled = _stall_executor(spun.node, STALL_S)
+        assert stalled.wait(STALL_S + 10), "the stalling callback never ran"
+        time.sleep(2 * TIMEOUT_S)  # the liveness tick has run after the stall
+        assert not circuit.latched, f"latched by {circuit.latched_by} after an executor stall"
+
+        panel.silence()
+        deadline = time.monotonic() + TIMEOUT_S + 5.0
+        while not circuit.latched and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert circuit.latched_by == LOST, circuit.latched_by or "not latched"
+    finally:
+        spun.close()
+        panel.close()
