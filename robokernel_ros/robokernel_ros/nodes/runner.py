@@ -99,7 +99,7 @@ from robokernel_interfaces.srv import (
 from robokernel_ros.ros import requests
 from robokernel_ros.ros.actions import RunnerActions
 from robokernel_ros.ros.lifecycle import ACTIVE, LifecyclePeer, release_state_machine
-from robokernel_ros.ros.node import run_multithreaded
+from robokernel_ros.ros.node import freeze_heap, run_multithreaded
 from robokernel_ros.ros.operator import RunnerOperator
 from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.qos import EVENTS_QOS, STATUS_QOS
@@ -342,6 +342,9 @@ class RunnerNode(LifecycleNode):
             self._publish_state("unconfigured")
             return TransitionCallbackReturn.FAILURE
         self._configure_error = None
+        # The scene built here (MuJoCo, the robot binding) is never scanned by a collection
+        # again, however the node was configured (autostart or a lifecycle manager).
+        freeze_heap()
         self._configure_s = time.monotonic() - started
         bus = getattr(self.cell, "bus", None)
         if bus is not None and self.publish_events:
