@@ -66,6 +66,7 @@ class RosRobotEnv:
         control_hz: float = 50.0,
         action_limits: Mapping[str, tuple[float, float]] | None = None,
         state_timeout_s: float = 2.0,
+        discovery_timeout_s: float = 15.0,
         reset_positions: Mapping[str, float] | None = None,
         reset_tolerance: float = 0.05,
         reset_timeout_s: float = 10.0,
@@ -91,6 +92,14 @@ class RosRobotEnv:
         unknown = sorted(set(motion_limits or {}) - set(joints))
         if unknown:
             raise ValueError(f"motion_limits names joints that are not in joints: {unknown}")
+        if not (
+            isinstance(discovery_timeout_s, int | float)
+            and math.isfinite(discovery_timeout_s)
+            and discovery_timeout_s >= 0
+        ):
+            raise ValueError(
+                f"discovery_timeout_s={discovery_timeout_s!r}: must be a finite number >= 0"
+            )
         if not (0.0 < reset_speed_scale <= 1.0):
             raise ValueError(f"reset_speed_scale={reset_speed_scale!r}: must be in (0, 1]")
         self.node = node
@@ -100,6 +109,7 @@ class RosRobotEnv:
         self.joint_states_topic = joint_states_topic
         self.control_hz = float(control_hz)
         self.state_timeout_s = float(state_timeout_s)
+        self.discovery_timeout_s = float(discovery_timeout_s)
         self.reset_positions = dict(reset_positions or {})
         self.reset_tolerance = float(reset_tolerance)
         self.reset_timeout_s = float(reset_timeout_s)
@@ -216,11 +226,19 @@ class RosRobotEnv:
         at = self._state_at
         return math.inf if at is None else time.monotonic() - at
 
-    def wait_for_state(self, timeout_s: float | None = None) -> None:
-        timeout = self.state_timeout_s if timeout_s is None else timeout_s
+    def wait_for_state(self) -> None:
+        """Return once a joint state at most state_timeout_s old has been taken. Until the
+        first one this env ever took, wait up to discovery_timeout_s: a robot that started
+        after this process is discovered by DDS seconds later on a loaded machine (another
+        node having heard it proves nothing about this reader's pairing); after that,
+        state_timeout_s (a stream that stopped). RuntimeError naming the topic otherwise."""
+        if self._state_at is None:
+            timeout = max(self.state_timeout_s, self.discovery_timeout_s)
+        else:
+            timeout = self.state_timeout_s
         deadline = time.monotonic() + timeout
         self._take()
-        while self.joint_state_age_s() > timeout:
+        while self.joint_state_age_s() > self.state_timeout_s:
             left = deadline - time.monotonic()
             if left <= 0:
                 with self._lock:

@@ -37,8 +37,8 @@ def test_eval_on_the_robot_keeps_its_period_and_services_answer_meanwhile(
     assert ros.wait_for(EvalPolicy, f"{NS}/eval_policy", 60), processes.log(procs["runner"])
     for name in ("policy_server", "runner"):  # the graph is up once both say active
         wait_active(ros.node, f"{NS}/{name}", timeout_s=60)
-    # The robot is up (a loaded machine starts sim_robot last; the episode would end
-    # env_error after the runner's 2 s state_timeout).
+    # The robot is up (a loaded machine starts sim_robot last). The runner's own reader
+    # may be paired with it later still: its first reset waits for that (discovery_timeout_s).
     assert ros.wait_until(lambda: states, 60), processes.log(procs["sim_robot"])
 
     request = EvalPolicy.Request(
