@@ -96,6 +96,8 @@ from robokernel_interfaces.srv import (
     StartPolicy,
     StopPolicy,
 )
+from robokernel_ros.kernel import EpisodeOutcome
+from robokernel_ros.kernel.events import EPISODE_END
 from robokernel_ros.ros import requests
 from robokernel_ros.ros.actions import RunnerActions
 from robokernel_ros.ros.lifecycle import ACTIVE, LifecyclePeer, release_state_machine
@@ -537,6 +539,13 @@ class RunnerNode(LifecycleNode):
 
     def _on_event(self, event: Any) -> None:
         self._events_pub.publish(kernel_event_msg(event))
+        if event.kind == EPISODE_END and event.data.get("outcome") in _LOGGED_OUTCOMES:
+            # In the log too: the operator at the cell sees why an episode ended early.
+            data = event.data
+            self.get_logger().warn(
+                f"episode {event.run_id} ended {data['outcome']} after {data.get('steps')} "
+                f"steps: {data.get('status')}"
+            )
 
     # API services ----------------------------------------------------------------------------
 
@@ -733,6 +742,12 @@ class RunnerNode(LifecycleNode):
             self._actions.destroy()
         super().destroy_node()
         release_state_machine(self)
+
+
+#: episode outcomes the runner also logs (an error, a watchdog, an e-stop)
+_LOGGED_OUTCOMES = frozenset(
+    {EpisodeOutcome.ERROR.value, EpisodeOutcome.WATCHDOG.value, EpisodeOutcome.ESTOPPED.value}
+)
 
 
 def _running_count(cell: Any) -> int:
