@@ -623,7 +623,7 @@ class RunnerNode(LifecycleNode):
             peer.wait_for(ACTIVE, self.server_ready_timeout_s)
         except RuntimeError as exc:
             # Its heartbeat says why, when it has one (a failed load, what is loading).
-            detail = watch.state.detail if watch.alive() else ""
+            detail = watch.not_ready_detail(_HEARTBEAT_AGREES_S)
             raise Refused(
                 f"policy_provider='remote': policy server not ready: {exc}"
                 + (f"; its status: {detail}" if detail else "")
@@ -744,6 +744,8 @@ class RunnerNode(LifecycleNode):
         release_state_machine(self)
 
 
+#: how long a refusal waits for the heartbeat of a replaced policy server to agree
+_HEARTBEAT_AGREES_S = 5.0
 #: episode outcomes the runner also logs (an error, a watchdog, an e-stop)
 _LOGGED_OUTCOMES = frozenset(
     {EpisodeOutcome.ERROR.value, EpisodeOutcome.WATCHDOG.value, EpisodeOutcome.ESTOPPED.value}

@@ -272,6 +272,21 @@ class ServerWatch:
     def ready(self) -> bool:
         return self.state.ready and self.alive()
 
+    def not_ready_detail(self, timeout_s: float) -> str:
+        """What the heartbeat says of a server that has just answered that it is not
+        active ('' without a live heartbeat). A live one that still says ready comes from
+        an instance that is gone (a replacement's heartbeat reaches this reader seconds
+        later, the old one's last is still fresh): wait up to `timeout_s` for one that
+        agrees, else ''."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self.alive() and self.state.ready:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return ""
+                self._cond.wait(timeout=min(left, 0.1))
+            return self.state.detail if self.alive() else ""
+
     def wait_ready(self, timeout_s: float) -> ServerState:
         """Wait for a fresh ready heartbeat; raise RuntimeError naming why the server is not ready."""
         deadline = time.monotonic() + timeout_s

@@ -1,0 +1,89 @@
+"""The runner's refusal of a remote start names the policy server's own reason, not the
+last heartbeat of the instance it replaced: a server that has just answered "not active"
+while a still-fresh heartbeat says ready is a replacement whose heartbeat has not reached
+the runner yet (a full run's lifecycle test: the refusal quoted the killed server's
+"active: serving the mock policy" instead of the new one's failed load).
+
+Real DDS: two policy-server heartbeats from two contexts (the killed instance, then its
+replacement), the watch on a node spun in this process."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from robokernel_ros.ros.qos import STATUS_QOS  # noqa: E402
+from robokernel_ros.ros.transport import ServerWatch  # noqa: E402
+from robokernel_ros.ros.wire import STATUS_TOPIC, join  # noqa: E402
+
+from robokernel_interfaces.msg import PolicyServerStatus  # noqa: E402
+
+NS = "/rk_server_watch"
+FAILED = "loading the scripted policy failed: ValueError: targets must be a list"
+
+
+def _node(name: str):
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    return context, rclpy.create_node(name, context=context)
+
+
+def _close(context, node) -> None:
+    node.destroy_node()
+    rclpy.try_shutdown(context=context)
+
+
+def test_a_refusal_waits_for_the_replacement_heartbeat_that_agrees() -> None:
+    context, node = _node("watching_runner")
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            executor.spin_once(timeout_sec=0.05)
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    watch = ServerWatch(node, NS)
+    topic = join(NS, STATUS_TOPIC)
+    old_context, old = _node("old_server")
+    new_context = new = None
+    try:
+        old_pub = old.create_publisher(PolicyServerStatus, topic, STATUS_QOS)
+        deadline = time.monotonic() + 20
+        while not watch.ready() and time.monotonic() < deadline:
+            old_pub.publish(PolicyServerStatus(ready=True, detail="active: serving"))
+            time.sleep(0.1)
+        assert watch.ready(), "the old server's heartbeat never arrived"
+        _close(old_context, old)  # killed: its last heartbeat stays fresh for stale_after_s
+
+        new_context, new = _node("new_server")
+        new_pub = new.create_publisher(PolicyServerStatus, topic, STATUS_QOS)
+        beating = threading.Event()
+
+        def heartbeat() -> None:
+            while not beating.wait(0.2):
+                new_pub.publish(PolicyServerStatus(ready=False, detail=FAILED))
+
+        beater = threading.Thread(target=heartbeat, daemon=True)
+        beater.start()
+        try:
+            detail = watch.not_ready_detail(10.0)  # the new server said "unconfigured"
+        finally:
+            beating.set()
+            beater.join(timeout=5)
+        assert detail == FAILED, detail
+    finally:
+        stop.set()
+        spinner.join(timeout=5)
+        executor.shutdown(timeout_sec=1.0)
+        watch.destroy()
+        _close(context, node)
+        if new is not None:
+            _close(new_context, new)
