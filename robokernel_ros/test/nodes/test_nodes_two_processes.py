@@ -66,7 +66,10 @@ def test_chunk_and_service_round_trip_between_processes(processes, tmp_path) -> 
             # The subscription match (and the policy load) take a moment: republish.
             obs_pub.publish(obs)
             executor.spin_once(timeout_sec=0.2)
-        assert chunks, processes.log(server)
+        assert chunks, (
+            f"no chunk; policy_server exit code {server.poll()} (None: running), its log:\n"
+            + processes.log(server)
+        )
         chunk = chunks[0]
         assert (chunk.run_id, chunk.obs_step, list(chunk.keys), chunk.horizon) == (
             "run-1",
