@@ -16,10 +16,10 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from robokernel_ros.ros.operator import RunnerOperator  # noqa: E402
 from robokernel_ros.ros.qos import ESTOP_QOS  # noqa: E402
 from robokernel_ros.ros.requests import Refused  # noqa: E402
+from spun_node import SpunNode  # noqa: E402
 from std_msgs.msg import Bool  # noqa: E402
 
 NS = "/rk_estop_stall"
@@ -28,38 +28,10 @@ TIMEOUT_S = 0.5
 STALL_S = 3 * TIMEOUT_S
 
 
-class _Spun:
-    """A node in a context of its own, spun by a thread until close()."""
-
-    def __init__(self, name: str, namespace: str = "", *, node_class=None, **kwargs) -> None:
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        if node_class is None:
-            self.node = rclpy.create_node(name, namespace=namespace, context=self.context)
-        else:
-            self.node = node_class(name, namespace=namespace, context=self.context, **kwargs)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        while not self._stop.is_set():
-            self.executor.spin_once(timeout_sec=0.05)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        rclpy.try_shutdown(context=self.context)
-
-
-def _panel(topic: str) -> _Spun:
+def _panel(topic: str) -> SpunNode:
     """The released heartbeat at 10 Hz on `topic` (the estop_panel's period); .silence()
     stops it."""
-    spun = _Spun("stall_panel")
+    spun = SpunNode("stall_panel")
     pub = spun.node.create_publisher(Bool, topic, ESTOP_QOS)
     timer = spun.node.create_timer(0.1, lambda: pub.publish(Bool(data=False)))
     spun.silence = timer.cancel
@@ -77,7 +49,7 @@ def panel():
 
 @pytest.fixture
 def runner_side():
-    spun = _Spun("stall_runner", namespace=NS)
+    spun = SpunNode("stall_runner", namespace=NS)
     operator = RunnerOperator(
         spun.node,
         scene=lambda: None,
@@ -138,7 +110,7 @@ def test_the_shield_after_an_executor_stall_is_not_latched_and_a_silent_source_l
     from robokernel_ros.safety.estop import LOST
 
     panel = _panel(f"{SHIELD_NS}/safety_shield/estop")
-    spun = _Spun(
+    spun = SpunNode(
         "safety_shield",
         SHIELD_NS,
         node_class=SafetyShieldNode,

@@ -18,20 +18,10 @@ rclpy = pytest.importorskip("rclpy")
 from robokernel_ros.ros.qos import SENSOR_QOS  # noqa: E402
 from robokernel_ros.ros.ros_env import RosRobotEnv  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
+from spun_node import SpunNode  # noqa: E402
 
 NS = "/rk_env_discovery"
 LATE_S = 2.0  # the robot starts this long after reset began: beyond state_timeout_s
-
-
-def _context_node(name: str):
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    return context, rclpy.create_node(name, context=context)
-
-
-def _close(context, node) -> None:
-    node.destroy_node()
-    rclpy.try_shutdown(context=context)
 
 
 def _env(node, discovery_timeout_s: float) -> RosRobotEnv:
@@ -46,17 +36,17 @@ def _env(node, discovery_timeout_s: float) -> RosRobotEnv:
 
 
 def test_the_first_reset_waits_for_a_robot_that_starts_late() -> None:
-    context, node = _context_node("env_discovery")
-    env = _env(node, discovery_timeout_s=20.0)
+    spun = SpunNode("env_discovery", spin=False)
+    env = _env(spun.node, discovery_timeout_s=20.0)
     stop = threading.Event()
 
     def robot() -> None:
         stop.wait(LATE_S)
-        robot_context, robot_node = _context_node("late_robot")
-        pub = robot_node.create_publisher(JointState, f"{NS}/joint_states", SENSOR_QOS)
+        robot = SpunNode("late_robot", spin=False)
+        pub = robot.node.create_publisher(JointState, f"{NS}/joint_states", SENSOR_QOS)
         while not stop.wait(0.02):
             pub.publish(JointState(name=["j1"], position=[0.25], velocity=[0.0]))
-        _close(robot_context, robot_node)
+        robot.close()
 
     thread = threading.Thread(target=robot, daemon=True)
     started = time.monotonic()
@@ -68,19 +58,19 @@ def test_the_first_reset_waits_for_a_robot_that_starts_late() -> None:
         stop.set()
         thread.join(timeout=5)
         env.close()
-        _close(context, node)
+        spun.close()
     assert waited >= LATE_S, waited
     assert observation["joint_positions"]["j1"] == pytest.approx(0.25), observation
 
 
 def test_a_robot_that_never_reports_is_refused_naming_the_topic() -> None:
-    context, node = _context_node("env_no_robot")
-    env = _env(node, discovery_timeout_s=1.0)
+    spun = SpunNode("env_no_robot", spin=False)
+    env = _env(spun.node, discovery_timeout_s=1.0)
     started = time.monotonic()
     try:
         with pytest.raises(RuntimeError, match=f"no joint state .* on {NS}/joint_states"):
             env.reset()
     finally:
         env.close()
-        _close(context, node)
+        spun.close()
     assert 0.9 <= time.monotonic() - started < 10.0

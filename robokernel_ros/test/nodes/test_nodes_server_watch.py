@@ -16,10 +16,10 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from robokernel_ros.ros.qos import STATUS_QOS  # noqa: E402
 from robokernel_ros.ros.transport import ServerWatch  # noqa: E402
 from robokernel_ros.ros.wire import STATUS_TOPIC, join  # noqa: E402
+from spun_node import SpunNode  # noqa: E402
 
 from robokernel_interfaces.msg import PolicyServerStatus  # noqa: E402
 
@@ -27,44 +27,23 @@ NS = "/rk_server_watch"
 FAILED = "loading the scripted policy failed: ValueError: targets must be a list"
 
 
-def _node(name: str):
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    return context, rclpy.create_node(name, context=context)
-
-
-def _close(context, node) -> None:
-    node.destroy_node()
-    rclpy.try_shutdown(context=context)
-
-
 def test_a_refusal_waits_for_the_replacement_heartbeat_that_agrees() -> None:
-    context, node = _node("watching_runner")
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            executor.spin_once(timeout_sec=0.05)
-
-    spinner = threading.Thread(target=spin, daemon=True)
-    spinner.start()
-    watch = ServerWatch(node, NS)
+    runner = SpunNode("watching_runner")
+    watch = ServerWatch(runner.node, NS)
     topic = join(NS, STATUS_TOPIC)
-    old_context, old = _node("old_server")
-    new_context = new = None
+    old = SpunNode("old_server", spin=False)
+    new = None
     try:
-        old_pub = old.create_publisher(PolicyServerStatus, topic, STATUS_QOS)
+        old_pub = old.node.create_publisher(PolicyServerStatus, topic, STATUS_QOS)
         deadline = time.monotonic() + 20
         while not watch.ready() and time.monotonic() < deadline:
             old_pub.publish(PolicyServerStatus(ready=True, detail="active: serving"))
             time.sleep(0.1)
         assert watch.ready(), "the old server's heartbeat never arrived"
-        _close(old_context, old)  # killed: its last heartbeat stays fresh for stale_after_s
+        old.close()  # killed: its last heartbeat stays fresh for stale_after_s
 
-        new_context, new = _node("new_server")
-        new_pub = new.create_publisher(PolicyServerStatus, topic, STATUS_QOS)
+        new = SpunNode("new_server", spin=False)
+        new_pub = new.node.create_publisher(PolicyServerStatus, topic, STATUS_QOS)
         beating = threading.Event()
 
         def heartbeat() -> None:
@@ -80,10 +59,7 @@ def test_a_refusal_waits_for_the_replacement_heartbeat_that_agrees() -> None:
             beater.join(timeout=5)
         assert detail == FAILED, detail
     finally:
-        stop.set()
-        spinner.join(timeout=5)
-        executor.shutdown(timeout_sec=1.0)
-        watch.destroy()
-        _close(context, node)
+        runner.close()  # the watch's subscription with its node
+        old.close()
         if new is not None:
-            _close(new_context, new)
+            new.close()
