@@ -30,10 +30,10 @@ ESTOP_QOS = LATCHED_QOS
 #: that keeps the samples of a stall of the taker (64: 6.4 s of a 10 Hz source), so the
 #: source's silence is judged between every two samples that arrived, not only the last.
 ESTOP_READER_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST,
+    history=ESTOP_QOS.history,
     depth=64,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    reliability=ESTOP_QOS.reliability,
+    durability=ESTOP_QOS.durability,
 )
 
 #: Commands to controllers: reliable, volatile, depth 10 (what ros2_control's
