@@ -129,6 +129,9 @@ DEFAULT_OUTPUT = {
 DEFAULT_INPUT = {"forward_command": "~/commands", "joint_trajectory": "~/joint_trajectory"}
 #: time_from_start of the single point of a hold trajectory
 HOLD_TRAJECTORY_TIME_S = 0.05
+#: How long a command wake-up waits for the command reader's copy of the sample (the two
+#: readers of one topic in this process are delivered one after the other).
+COMMAND_WAKE_WAIT_S = 0.002
 
 
 # --- the node -------------------------------------------------------------------------------
@@ -153,6 +156,7 @@ class SafetyShieldNode(LifecycleNode):
         self._limits: dict[str, JointLimit] = {}
         self._pub_cmd = None
         self._sub_cmd = None
+        self._cmd_reader: DirectReader | None = None  # forward_command: the stream, with stamps
         self._sub_js = None
         self._watchdog = None
         self._reset_motion()
@@ -182,20 +186,22 @@ class SafetyShieldNode(LifecycleNode):
         self._pub_state = self.create_publisher(ShieldState, "~/state", STATUS_QOS)
         self._pub_iv = self.create_publisher(ShieldIntervention, "~/interventions", EVENT_QOS)
         # The e-stop samples are taken from a DirectReader on a node of this context that
-        # no executor spins, each with its reception time, before every judgement (the
-        # liveness tick, every command): a stall of this node's executor is then not a
-        # silent source, by construction. The executor's subscription of the same topic
-        # wakes the shield at once for a new sample, counts the publishers and reports
-        # an incompatible QoS; the messages it delivers are not used.
-        self._estop_rx_node = rclpy.create_node(
-            f"{self.get_name()}_estop_rx",
+        # no executor spins (`_rx_node`), each with its reception time, before every
+        # judgement (the liveness tick, every command): a stall of this node's executor is
+        # then not a silent source, by construction. The executor's subscription of the
+        # same topic wakes the shield at once for a new sample, counts the publishers and
+        # reports an incompatible QoS; the messages it delivers are not used. The
+        # forward_command stream is read the same way (`_take_commands`), for its
+        # samples' source timestamps.
+        self._rx_node = rclpy.create_node(
+            f"{self.get_name()}_rx",
             namespace=self.get_namespace(),
             context=self.context,
             use_global_arguments=False,
             start_parameter_services=False,
         )
         self._estop_reader = DirectReader(
-            self._estop_rx_node, Bool, self.resolve_topic_name("~/estop"), ESTOP_READER_QOS
+            self._rx_node, Bool, self.resolve_topic_name("~/estop"), ESTOP_READER_QOS
         )
         self._estop_sub = self.create_subscription(
             Bool,
@@ -476,8 +482,18 @@ class SafetyShieldNode(LifecycleNode):
         self._reset_motion()
         if self._controller == "forward_command":
             self._pub_cmd = self.create_publisher(Float64MultiArray, p["output_topic"], COMMAND_QOS)
+            # The executor's subscription only wakes the node: the commands are taken from
+            # a DirectReader of the same topic with their source timestamps (`sent_at`),
+            # the sender's schedule that the rate guards judge (safety.command_clock).
+            self._cmd_reader = DirectReader(
+                self._rx_node, Float64MultiArray, self.resolve_topic_name(p["input_topic"]),
+                COMMAND_QOS,
+            )  # fmt: skip
             self._sub_cmd = self.create_subscription(
-                Float64MultiArray, p["input_topic"], self._on_array, COMMAND_QOS
+                Float64MultiArray,
+                p["input_topic"],
+                lambda _msg: self._take_commands(COMMAND_WAKE_WAIT_S),
+                COMMAND_QOS,
             )
         else:
             self._pub_cmd = self.create_publisher(JointTrajectory, p["output_topic"], COMMAND_QOS)
@@ -545,6 +561,9 @@ class SafetyShieldNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def _teardown(self) -> None:
+        if self._cmd_reader is not None:
+            self._cmd_reader.close()
+            self._cmd_reader = None
         for entity, destroy in (
             (self._sub_cmd, self.destroy_subscription),
             (self._sub_js, self.destroy_subscription),
@@ -639,13 +658,28 @@ class SafetyShieldNode(LifecycleNode):
             self._review.seed()
         return True
 
-    def _on_array(self, msg: Float64MultiArray) -> None:
+    def _take_commands(self, wait_s: float = 0.0) -> None:
+        """Review every forward_command command waiting in the command reader, in order.
+        `wait_s`: how long to wait for one when none is there yet (the executor's copy of
+        a sample can be delivered before the reader's; the watchdog tick takes any that
+        a wake-up missed)."""
+        reader = self._cmd_reader
+        if reader is None:
+            return
+        for msg, sent in reader.take_sent(wait_s):
+            self._on_array(msg, sent)
+
+    def _on_array(self, msg: Float64MultiArray, sent: float) -> None:
+        """One forward_command command, published at `sent` (monotonic seconds)."""
         if not self._active:
             return
         now = time.monotonic()
         if not self._gate(now):
             return
-        verdict = self._review.review_array(msg.data, now)
+        # Judged on the sender's schedule (when it published), not on when this node got
+        # round to it: a stall of this process or of the transport delivers commands in a
+        # burst, which is not a faster sender.
+        verdict = self._review.review_array(msg.data, sent)
         if verdict.action == "passed":
             self.passed += 1
             self._pub_cmd.publish(msg)
@@ -753,6 +787,7 @@ class SafetyShieldNode(LifecycleNode):
         self.held += 1
 
     def _on_watchdog(self) -> None:
+        self._take_commands()  # any command that its wake-up missed counts first
         if not (self._active and self._armed):
             return
         now = time.monotonic()
@@ -884,7 +919,7 @@ class SafetyShieldNode(LifecycleNode):
     def destroy_node(self) -> None:
         if hasattr(self, "_estop_reader"):
             self._estop_reader.close()
-            self._estop_rx_node.destroy_node()
+            self._rx_node.destroy_node()
         super().destroy_node()
         release_state_machine(self)
 

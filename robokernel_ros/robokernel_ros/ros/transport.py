@@ -10,7 +10,8 @@
 
 `reader.take_received(...)` gives each message with `received_at(info)`, its reception
 time on the monotonic clock: a check of a source's silence counts when a sample arrived,
-not when its taker got round to it.
+not when its taker got round to it. `sent_at(info)` is the same for the time a sample was
+published (a command stream's own schedule).
 
 The private link is one rclpy context with a single-threaded executor thread for the
 whole process (the runner node included: rclpy's MultiThreadedExecutor delays chunks by
@@ -157,6 +158,10 @@ class DirectReader:
         """As `take`, each message with its `received_at` time (when it reached this process)."""
         return [(msg, received_at(info)) for msg, info in self._take(timeout_s)]
 
+    def take_sent(self, timeout_s: float) -> list[tuple[Any, float]]:
+        """As `take`, each message with its `sent_at` time (when its sender published it)."""
+        return [(msg, sent_at(info)) for msg, info in self._take(timeout_s)]
+
     def _take(self, timeout_s: float) -> list[tuple[Any, Any]]:
         sub, handle = self._sub, self._sub.handle
         msg_type, raw = sub.msg_type, sub.raw
@@ -194,11 +199,24 @@ def received_at(info: Any) -> float:
     """When the middleware received a sample (rclpy's MessageInfo `received_timestamp`,
     system clock in ns), on time.monotonic()'s clock; now when the RMW gives none. A taker
     that was busy judges the sample's age by this, not by when it got round to it."""
+    return _on_monotonic(info.get("received_timestamp", 0) if info else 0)
+
+
+def sent_at(info: Any) -> float:
+    """When the sender published a sample (MessageInfo `source_timestamp`, stamped by the
+    sender's middleware on its system clock), on time.monotonic()'s clock, never later
+    than now; now when the RMW gives none. Consecutive samples of one writer are as far
+    apart here as they were sent, whenever this process got round to them (a clock
+    offset between machines shifts them all alike)."""
+    return _on_monotonic(info.get("source_timestamp", 0) if info else 0)
+
+
+def _on_monotonic(stamp_ns: int) -> float:
+    """A system-clock stamp (ns; 0: none) as a time.monotonic() reading, at most now."""
     now = time.monotonic()
-    stamp = info.get("received_timestamp", 0) if info else 0
-    if not stamp:
+    if not stamp_ns:
         return now
-    return now - max(0.0, (time.time_ns() - stamp) / 1e9)
+    return now - max(0.0, (time.time_ns() - stamp_ns) / 1e9)
 
 
 def _ignore(_msg: Any) -> None:

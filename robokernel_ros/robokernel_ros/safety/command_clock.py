@@ -10,7 +10,7 @@ executors. ros2_control's joint_limits judge velocity and acceleration over the
 controller's period, not over the arrival of messages: a command that arrives 3 ms late
 followed by one on time is not a speed change. So the velocity and acceleration guards
 here judge each command over the advance of a schedule clock `s` that follows the
-sender's schedule instead of the arrival clock `t`:
+sender's schedule instead of the command clock `t`:
 
     s_k  = min(s_{k-1} + T, t_k + T)     dt_k = s_k - s_{k-1}  (at least MIN_DT_S)
     s_k  = t_k - T, dt_k = T               when t_k - T > s_{k-1} + T (more than a period late)
@@ -31,6 +31,12 @@ at its real rate, its arrival intervals, once that one period is used up; a stre
 slower than T is judged over T, as if its steps took one period (give the shield the
 sender's rate, or 0 to learn it). No interval below MIN_DT_S is credited: a guard that
 saw dt = 0 would judge nothing.
+
+`t`: the shield node gives each command the time its sender published it (the sample's
+source timestamp, `ros.transport.sent_at`), not the time the node got round to it: a
+burst of deliveries after a stall of the shield's own process or of the transport is not
+a faster sender, and a stream gets the same verdicts however late the shield read it.
+What is left is the sender's own jitter (a late step, made up by the next one).
 
 T: `period` (the shield's `command_rate_hz`), or, when None, the stream's own: the mean
 of the middle half of its last WINDOW arrival intervals (each at most max_dt). Jitter
@@ -91,8 +97,11 @@ class CommandClock:
         return self._learned
 
     def advance(self, now: float) -> float:
-        """A command is sent at `now` (monotonic seconds): the interval it is judged over."""
+        """A command is sent at `now` (monotonic seconds): the interval it is judged over.
+        A `now` before the last one (a sender's stamp older than the shield's own hold)
+        counts as the last one."""
         schedule, arrival = self._schedule, self._arrival
+        now = max(now, arrival)
         self._arrival = now
         if schedule is None:
             self._schedule = now

@@ -292,7 +292,7 @@ class CommandReview:
         if result.interventions:
             return Verdict(
                 "clipped",
-                self._findings(result.interventions, "clipped"),
+                self._findings(result.interventions, f"clipped (judged over {dt * 1e3:.1f} ms)"),
                 [values[j] for j in self.joints],
             )
         return Verdict("passed")
