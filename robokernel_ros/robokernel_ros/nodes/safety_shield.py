@@ -93,6 +93,7 @@ from robokernel_ros.ros.node import EXECUTORS, exit_main, run_node
 from robokernel_ros.ros.params import ParameterError, check, declare
 from robokernel_ros.ros.qos import (
     COMMAND_QOS,
+    COMMAND_READER_QOS,
     ESTOP_QOS,
     ESTOP_READER_QOS,
     EVENT_QOS,
@@ -487,7 +488,7 @@ class SafetyShieldNode(LifecycleNode):
             # the sender's schedule that the rate guards judge (safety.command_clock).
             self._cmd_reader = DirectReader(
                 self._rx_node, Float64MultiArray, self.resolve_topic_name(p["input_topic"]),
-                COMMAND_QOS,
+                COMMAND_READER_QOS,
             )  # fmt: skip
             self._sub_cmd = self.create_subscription(
                 Float64MultiArray,
