@@ -132,6 +132,7 @@ class RosRobotEnv:
         self._positions: dict[str, float] = {}
         self._velocities: dict[str, float] = {}
         self._state_at: float | None = None  # monotonic time the last joint state was taken
+        self._consumer_seen = False  # the command publisher has been matched once
         self._frames: dict[str, Any] = {}  # camera: the latest message, converted on observe
         self._images: dict[str, Any] = {}  # camera: the latest frame as an array
         self._target: dict[str, float] | None = None
@@ -226,6 +227,27 @@ class RosRobotEnv:
         at = self._state_at
         return math.inf if at is None else time.monotonic() - at
 
+    def wait_for_consumer(self) -> None:
+        """Return once the command publisher is matched with a subscriber (the shield or
+        the controller), waiting up to discovery_timeout_s the first time: commands are
+        volatile, so what is published before DDS has paired the two is lost, and the
+        episode would command a robot that does not move (a full test run saw 0.7 s of
+        it, then the shield judging the first command that arrived as a jump from where
+        the robot stood). RuntimeError naming the topic otherwise."""
+        if self._consumer_seen:
+            return
+        deadline = time.monotonic() + self.discovery_timeout_s
+        # rclpy has no wait for a match: poll the publisher's matched count (a handshake:
+        # it returns as soon as the pairing is done)
+        while self._pub.get_subscription_count() == 0:
+            if time.monotonic() >= deadline:
+                raise RuntimeError(
+                    f"no subscriber on {self.command_topic} within {self.discovery_timeout_s:g} s "
+                    "(is the safety_shield or the controller running, on this ROS_DOMAIN_ID?)"
+                )
+            time.sleep(0.005)
+        self._consumer_seen = True
+
     def wait_for_state(self) -> None:
         """Return once a joint state at most state_timeout_s old has been taken. Until the
         first one this env ever took, wait up to discovery_timeout_s: a robot that started
@@ -258,6 +280,7 @@ class RosRobotEnv:
         until every joint is within reset_tolerance. A joint without motion limits
         gets the reset pose at once (the shield's rate guards then ramp it)."""
         self.wait_for_state()
+        self.wait_for_consumer()
         if self.reset_positions:
             target = {j: self.reset_positions.get(j, self._positions[j]) for j in self.joints}
             deadline = time.monotonic() + self.reset_timeout_s
