@@ -132,10 +132,12 @@ def test_commands_that_nobody_subscribes_to_are_refused_naming_the_topic() -> No
     robot = SpunNode("robot_without_commands", spin=False)
     pub = robot.node.create_publisher(JointState, f"{NS}/joint_states", SENSOR_QOS)
     stop = threading.Event()
-    reporter = threading.Thread(
-        target=lambda: [pub.publish(JointState(name=["j1"], position=[0.25])) for _ in iter(lambda: stop.wait(0.02), True)],
-        daemon=True,
-    )  # fmt: skip
+
+    def report() -> None:
+        while not stop.wait(0.02):
+            pub.publish(JointState(name=["j1"], position=[0.25]))
+
+    reporter = threading.Thread(target=report, daemon=True)
     reporter.start()
     env = _env(spun.node, discovery_timeout_s=1.0)
     try:
