@@ -111,10 +111,19 @@ class Pacer:
     `wait()` ends a tick: it sleeps until the next deadline (not at all when that has
     passed); a tick more than a period late restarts the schedule so that the next
     deadline is a period from now. The first `wait()` or `guard()` after `restart()`
-    starts the schedule at that moment. `guard()` is for the one who sends the commands
-    (an env's step): when nobody called `wait()` since the last command (an unpaced
-    caller), it waits itself, so commands never go out faster than the schedule; after
-    a `wait()` it returns at once. Not thread-safe: one loop drives it.
+    starts the schedule at that moment, but never sooner than a period after the last
+    tick of the schedule before: a restart (a reset's last command, then the episode's
+    first) does not put two ticks closer than a period. `guard()` is for the one who
+    sends the commands (an env's step): when nobody called `wait()` since the last
+    command (an unpaced caller), it waits itself, so commands never go out faster than
+    the schedule; after a `wait()` it returns at once. Not thread-safe: one loop drives
+    it.
+
+    Why the floor: a command source whose schedule restarts earlier than its last
+    period moves its phase earlier for good, and the shield's schedule clock
+    (safety.command_clock) credits that early command with the period it has in
+    reserve; the later jitter then finds no reserve and is judged as speed (a full run
+    clipped a smooth ramp 0.8 s after an episode's start this way).
     """
 
     def __init__(self, period_s: float) -> None:
@@ -127,6 +136,7 @@ class Pacer:
             raise ValueError(f"period_s={period_s!r}: must be a positive finite number")
         self.period = float(period_s)
         self.restarts = 0  # schedules restarted after a tick more than a period late
+        self._last_tick: float | None = None  # when the last tick began (monotonic)
         self.restart()
 
     def restart(self) -> None:
@@ -139,20 +149,34 @@ class Pacer:
         """The monotonic time of the next tick (None before the schedule starts)."""
         return None if self._t0 is None else self._t0 + self._k * self.period
 
+    def _start(self) -> None:
+        """Start a schedule with a tick now, or a period after the last tick if later."""
+        now = time.monotonic()
+        if self._last_tick is not None and now < self._last_tick + self.period:
+            time.sleep(self._last_tick + self.period - now)
+            now = self._last_tick + self.period
+        self._t0, self._k = now, 0
+        self._last_tick = now
+
     def wait(self) -> float:
         """Sleep until the next deadline; return how late the tick was (s, <= 0: on time)."""
         now = time.monotonic()
-        if self._t0 is None:
+        if self._t0 is None:  # its first tick is a period from now: after the last one
             self._t0, self._k = now, 0
         self._k += 1
         self._waited = True
-        remaining = self._t0 + self._k * self.period - now
+        deadline = self._t0 + self._k * self.period
+        remaining = deadline - now
         if remaining > 0:
             time.sleep(remaining)
+            self._last_tick = deadline
         elif remaining < -self.period:
             self._t0 = now + self.period - self._k * self.period
             self.restarts += 1
             time.sleep(self.period)
+            self._last_tick = now + self.period
+        else:
+            self._last_tick = now
         return -remaining
 
     def guard(self) -> None:
@@ -161,7 +185,7 @@ class Pacer:
             self._waited = False
             return
         if self._t0 is None:
-            self._t0, self._k = time.monotonic(), 0
+            self._start()
             return
         self.wait()
         self._waited = False

@@ -76,6 +76,7 @@ class CommandClock:
         self._schedule: float | None = None  # s of the last command
         self._arrival = 0.0  # t of the last command
         self.last_dt = self.max_dt
+        self.last_interval = math.nan  # the last command's time after the one before
 
     @property
     def first_dt(self) -> float:
@@ -103,6 +104,7 @@ class CommandClock:
         schedule, arrival = self._schedule, self._arrival
         now = max(now, arrival)
         self._arrival = now
+        self.last_interval = now - arrival if schedule is not None else math.nan
         if schedule is None:
             self._schedule = now
             self.last_dt = self.first_dt

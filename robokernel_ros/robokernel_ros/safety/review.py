@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from robokernel_ros.kernel import FiniteGuard, Intervention, LimitGuard, run_guards
@@ -281,20 +281,29 @@ class CommandReview:
                 dt,
             )
         shield = self.shield
-        result = shield.review(
-            dict(zip(self.joints, data, strict=True)), hold=None, dt=dt, record=False
-        )
+        requested = dict(zip(self.joints, data, strict=True))
+        last, dt_before = shield.last, shield.last_dt
+        result = shield.review(requested, hold=None, dt=dt, record=False)
         if result.refused:
             return self._refused(self._findings(result.interventions, ""), dt)
         values = result.action
         shield.record_sent(values, dt)
         self._hold = None
         if result.interventions:
-            return Verdict(
-                "clipped",
-                self._findings(result.interventions, f"clipped (judged over {dt * 1e3:.1f} ms)"),
-                [values[j] for j in self.joints],
+            # What a reader of one clip needs to tell a fast sender from a jump: the
+            # interval judged, the sender's own, and where the joint was sent before.
+            timing = (
+                f"clipped (judged over {dt * 1e3:.1f} ms, the one before over "
+                f"{dt_before * 1e3:.1f} ms; sent {self.clock.last_interval * 1e3:.1f} ms "
+                "after the last command)"
             )
+            findings = [
+                replace(f, detail=f"{timing}: {last[f.joint]:.4f} -> {requested[f.joint]:.4f}")
+                if last is not None and f.joint in requested
+                else f
+                for f in self._findings(result.interventions, timing)
+            ]
+            return Verdict("clipped", findings, [values[j] for j in self.joints])
         return Verdict("passed")
 
     # -- joint_trajectory --------------------------------------------------------------------

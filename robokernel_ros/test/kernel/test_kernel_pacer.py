@@ -76,6 +76,28 @@ def test_guard_paces_an_unpaced_caller_and_does_not_sleep_after_a_wait(clock) ->
     assert pacer.deadline() == pytest.approx(clock.now)
 
 
+def test_a_restarted_schedule_starts_no_sooner_than_a_period_after_the_last_tick(clock) -> None:
+    """A reset's last command, then the episode's first (restart(), then guard()): the two
+    are a period apart, not a few milliseconds, so a command source never moves its
+    schedule earlier (the shield's schedule clock would spend its one period of credit on
+    it for good). After a long pause the new schedule starts at once."""
+    pacer = Pacer(0.02)
+    pacer.wait()
+    pacer.wait()  # a tick at 100.04
+    clock.now += 0.004  # the reset's last command, its check, the first observation
+    pacer.restart()
+    pacer.guard()  # the episode's first command
+    assert clock.now == pytest.approx(100.06)
+    assert pacer.deadline() == pytest.approx(100.06)
+    pacer.wait()
+    assert clock.now == pytest.approx(100.08)  # the new schedule from there
+    clock.now += 1.0
+    pacer.restart()
+    before = len(clock.sleeps)
+    pacer.guard()
+    assert len(clock.sleeps) == before  # long after the last tick: no wait
+
+
 @pytest.mark.parametrize("bad", [0, -0.01, float("inf"), float("nan"), True, "0.02"])
 def test_period_outside_its_domain_is_refused(bad) -> None:
     with pytest.raises(ValueError, match="period_s="):

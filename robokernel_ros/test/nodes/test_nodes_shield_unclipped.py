@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import sys
 import threading
 import time
 from datetime import datetime
@@ -59,8 +60,9 @@ def _eval_within_limits(processes, tmp_path, ros, during=None) -> tuple[list, in
     request = EvalPolicy.Request(
         robot_name="arm", policy_provider="remote", n_episodes=2, max_steps=200, async_rtc=True
     )
+    injected: list = []  # what `during` returned (the stalls it made, for a failure)
     if during is not None:
-        worker = threading.Thread(target=during, args=(procs,), daemon=True)
+        worker = threading.Thread(target=lambda: injected.append(during(procs)), daemon=True)
     started = time.time()
     if during is not None:
         worker.start()
@@ -116,9 +118,18 @@ def _eval_within_limits(processes, tmp_path, ros, during=None) -> tuple[list, in
             topic: [f"{i.node_namespace}/{i.node_name}" for i in ros.node.get_publishers_info_by_topic(topic)]
             for topic in (f"{NS}/safety_shield/commands", "/joint_states", "/forward_position_controller/commands")
         }  # fmt: skip
+        others = [
+            (round(_stamp(m) - started, 3), m.guard, m.joint, m.action, m.detail)
+            for m in interventions
+            if m.action != "clipped" and started <= _stamp(m) <= ended
+        ]
+        counters = {k: getattr(after, k) - getattr(before, k) for k in ("held", "timeouts")}
         # printed: pytest shows a failed test's output whole (its assertion text is cut)
         print("first unexplained clip:", unexplained[0], "the runner sent:", *around, sep="\n")
+        print("clips:", *[w for w in where[:12]], sep="\n")
         print("publishers:", publishers)
+        print("holds and refusals:", others, "counters:", counters)
+        print("injected (s into the eval):", [[round(t - started, 3) for t in x] for x in injected])
     return where, commands, episodes
 
 
@@ -126,13 +137,22 @@ def _stall_the_shield(procs) -> None:
     """Stop the shield's process for 150 ms, then for 300 ms (15 commands queue up: the
     command reader keeps 64, ros.qos.COMMAND_READER_QOS) while the arm moves (into the first episode's motion:
     its reset takes ~0.4 s), by a process of its own: a thread of this busy test process
-    can wake up late."""
+    can wake up late. Returns when it stopped and continued it (epoch seconds)."""
     pid = procs["safety_shield"].pid
     script = (
-        f"sleep 0.9; kill -STOP {pid}; sleep 0.15; kill -CONT {pid}; "
-        f"sleep 0.5; kill -STOP {pid}; sleep 0.3; kill -CONT {pid}"
+        "import os, signal, sys, time\n"
+        "t0 = time.monotonic(); e0 = time.time(); out = []\n"
+        "for after, span in ((0.9, 0.15), (0.5, 0.3)):\n"
+        "    time.sleep(after)\n"
+        f"    os.kill({pid}, signal.SIGSTOP); out.append(time.monotonic())\n"
+        "    time.sleep(span)\n"
+        f"    os.kill({pid}, signal.SIGCONT); out.append(time.monotonic())\n"
+        "print(' '.join(str(e0 + t - t0) for t in out))\n"
     )
-    subprocess.run(["sh", "-c", script], check=True, timeout=10)
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=True, timeout=10, capture_output=True, text=True
+    )
+    return [float(t) for t in done.stdout.split()]  # epoch seconds: stop, cont, stop, cont
 
 
 def test_an_eval_within_the_limits_is_not_clipped_at_resets_first_chunks_or_shield_stalls(
