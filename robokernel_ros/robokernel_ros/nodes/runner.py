@@ -220,7 +220,10 @@ class RunnerNode(LifecycleNode):
         self.server_ready_timeout_s = declare(
             self,
             "server_ready_timeout_s",
-            3.0,
+            10.0,
+            # it returns as soon as the server answers; a server that replaced a killed
+            # one is paired 2.5-4 s after it starts (measured in full test runs), and a
+            # shorter wait refused the first call after a restart
             "how long a call with policy_provider remote waits for a ready policy server",
             min_value=0.0,
             min_exclusive=True,

@@ -191,7 +191,10 @@ def test_refused_parallel_parameters_start_no_ray():
 
 
 CTRL_C = """
-import json
+import json, signal
+# Ctrl-C as a terminal's Python gets it: a test run started in the background (`make test &`)
+# hands its children SIGINT ignored, and an eval leaves an ignored SIGINT ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from robokernel_ros.rollout import SimWorkcell, envelope_json
 cell = SimWorkcell(trace_dir=%r)
 cell.add_robot("arm", "so101")
