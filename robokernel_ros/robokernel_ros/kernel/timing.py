@@ -149,6 +149,16 @@ class Pacer:
         """The monotonic time of the next tick (None before the schedule starts)."""
         return None if self._t0 is None else self._t0 + self._k * self.period
 
+    def settle(self) -> None:
+        """Sleep until a period after the last tick, the earliest a restarted schedule may
+        start (a reset after its last command: the episode's first observation, chunk
+        request and command then all come at that moment, as its step 0 would on the
+        schedule; else the first command would wait and its request would not)."""
+        if self._last_tick is not None:
+            remaining = self._last_tick + self.period - time.monotonic()
+            if remaining > 0:
+                time.sleep(remaining)
+
     def _start(self) -> None:
         """Start a schedule with a tick now, or a period after the last tick if later."""
         now = time.monotonic()

@@ -300,6 +300,9 @@ class RosRobotEnv:
             with self._lock:
                 self._target = {j: self._positions[j] for j in self.joints}
                 self._previous_target = None
+        # The episode's step 0 (its observation, first request and command) comes a
+        # period after the reset's last command, where the next tick would have been.
+        self.pacer.settle()
         self.pacer.restart()  # the episode's first command starts the schedule
         return self.observe()
 

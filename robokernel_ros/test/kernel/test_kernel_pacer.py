@@ -98,6 +98,23 @@ def test_a_restarted_schedule_starts_no_sooner_than_a_period_after_the_last_tick
     assert len(clock.sleeps) == before  # long after the last tick: no wait
 
 
+def test_settle_waits_for_the_floor_so_the_first_command_does_not(clock) -> None:
+    """A reset settles after its last command: it returns a period after that tick (the
+    episode's first observation and request are taken then), and the first command of
+    the restarted schedule goes out at once."""
+    pacer = Pacer(0.02)
+    pacer.wait()  # the reset's last tick at 100.02
+    clock.now += 0.003
+    pacer.settle()
+    assert clock.now == pytest.approx(100.04)
+    pacer.restart()
+    before = len(clock.sleeps)
+    pacer.guard()
+    assert len(clock.sleeps) == before and pacer.deadline() == pytest.approx(100.04)
+    pacer.settle()  # no tick since the last one started the schedule: a period after it
+    assert clock.now == pytest.approx(100.06)
+
+
 @pytest.mark.parametrize("bad", [0, -0.01, float("inf"), float("nan"), True, "0.02"])
 def test_period_outside_its_domain_is_refused(bad) -> None:
     with pytest.raises(ValueError, match="period_s="):
