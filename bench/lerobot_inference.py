@@ -3,7 +3,8 @@
     python bench/lerobot_inference.py [--quick] [--chunks N] [--device cpu] [--gap-ms 20]
 
 One small ACT checkpoint (random weights, LeRobot's own config classes and
-save_pretrained; 6 joints + one 96x96 camera; chunk 20) and one fixed observation. Every
+save_pretrained; 6 joints + one camera, 96x96 unless --image HxW; chunk 20) and one fixed
+observation. Every
 path below is timed per chunk, and a chunk is one whole `predict_action_chunk` call
 with LeRobot's pre- and postprocessors, observation dict in, 20 actions out (except
 direct_select_action: one action out). The paths take turns call by call after the same
@@ -63,6 +64,7 @@ from robokernel_ros.policies import create_policy  # noqa: E402
 from robokernel_ros.process import die_with_parent, stop_process_groups  # noqa: E402
 
 ROS_TARGET_P50_MS = 2.0
+GRPC_RATIO_TARGET = 0.3  # the ROS path's overhead / LeRobot gRPC's, both over direct_chunk
 CHUNK_SIZE = 20
 
 
@@ -71,14 +73,27 @@ def percentiles(samples_s: list[float]) -> dict[str, float]:
     return {"p50_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99)), "n": len(ms)}
 
 
-def observation(size: int = 96) -> dict[str, Any]:
+def observation(height: int = 96, width: int = 96) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     return {
         "joint_positions": {j: 0.1 * i for i, j in enumerate(SO101_JOINTS)},
         "joint_velocities": {j: 0.0 for j in SO101_JOINTS},
         "actuator_targets": {j: 0.0 for j in SO101_JOINTS},
-        "images": {"front": rng.integers(0, 255, (size, size, 3), dtype=np.uint8)},
+        "images": {"front": rng.integers(0, 255, (height, width, 3), dtype=np.uint8)},
     }
+
+
+def image_size(text: str) -> tuple[int, int]:
+    """--image HxW: the camera's height and width in pixels, each in [16, 2160]."""
+    try:
+        height, width = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--image={text!r}: must be HxW, e.g. 480x640") from None
+    if not (16 <= height <= 2160 and 16 <= width <= 3840):
+        raise argparse.ArgumentTypeError(
+            f"--image={text!r}: height must be in [16, 2160] and width in [16, 3840]"
+        )
+    return height, width
 
 
 def timed_interleaved(
@@ -426,8 +441,16 @@ def main() -> int:
         help="idle before each timed call (default 20; 0 lets one process's spinning "
         "OpenMP threads slow the next process's call)",
     )
+    parser.add_argument(
+        "--image",
+        type=image_size,
+        default=(96, 96),
+        metavar="HxW",
+        help="the camera's size (default 96x96; 480x640 for issue 15's real camera)",
+    )
     parser.add_argument("--echo", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    height, width = args.image
     if args.echo:
         return _echo()
     n = args.chunks if args.chunks is not None else (30 if args.quick else 200)
@@ -449,16 +472,17 @@ def main() -> int:
         "warmup_rounds": warmup,
         "chunk_actions": CHUNK_SIZE,
         "gap_ms": args.gap_ms,
+        "image": [height, width],
     }
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         path = build_tiny_checkpoint(
             Path(tmp) / "act",
             kind="act",
-            cameras={"front": (96, 96)},
+            cameras={"front": (height, width)},
             chunk_size=CHUNK_SIZE,
             n_action_steps=10,
         )
-        obs = observation(96)
+        obs = observation(height, width)
         # Both servers load while this process builds its own paths.
         ros_server = start_policy_server(path, args.device)
         stack.callback(stop_process_groups, [ros_server], 10.0)
@@ -507,10 +531,20 @@ def main() -> int:
         f"ros_path_adds_at_most_{ROS_TARGET_P50_MS:g}ms_p50": figures["ros_overhead_p50_ms"]
         <= ROS_TARGET_P50_MS
     }
+    if "lerobot_grpc_overhead_p50_ms" in figures:
+        # issue 15: the ROS path's overhead over direct inference at most 0.3x that of
+        # LeRobot's own gRPC server, measured in the same run
+        grpc_over = figures["lerobot_grpc_overhead_p50_ms"]
+        figures["ros_over_grpc_overhead_p50"] = (
+            figures["ros_overhead_p50_ms"] / grpc_over if grpc_over > 0 else float("inf")
+        )
+        figures["verdicts"][f"ros_overhead_at_most_{GRPC_RATIO_TARGET:g}x_grpc_p50"] = (
+            figures["ros_over_grpc_overhead_p50"] <= GRPC_RATIO_TARGET
+        )
 
     verdict = figures["verdicts"][f"ros_path_adds_at_most_{ROS_TARGET_P50_MS:g}ms_p50"]
     print(
-        f"ACT, {args.device}, one fixed observation (6 joints + 96x96 camera), {CHUNK_SIZE}-action "
+        f"ACT, {args.device}, one fixed observation (6 joints + {width}x{height} camera), {CHUNK_SIZE}-action "
         f"chunks; {n} chunks per path after {warmup} warm-up rounds, paths interleaved, "
         f"{args.gap_ms:g} ms idle before each call"
     )
@@ -537,6 +571,12 @@ def main() -> int:
         f"ros_path overhead over direct_chunk at p50: {figures['ros_overhead_p50_ms']:+.2f} ms "
         f"(target <= {ROS_TARGET_P50_MS:g} ms: {'pass' if verdict else 'MISSED'})"
     )
+    if "ros_over_grpc_overhead_p50" in figures:
+        held = figures["verdicts"][f"ros_overhead_at_most_{GRPC_RATIO_TARGET:g}x_grpc_p50"]
+        print(
+            f"ros_path overhead / lerobot_grpc overhead at p50: {figures['ros_over_grpc_overhead_p50']:.2f}x "
+            f"(target <= {GRPC_RATIO_TARGET:g}x: {'pass' if held else 'MISSED'})"
+        )
     print(
         f"provider load {figures['provider']['load_time_s']:.3f} s, second create cache hit "
         f"{figures['provider']['second_load_cache_hit']} in {figures['provider']['second_load_time_s'] * 1000:.2f} ms, "

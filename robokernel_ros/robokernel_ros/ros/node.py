@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,6 +54,29 @@ def make_executor(kind: str) -> Any:
 
 def _is_events_executor(executor: Any) -> bool:
     return type(executor).__name__ == "EventsExecutor"
+
+
+def _spin(executor: Any) -> None:
+    if _is_events_executor(executor):
+        spin_until(executor, lambda: False)
+    else:
+        # spin(), not a spin_once loop: MultiThreadedExecutor.spin_once returns at once
+        # while a callback is still running in its pool, so the loop would busy-wait for
+        # as long as a long service call (a rollout) runs.
+        executor.spin()
+
+
+def _spin_then_stop(executor: Any, node: Any) -> None:
+    """The executor's thread beside a node's `main_work`: when rclpy shuts down, the
+    node's main work is told to stop (`stop_hosting`) so that the process ends."""
+    try:
+        _spin(executor)
+    except (ExternalShutdownException, KeyboardInterrupt):
+        pass
+    finally:
+        stop = getattr(node, "stop_hosting", None)
+        if stop is not None:
+            stop()
 
 
 def spin_until(executor: Any, done: Callable[[], bool], timeout_sec: float = 0.1) -> None:
@@ -86,6 +110,7 @@ def run_node(
     args: Sequence[str] | None = None,
     executor: str | Callable[[], Any] | None = None,
     on_started: Callable[[Node], None] | None = None,
+    main_work: Callable[[Node], None] | None = None,
 ) -> int:
     """`main()` of a node: init rclpy, build the node, spin until Ctrl-C or shutdown.
 
@@ -94,12 +119,16 @@ def run_node(
     EXECUTORS; a callable, given the built node, returns the executor to use. `on_started(node)` runs once
     after the node is built (e.g. a lifecycle node's autostart); a ParameterError or
     RuntimeError from it ends the process with status 2 or 1.
+    `main_work(node)`: work that must run on the process's main thread (the policy
+    server's inference, ros.policy_host); the executor then spins on a thread of its
+    own, and the process ends when either returns (Ctrl-C interrupts the main thread).
     Returns the exit status.
     """
     rclpy.init(args=list(args) if args is not None else sys.argv)
     node: Node | None = None
     status = 0
     exec_ = None
+    spinner: threading.Thread | None = None
     try:
         node = make_node()
         kind = executor
@@ -114,13 +143,14 @@ def run_node(
         if on_started is not None:
             on_started(node)
         freeze_heap()
-        if _is_events_executor(exec_):
-            spin_until(exec_, lambda: False)
+        if main_work is None:
+            _spin(exec_)
         else:
-            # spin(), not a spin_once loop: MultiThreadedExecutor.spin_once returns at
-            # once while a callback is still running in its pool, so the loop would
-            # busy-wait for as long as a long service call (a rollout) runs.
-            exec_.spin()
+            spinner = threading.Thread(
+                target=_spin_then_stop, args=(exec_, node), name="executor", daemon=True
+            )
+            spinner.start()
+            main_work(node)
     except KeyboardInterrupt:
         pass
     except ExternalShutdownException:
@@ -135,6 +165,8 @@ def run_node(
     finally:
         if exec_ is not None:
             exec_.shutdown(timeout_sec=1.0)
+        if spinner is not None:
+            spinner.join(timeout=5.0)
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

@@ -22,6 +22,15 @@ why the load failed or the lifecycle state until the policy is served; `detail`
 carries the load time. The inference thread takes the observations itself,
 without an executor in between: their subscription sits on a companion node
 `<name>_rx` (in `ros2 node list` too) that no executor spins.
+
+Which thread infers: the process's main thread when the node runs as its process
+(`infer_on_main_thread`; ros.node.run_node calls `main_work` there while the executor
+spins on another thread), else a thread of its own ("policy-infer", a node built inside another
+process). Why the main thread: MKL's threaded kernels run about half as fast from any
+other thread in this torch build (a LeRobot ACT chunk: 11-12 ms on the main thread,
+21-22 ms on another, 16 ms single-threaded on either; measured in one process, nothing
+else running), and the policy server's chunks were that much slower than LeRobot called
+directly (bench/lerobot_inference.py: server inference 23 ms against 15 ms direct).
 """
 
 from __future__ import annotations
@@ -49,6 +58,10 @@ NODE_NAME = "policy_server"
 class PolicyHost(Node):
     """A node hosting one policy (see the module docstring). Subclasses create their own
     names, call `start_hosting` last in their constructor and implement `on_observations`."""
+
+    #: True: no inference thread; `main_work()` infers on the thread that calls it (a
+    #: node's `main()` sets it for its process before building the node).
+    infer_on_main_thread = False
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
@@ -104,6 +117,11 @@ class PolicyHost(Node):
         self.load_s: float | None = None  # the last load's duration (s)
         self._bound = False  # the policy is bound to its action keys
         self._stopping = False
+        self._worker: threading.Thread | None = None
+        self._serving = threading.Event()  # the inference loop has started
+        self._served_out = threading.Event()  # ... and left
+        self._stop_lock = threading.Lock()
+        self._stopped = False
         self._status_pub = self.create_publisher(PolicyServerStatus, "~/status", STATUS_QOS)
 
     def start_hosting(
@@ -132,8 +150,14 @@ class PolicyHost(Node):
         if load:
             self._loader = threading.Thread(target=self._load, name="policy-load", daemon=True)
             self._loader.start()
-        self._worker = threading.Thread(target=self._serve, name="policy-infer", daemon=True)
-        self._worker.start()
+        if not self.infer_on_main_thread:
+            self._worker = threading.Thread(target=self._serve, name="policy-infer", daemon=True)
+            self._worker.start()
+
+    def main_work(self) -> None:
+        """The inference loop on the calling thread, until `stop_hosting` (ros.node.run_node
+        runs it on the main thread while the executor spins on another)."""
+        self._serve()
 
     def on_observations(self, messages: list[Observation]) -> None:
         """What the inference thread does with the observations it took (in arrival order)."""
@@ -198,20 +222,36 @@ class PolicyHost(Node):
     # inference ------------------------------------------------------------------------------
 
     def _serve(self) -> None:
-        """The inference thread: every batch of observations taken goes to on_observations."""
-        while not self._stopping:
-            messages = self._observations.take(1.0)
-            if messages:
-                self.on_observations(messages)
+        """The inference loop: every batch of observations taken goes to on_observations."""
+        self._serving.set()
+        try:
+            while not self._stopping:
+                messages = self._observations.take(1.0)
+                if messages:
+                    self.on_observations(messages)
+        finally:
+            self._served_out.set()
 
     def stop_hosting(self) -> None:
-        """Stop the inference thread and destroy the observation reader's node."""
-        if self._stopping:
-            return
-        self._stopping = True
-        self._observations.close()  # wakes the inference thread
-        self._worker.join(timeout=5)
-        self._rx_node.destroy_node()
+        """Stop the inference loop (waiting for it to leave the observation reader, on
+        whichever thread it runs) and destroy the reader's node. Callable from any
+        thread, more than once: the second call waits for the first."""
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopping = True
+            self._observations.close()  # wakes the inference loop
+            here = threading.current_thread()
+            if self._worker is not None and self._worker is not here:
+                self._worker.join(timeout=5)
+            elif (
+                self._worker is None
+                and self._serving.is_set()
+                and here is not threading.main_thread()
+            ):
+                self._served_out.wait(timeout=5)  # main_work is inferring on the main thread
+            self._rx_node.destroy_node()
+            self._stopped = True
 
     def destroy_node(self) -> None:
         self.stop_hosting()
