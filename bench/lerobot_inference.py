@@ -534,12 +534,14 @@ def main() -> int:
     if "lerobot_grpc_overhead_p50_ms" in figures:
         # issue 15: the ROS path's overhead over direct inference at most 0.3x that of
         # LeRobot's own gRPC server, measured in the same run
+        # (the inequality, not the ratio: at large images either overhead can be below 0,
+        # the servers' inference faster than this busier process's own)
         grpc_over = figures["lerobot_grpc_overhead_p50_ms"]
         figures["ros_over_grpc_overhead_p50"] = (
-            figures["ros_overhead_p50_ms"] / grpc_over if grpc_over > 0 else float("inf")
+            figures["ros_overhead_p50_ms"] / grpc_over if grpc_over > 0 else None
         )
         figures["verdicts"][f"ros_overhead_at_most_{GRPC_RATIO_TARGET:g}x_grpc_p50"] = (
-            figures["ros_over_grpc_overhead_p50"] <= GRPC_RATIO_TARGET
+            figures["ros_overhead_p50_ms"] <= GRPC_RATIO_TARGET * grpc_over
         )
 
     verdict = figures["verdicts"][f"ros_path_adds_at_most_{ROS_TARGET_P50_MS:g}ms_p50"]
@@ -573,9 +575,12 @@ def main() -> int:
     )
     if "ros_over_grpc_overhead_p50" in figures:
         held = figures["verdicts"][f"ros_overhead_at_most_{GRPC_RATIO_TARGET:g}x_grpc_p50"]
+        ratio = figures["ros_over_grpc_overhead_p50"]
         print(
-            f"ros_path overhead / lerobot_grpc overhead at p50: {figures['ros_over_grpc_overhead_p50']:.2f}x "
-            f"(target <= {GRPC_RATIO_TARGET:g}x: {'pass' if held else 'MISSED'})"
+            f"ros_path overhead {figures['ros_overhead_p50_ms']:+.2f} ms against lerobot_grpc's "
+            f"{figures['lerobot_grpc_overhead_p50_ms']:+.2f} ms at p50"
+            + (f" ({ratio:.2f}x)" if ratio is not None else "")
+            + f" (target <= {GRPC_RATIO_TARGET:g}x gRPC's: {'pass' if held else 'MISSED'})"
         )
     print(
         f"provider load {figures['provider']['load_time_s']:.3f} s, second create cache hit "
