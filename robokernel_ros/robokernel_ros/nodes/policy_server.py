@@ -104,7 +104,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         self.detail = f"configuring: loading the {self.provider} policy"
         self._publish_status()
         with self._infer_lock:
-            loaded = self.load_policy()
+            loaded = self.load_policy_on_a_passing_thread()
         if loaded:
             self.detail = f"inactive: {self.detail}; served once activated"
         self._publish_status()
@@ -289,8 +289,9 @@ def main(args: list[str] | None = None) -> int:
             return MultiThreadedExecutor(num_threads=4)
         return SingleThreadedExecutor()
 
-    # Inference on the main thread (MKL runs about half as fast from any other thread in
-    # this torch build: ros.policy_host); the executor spins on a thread of its own.
+    # Inference on the main thread, the policy loaded on a thread that ends with the load
+    # (two living threads with OpenMP teams halve torch's speed: ros.policy_host); the
+    # executor spins on a thread of its own.
     PolicyHost.infer_on_main_thread = True
     return run_node(
         make_node,

@@ -26,11 +26,17 @@ without an executor in between: their subscription sits on a companion node
 Which thread infers: the process's main thread when the node runs as its process
 (`infer_on_main_thread`; ros.node.run_node calls `main_work` there while the executor
 spins on another thread), else a thread of its own ("policy-infer", a node built inside another
-process). Why the main thread: MKL's threaded kernels run about half as fast from any
-other thread in this torch build (a LeRobot ACT chunk: 11-12 ms on the main thread,
-21-22 ms on another, 16 ms single-threaded on either; measured in one process, nothing
-else running), and the policy server's chunks were that much slower than LeRobot called
-directly (bench/lerobot_inference.py: server inference 23 ms against 15 ms direct).
+process). Why: torch's threaded kernels (MKL, OpenMP) run about half as fast on a thread
+while another living thread of the process keeps an OpenMP team of its own (a LeRobot
+ACT chunk: 11-12 ms when one thread loads and infers, 21-22 ms when the main thread
+loaded it and a second thread infers; 16 ms single-threaded either way; measured in one
+process, nothing else running). The policy server loaded on the main thread and
+inferred on "policy-infer": its chunks were that much slower than LeRobot called
+directly (bench/lerobot_inference.py: server inference 23 ms against 15 ms direct). So
+the main thread infers, and the policy is loaded on a thread that ends with the load
+(`load_policy_on_a_passing_thread`; served mode's loader thread ends too). Not covered:
+the `get_action_chunk` service infers on the executor's thread (a client using both it
+and the topic makes two teams).
 """
 
 from __future__ import annotations
@@ -191,6 +197,19 @@ class PolicyHost(Node):
         self.detail = f"{self.provider} policy loaded in {self.load_s:.2f} s"
         self.get_logger().info(self.detail)
         return True
+
+    def load_policy_on_a_passing_thread(self) -> bool:
+        """`load_policy` on a thread that ends with it: a load runs torch's threaded
+        kernels, and the OpenMP team a living thread keeps from them (the executor's
+        thread, which a lifecycle manager's configure runs on) would halve the speed of
+        the inference thread's (see the module docstring)."""
+        result: list[bool] = []
+        loader = threading.Thread(
+            target=lambda: result.append(self.load_policy()), name="policy-load", daemon=True
+        )
+        loader.start()
+        loader.join()
+        return bool(result and result[0])
 
     def free_policy(self) -> None:
         """Close and drop the policy (the next load builds it again)."""
