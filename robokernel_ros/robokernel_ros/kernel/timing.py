@@ -119,11 +119,12 @@ class Pacer:
     the schedule; after a `wait()` it returns at once. Not thread-safe: one loop drives
     it.
 
-    Why the floor: a command source whose schedule restarts earlier than its last
-    period moves its phase earlier for good, and the shield's schedule clock
-    (safety.command_clock) credits that early command with the period it has in
-    reserve; the later jitter then finds no reserve and is judged as speed (a full run
-    clipped a smooth ramp 0.8 s after an episode's start this way).
+    Why the floor: a position controller applies each command when it arrives, so two
+    commands a few milliseconds apart (a reset's last, then the episode's first, before
+    the floor) are a step of one period's motion in that time; and `settle()` lets a
+    reset wait for the floor before the episode's first observation, so that the first
+    chunk request is not made a period before the first command (bench/fidelity.py saw
+    that as one hold fewer at 30 ms than the virtual clock).
     """
 
     def __init__(self, period_s: float) -> None:
