@@ -78,9 +78,8 @@ def test_guard_paces_an_unpaced_caller_and_does_not_sleep_after_a_wait(clock) ->
 
 def test_a_restarted_schedule_starts_no_sooner_than_a_period_after_the_last_tick(clock) -> None:
     """A reset's last command, then the episode's first (restart(), then guard()): the two
-    are a period apart, not a few milliseconds, so a command source never moves its
-    schedule earlier (the shield's schedule clock would spend its one period of credit on
-    it for good). After a long pause the new schedule starts at once."""
+    are a period apart, not a few milliseconds (a position controller would apply a
+    period's motion in that time). After a long pause the new schedule starts at once."""
     pacer = Pacer(0.02)
     pacer.wait()
     pacer.wait()  # a tick at 100.04
