@@ -25,11 +25,13 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import datetime
+import functools
 import logging
 import math
+import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,25 +97,48 @@ class _Pending:
     submitted: float = 0.0
 
 
-class _DaemonWorker:
-    """Runs each call in its own daemon thread (act() calls are per chunk, not per step).
+def _timed(act: Callable[[], Any]) -> tuple[Any, float]:
+    """act() and the seconds it took (a wall-clock request, run on the act thread)."""
+    start = time.monotonic()
+    chunk = act()
+    return chunk, time.monotonic() - start
 
-    concurrent.futures' pool threads are joined at interpreter exit, so one hung policy
-    would keep the process alive; daemon threads do not."""
+
+class _ActWorker:
+    """One daemon thread that runs an episode's act() calls in order (a chunk each).
+
+    One thread for the episode, started before its loop, not one per call: Thread.start()
+    makes its caller wait until the new thread runs, and the new thread then keeps the GIL
+    until its act() first blocks (a remote policy builds and publishes its request first:
+    milliseconds of Python), so the loop's command of every chunk-request step went out up
+    to the interpreter's switch interval (5 ms) late; bench/workcell_timing.py saw 3-10 ms
+    at each request. A thread waiting on its queue takes the GIL when the loop next blocks
+    (its pacer's sleep), after the step's command. A daemon thread: one hung act() (left
+    behind after act_timeout_s) never keeps the interpreter alive, where concurrent.futures'
+    pool threads are joined at exit."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="kernel-act", daemon=True).start()
 
     def submit(self, fn: Any, *args: Any) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
+        self._calls.put((future, fn, args))
+        return future
 
-        def target() -> None:
+    def close(self) -> None:
+        """End the thread after the call it runs (if any): it takes no further call."""
+        self._calls.put(None)
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn, args = call
             if not future.set_running_or_notify_cancel():
-                return
+                continue
             try:
                 future.set_result(fn(*args))
             except BaseException as exc:  # delivered to the loop through the future
                 future.set_exception(exc)
-
-        threading.Thread(target=target, name="kernel-act", daemon=True).start()
-        return future
 
 
 class EpisodeRunner:
@@ -318,7 +343,7 @@ class _Episode:
         self.steps = 0
         self.last_sent: dict[str, float] | None = None
         self.last_delay = 0  # steps the previous request took (for RTC's delay hint)
-        self.executor: _DaemonWorker | None = None
+        self.executor: _ActWorker | None = None
         self.sim_time: float | None = None
         self._final_observation: Any = None  # the observation after the last step
 
@@ -342,15 +367,20 @@ class _Episode:
         }
 
     # -- policy calls ----------------------------------------------------------------
-    def call_act(self, observation: Any, step: int) -> Any:
+    def act_call(self, observation: Any, step: int) -> Callable[[], Any]:
+        """The agent's act() for the request of `step`, its arguments taken now: an RTC
+        agent's queued actions and delay hint are the loop's as of the request, whichever
+        thread runs the call and however late (the loop pops the step's action next)."""
+        agent = self.r.agent
         if self.r.supports_rtc:
-            return self.r.agent.act(
+            return functools.partial(
+                agent.act,
                 observation,
                 step,
                 queued_actions=[dict(a) if isinstance(a, Mapping) else a for a in self.queue],
                 delay_steps=self.expected_delay(),
             )
-        return self.r.agent.act(observation, step)
+        return functools.partial(agent.act, observation, step)
 
     def expected_delay(self) -> int:
         if self.timing.mode == "sync":
@@ -362,14 +392,15 @@ class _Episode:
     def act_inline(self, observation: Any, step: int) -> tuple[Any, float]:
         """act() in this thread (or a worker when act_timeout_s must be enforced)."""
         timeout = self.r.act_timeout_s
+        act = self.act_call(observation, step)
         start = time.monotonic()
         if timeout is None:
             try:
-                chunk = self.call_act(observation, step)
+                chunk = act()
             except Exception as exc:
                 raise _EpisodeOver.failure(POLICY_ERROR, exc) from exc
             return chunk, time.monotonic() - start
-        future = self.worker().submit(self.call_act, observation, step)
+        future = self.worker().submit(act)
         try:
             chunk = future.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
@@ -387,15 +418,18 @@ class _Episode:
             error_info(POLICY_TIMEOUT, None, message),
         )
 
-    def worker(self) -> _DaemonWorker:
+    def worker(self) -> _ActWorker:
         if self.executor is None:
-            self.executor = _DaemonWorker()
+            self.executor = _ActWorker()
         return self.executor
 
     def abandon_worker(self) -> None:
-        # A hung act() cannot be killed: its daemon thread is left behind, never waited for,
-        # so neither the episode nor the interpreter's exit hangs on it.
-        self.executor = None
+        """Let go of the act thread: it ends after the call it runs. A hung act() cannot be
+        killed: its daemon thread is left behind, never waited for, so neither the episode
+        nor the interpreter's exit hangs on it (the next request starts a fresh thread)."""
+        if self.executor is not None:
+            self.executor.close()
+            self.executor = None
 
     # -- chunks ----------------------------------------------------------------------
     def request(self, step: int, observation: Any) -> None:
@@ -406,7 +440,7 @@ class _Episode:
         timing = self.timing
         if timing.mode == "realtime" and timing.clock == "wall":
             pending = _Pending(request_id, step, self.executed, submitted=time.monotonic())
-            pending.future = self.worker().submit(self.timed_act, observation, step)
+            pending.future = self.worker().submit(_timed, self.act_call(observation, step))
             self.pending = pending
             return
         chunk, measured = self.act_inline(observation, step)
@@ -417,11 +451,6 @@ class _Episode:
         delay = delay_steps(latency, self.spec.control_hz)  # >= 1: never this step's
         self.last_delay = delay
         self.pending = _Pending(request_id, step, self.executed, step + delay, chunk, latency)
-
-    def timed_act(self, observation: Any, step: int) -> tuple[Any, float]:
-        start = time.monotonic()
-        chunk = self.call_act(observation, step)
-        return chunk, time.monotonic() - start
 
     def poll_arrival(self, step: int) -> None:
         """Merge the chunk in flight if it has arrived by `step`."""
@@ -617,6 +646,8 @@ class _Episode:
         plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
         pacer = r.pacer
         estop = op.estop_latch
+        if realtime and wall:
+            self.worker()  # its thread started now, not at the first request's tick
         pacer.restart()
         step = 0
         self._final_observation = observation

@@ -3,6 +3,8 @@ along its plans: property), holds, watchdog, determinism, the wall clock, and RT
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -434,3 +436,75 @@ def test_wall_clock_restarts_its_schedule_after_a_stall_instead_of_bursting() ->
     after = gaps[stall + 1 :]
     assert len(after) >= 10
     assert min(after) >= 0.5 / 50.0, [round(g * 1000, 1) for g in gaps]
+
+
+def test_wall_clock_rtc_hints_are_the_queue_as_of_the_request() -> None:
+    """The act thread runs a request after the loop has popped the step's action (it takes
+    the GIL when the loop sleeps), yet the queued actions an RTC agent gets are the queue
+    at the request: its first one is the action executed at the request's step."""
+    agent = ScriptedAgent(tagged, chunk_size=6, supports_rtc=True)
+    timing = Timing("realtime", clock="wall", refill_steps=3)
+    runner = EpisodeRunner(PointEnv(control_hz=50.0), agent, timing=timing)
+    events = record_events(runner)
+    runner.run(24)
+    executed = {e.step: e.data["action"] for e in events if e.kind == "action"}
+    later = [(step, kwargs) for step, kwargs in agent.calls if kwargs["queued_actions"]]
+    assert len(later) >= 3
+    for step, kwargs in later:
+        queued = kwargs["queued_actions"]
+        assert len(queued) <= 3
+        assert chunk_row(queued[0]) == chunk_row(executed[step]), (step, queued)
+
+
+class _GreedyAgent:
+    """Chunks of 4 tagged actions, each act() first spending `busy_s` in pure Python (the
+    GIL held, as a remote policy building its request message does); records its thread."""
+
+    supports_rtc = False
+
+    def __init__(self, busy_s: float) -> None:
+        self.busy_s = busy_s
+        self.threads: list[Any] = []
+
+    def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
+        self.threads = []
+
+    def act(self, observation: Any, step: int, **kwargs: Any) -> list[dict[str, float]]:
+        self.threads.append(threading.current_thread())
+        end = time.perf_counter() + self.busy_s
+        while time.perf_counter() < end:
+            pass
+        return [tagged(observation, step, i) for i in range(4)]
+
+
+def test_wall_clock_act_calls_run_on_one_thread_that_ends_with_the_episode() -> None:
+    agent = _GreedyAgent(0.0)
+    runner = EpisodeRunner(
+        PointEnv(control_hz=100.0), agent, timing=Timing("realtime", clock="wall")
+    )
+    record = runner.run(20)
+    assert record.chunks >= 3
+    (thread,) = set(agent.threads)
+    assert thread is not threading.main_thread() and thread.name == "kernel-act"
+    thread.join(timeout=5.0)  # told to end when the episode did
+    assert not thread.is_alive()
+
+
+def test_wall_clock_command_is_not_delayed_by_the_request_of_its_step() -> None:
+    """A request's act() that holds the GIL for 15 ms does not hold up the command of the
+    step that made it: the loop keeps the GIL until its pacer sleeps. A thread started per
+    request did: Thread.start() waits for the new thread, which then keeps the GIL for the
+    interpreter's switch interval (5 ms) before the loop gets it back."""
+    agent = _GreedyAgent(0.015)
+    timing = Timing("realtime", clock="wall", refill_steps=1)
+    runner = EpisodeRunner(PointEnv(control_hz=25.0), agent, timing=timing)
+    events = record_events(runner)
+    runner.run(24)
+    observed = {e.step: e.wall for e in events if e.kind == "observation"}
+    requested = [e.step for e in events if e.kind == "chunk.request"]
+    delays = sorted(
+        e.wall - observed[e.step] for e in events if e.kind == "action" and e.step in requested
+    )
+    assert len(delays) >= 5
+    median = delays[len(delays) // 2]
+    assert median < 0.6 * sys.getswitchinterval(), [round(d * 1000, 2) for d in delays]
