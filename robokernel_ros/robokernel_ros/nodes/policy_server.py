@@ -168,6 +168,11 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
             return
         key = (msg.run_id, int(msg.step))
         if key == self._answered:
+            self.get_logger().warn(
+                f"observation of step {msg.step} (run {msg.run_id}) came again: its chunk had "
+                "not reached the client in time; published it again",
+                throttle_duration_sec=1.0,
+            )
             self._chunk_pub.publish(self._chunk_msg)
             return
         try:

@@ -5,11 +5,12 @@
 The provider publishes each observation on `<ns>/observation` and waits for the
 `ActionChunk` on `<ns>/action_chunk` whose `run_id` and `obs_step` answer it (mode
 "topic", the default), or calls `<ns>/get_action_chunk` (mode "service", for
-synchronous evaluation). In topic mode an observation unanswered after RESEND_S is
-published again; the server answers a repeat (same run_id and step) with the chunk it
-computed, so a lost first copy (a server that replaced a killed one is matched late:
-the dead one's reader still counts as matched) costs 0.2 s, not chunk_timeout_s, and
-the policy never sees an observation twice. Chunks that answer an older request are dropped, so the
+synchronous evaluation). In topic mode an observation unanswered for a few recent round
+trips (`resend_after_s`: 4x the longest of the last 16, 20 ms to 0.2 s) is published
+again; the server answers a repeat (same run_id and step) with the chunk it computed, so
+a lost copy of either message (a server that replaced a killed one is matched late: the
+dead one's reader still counts as matched) costs that wait, not chunk_timeout_s, and the
+policy never sees an observation twice. Chunks that answer an older request are dropped, so the
 kernel's aligned merge always works from the observation step the chunk was computed
 from. The server's heartbeat (`<ns>/policy_server/status`, `PolicyServerStatus`) is
 watched: creating the policy against a server that is not ready (a lifecycle
@@ -25,6 +26,7 @@ client are served by the link's executor thread.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import secrets
@@ -53,8 +55,18 @@ from robokernel_ros.ros.wire import (
 
 _log = logging.getLogger(__name__)
 
-#: Seconds without the chunk before topic mode publishes the observation again.
+#: Topic mode's resend timer: an observation without its chunk after RESEND_FACTOR x the
+#: longest of the last RECENT_ROUND_TRIPS round trips, within [MIN_RESEND_S, RESEND_S]
+#: (RESEND_S before the first chunk), is published again. Why adaptive: a chunk does
+#: get lost now and then on a reliable topic between two processes here (about one
+#: request in 500, bench/workcell_timing.py: the server answered the repeat from its
+#: cache, so its chunk had not arrived), and with a fixed 0.2 s that was 10 holds at
+#: 50 Hz, then a jump from rest that a shield's acceleration bound clips; a repeat costs
+#: nothing (answered from the server's cache), so the timer can follow the round trip.
 RESEND_S = 0.2
+MIN_RESEND_S = 0.02
+RESEND_FACTOR = 4.0
+RECENT_ROUND_TRIPS = 16
 
 _CONFIG_KEYS = {"namespace", "mode", "ready_timeout_s", "chunk_timeout_s", "stale_after_s"}
 
@@ -93,6 +105,7 @@ class RemotePolicy(Policy):
         # The most recent chunks' (obs_step, inference_time_s, round_trip_s), bounded so a
         # long rollout does not grow it.
         self.chunk_log: deque[tuple[int, float, float]] = deque(maxlen=256)
+        self.resends = 0  # observations published again (topic mode), all requests
         self._bound_keys: tuple[Any, Any, bool] = ((), None, False)  # _bind's last decision
 
         self._link = acquire_link()
@@ -199,8 +212,10 @@ class RemotePolicy(Policy):
         deadline = time.monotonic() + self.chunk_timeout_s
         if not self._matched:
             self._await_match(deadline)
+        wait = self.resend_after_s()
         self._obs_pub.publish(msg)
-        resend_at = time.monotonic() + RESEND_S
+        sent_at = time.monotonic()
+        resend_at = sent_at + wait
         while True:
             now = time.monotonic()
             left = deadline - now
@@ -213,12 +228,33 @@ class RemotePolicy(Policy):
                 # it computed, never a second inference). A volatile topic loses what it
                 # sends before discovery matches a server that replaced a killed one: the
                 # dead server's reader still counts as matched until its lease runs out.
+                if resend_at == sent_at + wait:  # the first resend of this request
+                    _log.warning(
+                        "remote policy %s: no chunk for the observation of step %d after %.0f ms "
+                        "(%.0f ms the longest of the last round trips): published it again",
+                        self.namespace,
+                        msg.step,
+                        1000 * (now - sent_at),
+                        1000 * wait / RESEND_FACTOR,
+                    )
                 self._obs_pub.publish(msg)
+                self.resends += 1
                 resend_at = now + RESEND_S
             for chunk in self._chunks.take(min(left, max(0.0, resend_at - now))):
                 if (chunk.run_id, int(chunk.obs_step)) == key:
                     return chunk
                 # any other chunk answers an older request (or another client's): dropped
+
+    def resend_after_s(self) -> float:
+        """Seconds topic mode waits for a chunk before publishing the observation again:
+        RESEND_FACTOR x the longest of the last RECENT_ROUND_TRIPS round trips, within
+        [MIN_RESEND_S, RESEND_S]; RESEND_S before the first chunk. Later resends of one
+        request come every RESEND_S."""
+        recent = list(itertools.islice(reversed(self.chunk_log), RECENT_ROUND_TRIPS))
+        if not recent:
+            return RESEND_S
+        longest = max(round_trip for _step, _inference, round_trip in recent)
+        return min(RESEND_S, max(MIN_RESEND_S, RESEND_FACTOR * longest))
 
     def _await_match(self, deadline: float) -> None:
         """Before the first observation: wait until the server's observation reader and our

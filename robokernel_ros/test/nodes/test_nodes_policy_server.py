@@ -215,7 +215,7 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
     assert merged != list(range(len(merged))), merged
     assert ros.wait_until(lambda: len(wire_chunks) >= len(merged), 10), (len(wire_chunks), merged)
     on_wire = [c.obs_step for c in list(wire_chunks)]
-    # an observation resent after RESEND_S without its chunk is answered again, the same
+    # an observation resent without its chunk (resend_after_s) is answered again, the same
     on_wire = [step for i, step in enumerate(on_wire) if i == 0 or step != on_wire[i - 1]]
     assert on_wire[: len(merged)] == merged, (on_wire, merged)
     assert server.poll() is None, processes.log(server)
@@ -452,4 +452,55 @@ def test_a_resent_observation_gets_the_same_chunk_without_a_second_inference(
     assert ros.wait_until(lambda: status and status[-1].chunks_served == 2, 10), (
         status[-1].chunks_served if status else None, steps,
     )  # fmt: skip
+    assert server.poll() is None, processes.log(server)
+
+
+class _LosesFirstCopy:
+    """The remote provider's observation publisher, losing the first copy of one step's
+    observation on the way (fault injection: every other copy reaches DDS)."""
+
+    def __init__(self, publisher, step: int) -> None:
+        self._publisher = publisher
+        self._step = step
+        self.sent: list[tuple[int, float]] = []
+
+    def publish(self, msg) -> None:
+        self.sent.append((int(msg.step), time.monotonic()))
+        if int(msg.step) == self._step and sum(s == self._step for s, _ in self.sent) == 1:
+            return
+        self._publisher.publish(msg)
+
+    def get_subscription_count(self) -> int:
+        return self._publisher.get_subscription_count()
+
+
+def test_a_lost_copy_is_resent_after_a_few_round_trips_not_after_resend_s(processes) -> None:
+    """An observation or chunk lost on the way costs four of the recent round trips
+    (resend_after_s), not RESEND_S: at 50 Hz, 0.2 s was 10 holds and then a jump that the
+    shield clipped."""
+    from robokernel_ros.ros.remote_policy import MIN_RESEND_S, RESEND_FACTOR, RESEND_S
+
+    server = _server(processes, "/ps_lost", "mock", {"execution_horizon": 4}, "action_keys:=[a,b]")
+    policy = create_policy("remote", namespace="/ps_lost", ready_timeout_s=30)
+    try:
+        policy.set_robot_state_keys(["a", "b"])
+        policy.reset()
+        obs = {"joint_positions": {"a": 0.0, "b": 1.0}}
+        assert policy.resend_after_s() == RESEND_S  # no round trip known yet
+        for step in range(5):
+            policy.get_actions(obs, step=step)
+        longest = max(rt for _, _, rt in policy.chunk_log)
+        wait = policy.resend_after_s()
+        assert wait == min(RESEND_S, max(MIN_RESEND_S, RESEND_FACTOR * longest))
+        lossy = _LosesFirstCopy(policy._obs_pub, step=5)
+        policy._obs_pub = lossy
+        chunk = policy.get_actions(obs, step=5)
+        assert len(chunk) == 4 and policy.chunk_log[-1][0] == 5
+        copies = [t for s, t in lossy.sent if s == 5]
+        assert len(copies) == 2 and policy.resends == 1
+        assert wait - 0.002 <= copies[1] - copies[0] <= wait + 0.1, (copies[1] - copies[0], wait)
+        if longest < RESEND_S / RESEND_FACTOR / 2:  # the mock answers in a few ms
+            assert copies[1] - copies[0] < RESEND_S / 2
+    finally:
+        policy.close()
     assert server.poll() is None, processes.log(server)
