@@ -343,7 +343,9 @@ class RosRobotEnv:
                     error = max(abs(self._positions[j] - target[j]) for j in self.joints)
             raise RuntimeError(
                 f"reset: the robot did not reach reset_positions within {self.reset_timeout_s:g} s "
-                f"(largest error {error:.3f} > tolerance {self.reset_tolerance:g})"
+                f"(largest error {error:.3f} > tolerance {self.reset_tolerance:g}); the commands "
+                f"went out on {self.command_topic}: a safety shield holding them (its e-stop "
+                "latched: see its ~/state) or a controller not following keeps the robot still"
             )
         self.pacer.wait()
 

@@ -149,3 +149,42 @@ def test_commands_that_nobody_subscribes_to_are_refused_naming_the_topic() -> No
         env.close()
         robot.close()
         spun.close()
+
+
+def test_a_robot_that_does_not_follow_its_reset_is_refused_naming_the_command_topic() -> None:
+    """A robot that reports but never moves (a shield holding every command, a controller
+    not following): reset ends after reset_timeout_s, naming the error and where the
+    commands went, so the shield's state is the next place to look."""
+    spun = SpunNode("env_still", spin=False)
+    env = RosRobotEnv(
+        spun.node,
+        joints=["j1"],
+        command_topic=f"{NS}/still_commands",
+        joint_states_topic=f"{NS}/still_joint_states",
+        reset_positions={"j1": 0.5},
+        reset_timeout_s=1.0,
+    )
+    stop = threading.Event()
+
+    def robot() -> None:  # hears the commands, stays at 0.0
+        still = SpunNode("still_robot", spin=False)
+        still.node.create_subscription(Float64MultiArray, f"{NS}/still_commands", len, 10)
+        pub = still.node.create_publisher(JointState, f"{NS}/still_joint_states", SENSOR_QOS)
+        while not stop.wait(0.02):
+            pub.publish(JointState(name=["j1"], position=[0.0], velocity=[0.0]))
+        still.close()
+
+    thread = threading.Thread(target=robot, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(RuntimeError) as refused:
+            env.reset()
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        env.close()
+        spun.close()
+    message = str(refused.value)
+    assert "did not reach reset_positions within 1 s" in message, message
+    assert "largest error 0.500" in message and f"{NS}/still_commands" in message, message
+    assert "safety shield" in message, message
