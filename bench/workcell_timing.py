@@ -14,7 +14,9 @@ the shield node's counters the share of commands it clipped.
 Anchor, measured at the same time on the same machine: a bare rclpy loop in its own
 process (`--anchor`) that receives the same /joint_states (a SingleThreadedExecutor
 spun until each deadline) and publishes one Float64MultiArray per period against
-absolute deadlines t0 + k/rate on a topic nobody listens to.
+absolute deadlines t0 + k/rate on a topic nobody listens to. It runs under the same
+scheduling as the runner's episode loop: SCHED_FIFO at `--priority` (50, the runner's
+control_priority default; 0 runs both at normal priority).
 
 Targets: period p50 within 1 % of nominal; p99 |period - nominal| at most 1.5x the
 anchor's; zero holds after the first chunk; shield clipped < 1 % (the scripted policy
@@ -71,7 +73,7 @@ def pct(values: list[float], q: float) -> float:
 # --- the anchor: a bare rclpy loop in one process ------------------------------------------
 
 
-def anchor_main(rate: float, seconds: float, out: str, cameras: bool) -> int:
+def anchor_main(rate: float, seconds: float, out: str, cameras: bool, priority: int) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS
@@ -91,6 +93,13 @@ def anchor_main(rate: float, seconds: float, out: str, cameras: bool) -> int:
         executor.spin_once(timeout_sec=0.1)
     period = 1.0 / rate
     stamps = []
+    if priority:  # the runner's loop runs under SCHED_FIFO at control_priority: like for like
+        try:
+            os.sched_setscheduler(
+                0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(priority)
+            )
+        except OSError as exc:
+            print(f"anchor: normal priority, not SCHED_FIFO {priority}: {exc}", file=sys.stderr)
     t0 = time.monotonic()
     k = 0
     end = t0 + seconds
@@ -315,6 +324,7 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
             node.params["command_rate_hz"] = f"{rate:.1f}"
         if node.name == "runner":
             node.params["control_frequency"] = f"{rate:.1f}"
+            node.params["control_priority"] = str(args.priority)
             if args.cameras:
                 node.params["camera_names"] = "[" + ",".join(CAMERAS) + "]"
                 node.params["camera_topics"] = "[" + ",".join(CAMERAS.values()) + "]"
@@ -382,7 +392,8 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
         anchor_s = args.episodes * args.seconds
         anchor = _spawn(
             [__file__, "--anchor", str(rate), "--anchor-seconds", f"{anchor_s:g}",
-             "--anchor-out", str(anchor_out)] + (["--cameras"] if args.cameras else [])
+             "--anchor-out", str(anchor_out), "--priority", str(args.priority)]
+            + (["--cameras"] if args.cameras else [])
         )  # fmt: skip
         done = threading.Event()
         future = client.call_async(request)
@@ -518,6 +529,13 @@ def main() -> int:
         action="store_true",
         help="Fast DDS defaults (no config/fastdds_shm.xml, whatever the environment says)",
     )
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=50,
+        help="SCHED_FIFO priority of the runner's episode loop (its control_priority) and of "
+        "the anchor loop (0: both at normal priority)",
+    )
     parser.add_argument("--keep", help="keep the traces and logs in this folder")
     parser.add_argument("--anchor", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--anchor-seconds", type=float, help=argparse.SUPPRESS)
@@ -530,7 +548,9 @@ def main() -> int:
     if args.camera_publisher:
         return cameras_main(30.0)
     if args.anchor:
-        return anchor_main(args.anchor, args.anchor_seconds, args.anchor_out, args.cameras)
+        return anchor_main(
+            args.anchor, args.anchor_seconds, args.anchor_out, args.cameras, args.priority
+        )
 
     os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")

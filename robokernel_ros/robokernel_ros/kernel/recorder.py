@@ -214,6 +214,7 @@ class EpisodeRecorder:
         self.safety_interventions = 0
         self.compat = CompatReport()
         self._last_frames: dict[Any, Any] = {}  # the camera frames recorded last
+        self._deferred: list[Event] | None = None  # events held until deliver()
 
     def start(self, data: dict[str, Any]) -> None:
         self.t0 = time.monotonic()
@@ -237,7 +238,28 @@ class EpisodeRecorder:
         self.seq = seq + 1
         if self.bus.subscriber_count:
             wall = time.monotonic() - self.t0
-            self.bus.publish(Event(kind, step, data, self.t, wall, seq, self.run_id))
+            event = Event(kind, step, data, self.t, wall, seq, self.run_id)
+            if self._deferred is None:
+                self.bus.publish(event)
+            else:
+                self._deferred.append(event)
+
+    def defer(self) -> None:
+        """Hold the events emitted from now on (stamped as they are emitted) until
+        `deliver()`: a wall-clock step's events before its command reach the subscribers
+        (the trace, the bag, ROS) right after the command, in their order, so that their
+        work does not delay it."""
+        if self._deferred is None:
+            self._deferred = []
+
+    def deliver(self) -> None:
+        """Publish the held events, in order, and stop holding; a no-op when none are held."""
+        deferred = self._deferred
+        self._deferred = None
+        if deferred:
+            publish = self.bus.publish
+            for event in deferred:
+                publish(event)
 
     def observation(self, step: int, observation: Any) -> None:
         """Publish the observation event: data["obs"] is a one-level snapshot (`snapshot`):
@@ -289,6 +311,7 @@ class EpisodeRecorder:
             self.emit(ev.SAFETY_INTERVENTION, step, {"step": step, **iv.to_dict()})
 
     def end(self, summary: dict[str, Any], step: int) -> None:
+        self.deliver()
         try:
             self.emit(ev.EPISODE_END, step, summary)
         finally:

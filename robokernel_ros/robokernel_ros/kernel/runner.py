@@ -10,7 +10,10 @@ at step s, in this order:
     [chunk.request(s) [chunk.merge (when it arrives at once)]] safety.intervention(s)*
     action(s)
 then, after the last step, observation(steps) and episode.end. Operator calls seen at a
-step boundary are published there as operator.* events; errors as an `error` event.
+step boundary are published there as operator.* events; errors as an `error` event. On
+the wall clock a step's events reach the bus together, right after its command (each
+stamped when it happened), and the episode's thread (reset and steps) runs under the
+pacer's real-time priority (kernel.scheduling).
 
 Outcome: terminated -> success (failure when info["success"] is False); env truncation or
 max_steps -> truncated; operator stop -> stopped; e-stop -> estopped; max_hold_steps
@@ -53,6 +56,7 @@ from .recorder import (
     episode_summary,
     error_info,
 )
+from .scheduling import realtime_priority
 from .shield import ShieldResult, make_shield
 from .spec import EnvSpec, HoldActionSource, PrivilegedStateSource, is_int
 from .timing import Pacer, Timing, delay_steps
@@ -543,22 +547,31 @@ class _Episode:
         final_observation_due = False
         observation: Any = None
         self.rec.start(self.start_data())
-        try:
-            observation = self.reset()
-            final_observation_due = True
-            outcome, status = self.loop(observation)
-        except _EpisodeOver as over:
-            outcome, status, error = over.outcome, over.status, over.error
-            final_observation_due = outcome in (EpisodeOutcome.STOPPED, EpisodeOutcome.WATCHDOG)
-        except Exception as exc:  # a kernel bug must still close the trace and leave a record
-            _log.exception("episode loop failed")
-            outcome, status, error = (
-                EpisodeOutcome.ERROR,
-                f"error: kernel: {type(exc).__name__}: {exc}",
-                error_info("kernel_error", exc),
-            )
-        finally:
-            self.abandon_worker()
+        wall = self.timing.clock == "wall"
+        if wall and self.timing.mode == "realtime":
+            self.worker()  # started before the loop's first tick, and at normal priority
+        # On the wall clock the reset and the steps drive the robot: their thread runs under
+        # the pacer's real-time priority (kernel.scheduling; what it starts runs at normal).
+        with realtime_priority(r.pacer.priority if wall else 0):
+            try:
+                observation = self.reset()
+                final_observation_due = True
+                outcome, status = self.loop(observation)
+            except _EpisodeOver as over:
+                outcome, status, error = over.outcome, over.status, over.error
+                final_observation_due = outcome in (
+                    EpisodeOutcome.STOPPED,
+                    EpisodeOutcome.WATCHDOG,
+                )
+            except Exception as exc:  # a kernel bug must still close the trace and leave a record
+                _log.exception("episode loop failed")
+                outcome, status, error = (
+                    EpisodeOutcome.ERROR,
+                    f"error: kernel: {type(exc).__name__}: {exc}",
+                    error_info("kernel_error", exc),
+                )
+            finally:
+                self.abandon_worker()
         if final_observation_due and self._final_observation is not None:
             self.record_observation(self.steps, self._final_observation, final=True)
         return self.finish(outcome, status, error)
@@ -628,6 +641,17 @@ class _Episode:
             raise _EpisodeOver.failure(ENV_ERROR, exc, "hold_action") from exc
 
     def loop(self, observation: Any) -> tuple[EpisodeOutcome, str]:
+        """The steps. On the wall clock the events of a step are delivered right after
+        its command (EpisodeRecorder.defer): the command goes out on time, whatever
+        listens (the trace, the bag, ROS), and the subscribers see the same order."""
+        if self.timing.clock != "wall":
+            return self.steps_loop(observation)
+        try:
+            return self.steps_loop(observation)
+        finally:
+            self.rec.deliver()
+
+    def steps_loop(self, observation: Any) -> tuple[EpisodeOutcome, str]:
         r = self.r
         op = r.operator
         env = r.env
@@ -646,12 +670,12 @@ class _Episode:
         plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
         pacer = r.pacer
         estop = op.estop_latch
-        if realtime and wall:
-            self.worker()  # its thread started now, not at the first request's tick
         pacer.restart()
         step = 0
         self._final_observation = observation
         while step < self.max_steps:
+            if wall:
+                rec.defer()
             if op.has_notices:
                 self.publish_operator_notices(step)
             if estop.latched:
@@ -736,6 +760,8 @@ class _Episode:
                 )
             else:
                 rec.seq += 1
+            if wall:  # the command is out (the action event stamped just after it): deliver
+                rec.deliver()
             sim_time = info.get("sim_time_s")
             if sim_time is not None:
                 self.sim_time = float(sim_time)

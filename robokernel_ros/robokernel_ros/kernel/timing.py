@@ -47,6 +47,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from .scheduling import check_priority
 from .spec import is_int
 
 TimingMode = Literal["sync", "realtime"]
@@ -127,7 +128,7 @@ class Pacer:
     that as one hold fewer at 30 ms than the virtual clock).
     """
 
-    def __init__(self, period_s: float) -> None:
+    def __init__(self, period_s: float, *, priority: int = 0) -> None:
         if not (
             isinstance(period_s, int | float)
             and not isinstance(period_s, bool)
@@ -136,6 +137,9 @@ class Pacer:
         ):
             raise ValueError(f"period_s={period_s!r}: must be a positive finite number")
         self.period = float(period_s)
+        # The SCHED_FIFO priority of the thread of a loop paced by this clock (0: normal):
+        # the kernel's wall-clock loop runs under it (kernel.scheduling).
+        self.priority = check_priority("priority", priority)
         self.restarts = 0  # schedules restarted after a tick more than a period late
         self._last_tick: float | None = None  # when the last tick began (monotonic)
         self.restart()

@@ -61,7 +61,8 @@ eval_policy, ...) runs the rollout in a thread of its own ("runner-control"), wh
 service callback that received it waits (without the GIL) for its answer. With env=ros
 that loop takes the joint states and camera frames itself from rcl wait sets
 (`RosRobotEnv`: DirectReaders on a node no executor spins), publishes its commands
-itself and is paced by one clock against absolute deadlines (the env's `Pacer`); the
+itself and is paced by one clock against absolute deadlines (the env's `Pacer`), its
+episode loop under SCHED_FIFO at `control_priority` (kernel.scheduling); the
 remote policy's chunks are taken the same way. No subscription of this node runs at the
 robot's rate, so the executor only wakes for service calls and the operator channel:
 a MultiThreadedExecutor of 4 threads (a waiting long call, a refused second one, a quick
@@ -202,6 +203,16 @@ class RunnerNode(LifecycleNode):
             "",
             "ros: joint limits (ros2_control's layout, the shield's file): the reset ramps "
             "within them ('' = the reset pose is commanded at once)",
+        )
+        self.control_priority = declare(
+            self,
+            "control_priority",
+            50,
+            "ros: the SCHED_FIFO priority of the episode loop's thread while it drives the "
+            "robot (ros2_control's thread_priority; 0 = the normal scheduler; without "
+            "permission to use it the loop runs at normal priority and the log says so)",
+            min_value=0,
+            max_value=99,
         )
         self.state_timeout_s = declare(
             self,
@@ -528,6 +539,7 @@ class RunnerNode(LifecycleNode):
             camera_topics=dict(zip(self.camera_names, self.camera_topics, strict=True)),
             control_hz=self.control_hz,
             state_timeout_s=self.state_timeout_s,
+            control_priority=self.control_priority,
             reset_positions=dict(zip(self.joints, self.reset_positions, strict=True))
             if self.reset_positions
             else None,

@@ -24,7 +24,10 @@ apply), and topic names are resolved against that node's namespace and remaps.
 Pacing: one clock, `pacer` (kernel.timing.Pacer, absolute deadlines t0 + k/control_hz).
 The kernel's wall-clock loop waits on it; `step` only guards it (`Pacer.guard`), so a
 caller that does not pace (a replay, a fast-mode rollout) is still held to the robot's
-rate, and a paced loop is not slept a second time.
+rate, and a paced loop is not slept a second time. `control_priority` (0: normal) is the
+pacer's: the kernel's wall-clock loop runs under SCHED_FIFO at it (kernel.scheduling).
+`step` publishes the command before it takes the joint states and frames of the next
+observation, so their take is not work between the tick and the command.
 
 The node is lent by its owner (the runner); the environment only creates and destroys
 its own readers and publisher. Nothing here is MuJoCo.
@@ -43,6 +46,7 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from robokernel_ros.kernel import Capabilities, EnvSpec, StepResult
 from robokernel_ros.kernel.motion import step_toward
+from robokernel_ros.kernel.scheduling import check_priority
 from robokernel_ros.kernel.timing import Pacer
 from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS
 from robokernel_ros.ros.transport import DirectReader, acquire_link, release_link
@@ -74,6 +78,7 @@ class RosRobotEnv:
         reset_speed_scale: float = 0.5,
         requires_reset_confirmation: bool = False,
         pace: bool = True,
+        control_priority: int = 0,
     ) -> None:
         joints = list(joints)
         if not joints or not all(isinstance(j, str) and j for j in joints):
@@ -116,7 +121,9 @@ class RosRobotEnv:
         self.motion_limits = dict(motion_limits or {})
         self.reset_speed_scale = float(reset_speed_scale)
         self.pace = bool(pace)
-        self.pacer = Pacer(1.0 / self.control_hz)
+        self.pacer = Pacer(
+            1.0 / self.control_hz, priority=check_priority("control_priority", control_priority)
+        )
         cameras = dict(camera_topics or {})
         self.env_spec = EnvSpec(
             action_keys=self.joints,
@@ -354,8 +361,13 @@ class RosRobotEnv:
             # Never faster than the robot's rate, whoever drives the loop: after the
             # kernel's wall clock waited on this pacer this returns at once.
             self.pacer.guard()
-        self._take()
+        # The command first, then the joint states and frames (observe takes them): their
+        # take is not work between the tick and the command. The age is of the states taken
+        # last (the previous step's observation), taken afresh before it ends the episode.
         age = self.joint_state_age_s()
+        if age > self.state_timeout_s:
+            self._take()
+            age = self.joint_state_age_s()
         if age > self.state_timeout_s:
             raise RuntimeError(
                 f"joint states on {self.joint_states_topic} are {age:.2f} s old "
