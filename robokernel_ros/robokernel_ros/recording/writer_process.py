@@ -19,8 +19,10 @@ in-process mirror writes from the run directory (`mirror_trace`; tested).
 What a crash leaves: the child reads to the end of the pipe, so when the episode's
 process dies (even by SIGKILL) the child still writes what it was sent and closes the
 bag with its metadata; what was not yet sent (at most `send_interval_s`, 0.1 s, of
-events) is lost. If the child dies, the mirror logs it once and stops (the episode
-goes on), and the bag holds what the child flushed. Where no child can be started, the
+events, and what a child that lags had not read yet) is lost. The pipe is written by a
+thread, so a child that is slow for a moment (starting, opening a bag) does not hold up
+the loop; beyond 64 MiB queued the loop waits for it. If the child dies, the mirror logs
+it once and stops (the episode goes on), and the bag holds what the child flushed. Where no child can be started, the
 mirror runs in-process.
 
 Children are pooled per process: one is started (~0.5-1 s, it imports rosbags) the first
@@ -38,6 +40,7 @@ Wire format (parent -> child, stdin): frames of op (1 byte), length (uint32 LE),
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import logging
 import os
@@ -62,6 +65,7 @@ _HEAD = struct.Struct("<cI")
 _F_SETPIPE_SZ = 1031  # Linux fcntl: a 1 MiB pipe lets the child start while events queue
 _PIPE_BYTES = 1 << 20
 _MAX_IDLE = 4
+_QUEUE_BYTES = 64 << 20  # queued for a child beyond this, send() waits for it
 
 
 # -- the parent side ------------------------------------------------------------------------
@@ -94,12 +98,55 @@ class _Child:
         except (ImportError, OSError):
             pass  # the default pipe size: the loop may wait while the child starts
 
+        # The pipe is written by a thread of its own: a child busy opening a bag (or just
+        # started: it imports rosbags) while camera frames come held up the episode loop for
+        # 0.2-0.3 s at its first step (bench/workcell_timing.py --cameras).
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._queued_bytes = 0
+        self._cond = threading.Condition()
+        self._error: OSError | None = None
+        self._closing = False
+        self._writer = threading.Thread(target=self._write_loop, name="bag-pipe", daemon=True)
+        self._writer.start()
+
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.proc.poll() is None and self._error is None
 
     def send(self, data: bytes | bytearray) -> None:
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
+        """Queue `data` for the child's stdin and return; waits only while more than
+        _QUEUE_BYTES are queued (a child that cannot keep up). Raises the OSError that
+        ended the writing (the child is gone)."""
+        with self._cond:
+            while self._error is None and self._queued_bytes > _QUEUE_BYTES:
+                self._cond.wait()
+            if self._error is not None:
+                raise self._error
+            self._queue.append(bytes(data))
+            self._queued_bytes += len(data)
+            self._cond.notify_all()
+
+    def _write_loop(self) -> None:
+        stdin = self.proc.stdin
+        while True:
+            with self._cond:
+                while not self._queue and not self._closing:
+                    self._cond.wait()
+                if not self._queue:
+                    return  # closing, and everything queued is written
+                data = self._queue.popleft()
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except (OSError, ValueError) as exc:
+                with self._cond:
+                    self._error = exc if isinstance(exc, OSError) else BrokenPipeError(str(exc))
+                    self._queue.clear()
+                    self._queued_bytes = 0
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._queued_bytes -= len(data)
+                self._cond.notify_all()
 
     def reply(self) -> dict[str, Any]:
         line = self.proc.stdout.readline()
@@ -108,6 +155,10 @@ class _Child:
         return json.loads(line)
 
     def stop(self, timeout_s: float = 10.0) -> None:
+        with self._cond:  # what is queued goes first
+            self._closing = True
+            self._cond.notify_all()
+        self._writer.join(timeout_s)
         try:
             self.proc.stdin.close()  # EOF: the child closes what it has open and exits
         except OSError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -185,3 +186,42 @@ def test_mirror_options_reach_the_writer(tmp_path: Path):
     assert mirror.last_bag_path == tmp_path / "r1" / "bag"
     assert list(mirror.last_bag_path.glob("*.db3"))
     assert _counts(mirror.last_bag_path) == {"/cell2/events": 3, "/cell2/action": 1}
+
+
+def test_a_writer_that_is_busy_does_not_hold_up_the_episode(tmp_path: Path):
+    """Camera frames sent while the child cannot read (stopped here; busy opening a bag or
+    starting in a workcell run, where it held the first step up 0.2-0.3 s) are queued: the
+    caller returns at once, and the bag gets every frame once the child reads again."""
+    import numpy as np
+    from robokernel_ros.kernel.events import Event
+    from robokernel_ros.recording.mirror import camera_topic
+
+    wp.shutdown_pool()
+    mirror = wp.ProcessBagMirror(tmp_path / "runs")
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    pid = mirror._child.proc.pid
+    frame = np.zeros((480, 640, 3), dtype=np.uint8)
+    mirror(Event("episode.start", 0, {"run_id": "r1"}, seq=0, run_id="r1"))
+    os.kill(pid, signal.SIGSTOP)
+    # resumed after 2 s whatever happens: a send that waits for the child fails, not hangs
+    resume = threading.Timer(2.0, os.kill, (pid, signal.SIGCONT))
+    resume.start()
+    try:
+        longest = 0.0
+        for step in range(8):  # 8 x 2 frames of 0.9 MB: 15 MB, many times the pipe's 1 MiB
+            data = {
+                "obs": {"joint_positions": {"a": 0.0}},
+                "images": {"front": frame, "wrist": frame},
+            }
+            started = time.monotonic()
+            mirror(Event("observation", step, data, 0.02 * step, 0.02 * step, 1 + step, "r1"))
+            longest = max(longest, time.monotonic() - started)
+    finally:
+        resume.cancel()
+        os.kill(pid, signal.SIGCONT)
+    assert longest < 0.1, f"a send waited {longest:.3f} s for the stopped writer"
+    mirror(Event("episode.end", 8, {"outcome": "truncated"}, 0.16, 0.16, 9, "r1"))
+    mirror.close()
+    counts = _counts(tmp_path / "runs" / "r1" / "bag")
+    assert counts[camera_topic("front")] == 8 and counts[camera_topic("wrist")] == 8
+    wp.shutdown_pool()
