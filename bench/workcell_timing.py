@@ -6,10 +6,13 @@ For each rate: the demo graph (robokernel_ros.demo.workcell_graph: sim_robot, sa
 policy_server with the scripted policy, runner with env=ros at that control_frequency) is
 started as processes on a private ROS_DOMAIN_ID, and the runner's `eval_policy` runs the
 demo's episodes (async_rtc: the kernel's realtime wall-clock loop). Measured from the
-episodes' traces: the step period (time between two commands: the `action` events, emitted
-right after each command is published) p50/p99/max, holds after the first chunk, the
-chunk round trip (chunk.merge inference_s: observation out to chunk back) p50/p99, and from
-the shield node's counters the share of commands it clipped.
+episodes' traces: the step period (time between two `action` events, each emitted after
+its command is published and the next joint states are taken) p50/p99/max, holds after the
+first chunk, the chunk round trip (chunk.merge inference_s: observation out to chunk back)
+p50/p99, and from the shield node's counters the share of commands it clipped. The period
+"as sent" is that of the commands themselves, as the robot's side gets them: the source
+timestamps (stamped by the runner's middleware at publish) of the episode's commands on
+the shield's input topic, read by one more subscriber in this process.
 
 Anchor, measured at the same time on the same machine: a bare rclpy loop in its own
 process (`--anchor`) that receives the same /joint_states (a SingleThreadedExecutor
@@ -364,6 +367,9 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
             EVENT_QOS,
         )
         client = node.create_client(EvalPolicy, f"{NAMESPACE}/eval_policy")
+        # When each command was published (its source timestamp, stamped by the runner's
+        # middleware), from a reader on a node of its own that no executor spins.
+        sent = _CommandStamps(context)
         if not client.wait_for_service(timeout_sec=90):
             raise RuntimeError(f"the runner did not come up (logs in {folder})")
         for name in ("policy_server", "runner"):  # up once their lifecycle says active
@@ -418,6 +424,8 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
             bare = bare_round_trips(_camera_observation(), 60, period)
     finally:
         stop.set()
+        if "sent" in locals():
+            sent.close()
         spinner.join(timeout=5)
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
@@ -427,6 +435,7 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
     stamps = json.loads(anchor_out.read_text())["stamps"]
     anchor_periods = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     periods = [p for ep in episodes for p in ep["periods"]]
+    command_periods = [p for ep in episodes for p in sent.periods_within(ep["actions"], period)]
     chunks = [c for ep in episodes for c in ep["chunks"]]
     counts = {
         k: getattr(after, k) - getattr(before, k) for k in ("passed", "clipped", "refused", "held")
@@ -443,6 +452,11 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
         "period_p99_ms": 1e3 * pct(periods, 0.99),
         "period_max_ms": 1e3 * max(periods),
         "dev_p99_ms": 1e3 * pct([abs(p - period) for p in periods], 0.99),
+        "command_periods": len(command_periods),
+        "command_dev_p99_ms": 1e3 * pct([abs(p - period) for p in command_periods], 0.99)
+        if command_periods
+        else float("nan"),
+        "command_max_ms": 1e3 * max(command_periods) if command_periods else float("nan"),
         "anchor_period_p50_ms": 1e3 * pct(anchor_periods, 0.5),
         "anchor_period_p99_ms": 1e3 * pct(anchor_periods, 0.99),
         "anchor_dev_p99_ms": 1e3 * pct([abs(p - period) for p in anchor_periods], 0.99),
@@ -460,6 +474,48 @@ def run_rate(rate: float, args: argparse.Namespace, folder: Path) -> dict[str, A
         out["bare_obs_round_trip_p50_ms"] = 1e3 * pct(bare, 0.5)
         out["bare_obs_round_trip_p99_ms"] = 1e3 * pct(bare, 0.99)
     return out
+
+
+class _CommandStamps:
+    """The send times (monotonic) of the runner's commands on the shield's input topic,
+    taken by a thread from a DirectReader (the sample's source timestamp: when the runner
+    published it, however late this process reads it)."""
+
+    def __init__(self, context: Any) -> None:
+        import rclpy
+        from robokernel_ros.ros.qos import COMMAND_READER_QOS
+        from robokernel_ros.ros.transport import DirectReader
+        from std_msgs.msg import Float64MultiArray
+
+        self.node = rclpy.create_node("bench_command_stamps", context=context)
+        self.reader = DirectReader(
+            self.node, Float64MultiArray, f"{NAMESPACE}/safety_shield/commands", COMMAND_READER_QOS
+        )
+        self.stamps: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._take, daemon=True)
+        self._thread.start()
+
+    def _take(self) -> None:
+        while not self._stop.is_set():
+            self.stamps.extend(at for _msg, at in self.reader.take_sent(0.05))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.reader.close()
+        self.node.destroy_node()
+
+    def periods_within(self, actions: list[tuple[float, int]], period: float) -> list[float]:
+        """The periods between the commands of one episode: those sent within half a period
+        of its first and last `action` event (system times; the reset's commands are at
+        least a period before step 0's, the Pacer's floor)."""
+        if not actions:
+            return []
+        offset = time.time() - time.monotonic()
+        lo, hi = actions[0][0] - period / 2, actions[-1][0] + period / 2
+        inside = sorted(t for t in self.stamps if lo <= t + offset <= hi)
+        return [b - a for a, b in zip(inside, inside[1:], strict=False)]
 
 
 def _camera_observation() -> Any:
@@ -502,6 +558,9 @@ def verdicts(rows: list[dict[str, Any]], cameras: bool) -> dict[str, bool]:
         tag = f"{r['rate_hz']:g}hz"
         out[f"{tag}_period_p50_within_1pct"] = abs(r["period_p50_ms"] - nominal) <= 0.01 * nominal
         out[f"{tag}_p99_dev_within_1.5x_anchor"] = r["dev_p99_ms"] <= 1.5 * r["anchor_dev_p99_ms"]
+        out[f"{tag}_command_p99_dev_within_1.5x_anchor"] = (
+            r["command_dev_p99_ms"] <= 1.5 * r["anchor_dev_p99_ms"]
+        )
         out[f"{tag}_zero_holds_after_first_chunk"] = r["holds_after_first_chunk"] == 0
         out[f"{tag}_shield_clipped_below_1pct"] = r["shield_clipped_share"] < 0.01
         out[f"{tag}_shield_clipped_in_episodes_below_1pct"] = r["episode_clipped_share"] < 0.01
@@ -571,6 +630,8 @@ def main() -> int:
             print(
                 f"{rate:5g} Hz  period p50 {row['period_p50_ms']:.2f} p99 {row['period_p99_ms']:.2f} "
                 f"max {row['period_max_ms']:.2f} ms  |dev| p99 {row['dev_p99_ms']:.2f} ms "
+                f"(as sent: {row['command_dev_p99_ms']:.2f}, max {row['command_max_ms']:.2f}, "
+                f"{row['command_periods']} periods) "
                 f"(anchor p50 {row['anchor_period_p50_ms']:.2f} |dev| p99 {row['anchor_dev_p99_ms']:.2f})  "
                 f"holds {row['holds_after_first_chunk']}  clipped {100 * row['shield_clipped_share']:.1f} % "
                 f"of {row['shield_commands']} {row['shield_clipped_where']}  chunk p50 {row['chunk_p50_ms']:.2f} p99 {row['chunk_p99_ms']:.2f} ms"
