@@ -18,8 +18,8 @@ Anchor, measured at the same time on the same machine: a bare rclpy loop in its 
 process (`--anchor`) that receives the same /joint_states (a SingleThreadedExecutor
 spun until each deadline) and publishes one Float64MultiArray per period against
 absolute deadlines t0 + k/rate on a topic nobody listens to. It runs under the same
-scheduling as the runner's episode loop: SCHED_FIFO at `--priority` (50, the runner's
-control_priority default; 0 runs both at normal priority).
+scheduling as the runner's episode loop: SCHED_FIFO at `--priority` (50 by default, given
+to the runner as its control_priority; 0 runs both at normal priority).
 
 Targets: period p50 within 1 % of nominal; p99 |period - nominal| at most 1.5x the
 anchor's; zero holds after the first chunk; shield clipped < 1 % (the scripted policy

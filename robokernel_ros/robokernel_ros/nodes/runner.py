@@ -207,9 +207,9 @@ class RunnerNode(LifecycleNode):
         self.control_priority = declare(
             self,
             "control_priority",
-            50,
+            0,
             "ros: the SCHED_FIFO priority of the episode loop's thread while it drives the "
-            "robot (ros2_control's thread_priority; 0 = the normal scheduler; without "
+            "robot (0 = the normal scheduler; 50 is ros2_control's thread_priority; without "
             "permission to use it the loop runs at normal priority and the log says so)",
             min_value=0,
             max_value=99,
