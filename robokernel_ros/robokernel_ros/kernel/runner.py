@@ -572,6 +572,7 @@ class _Episode:
                 )
             finally:
                 self.abandon_worker()
+                self.rec.deliver()  # a step the episode ended in held its events
         if final_observation_due and self._final_observation is not None:
             self.record_observation(self.steps, self._final_observation, final=True)
         return self.finish(outcome, status, error)
@@ -641,17 +642,9 @@ class _Episode:
             raise _EpisodeOver.failure(ENV_ERROR, exc, "hold_action") from exc
 
     def loop(self, observation: Any) -> tuple[EpisodeOutcome, str]:
-        """The steps. On the wall clock the events of a step are delivered right after
-        its command (EpisodeRecorder.defer): the command goes out on time, whatever
-        listens (the trace, the bag, ROS), and the subscribers see the same order."""
-        if self.timing.clock != "wall":
-            return self.steps_loop(observation)
-        try:
-            return self.steps_loop(observation)
-        finally:
-            self.rec.deliver()
-
-    def steps_loop(self, observation: Any) -> tuple[EpisodeOutcome, str]:
+        """The steps. On the wall clock the events of a step are held until its command
+        is out (EpisodeRecorder.defer): whatever listens (the trace, the bag, ROS) does not
+        delay the command, and sees the same order; run() delivers what an ended step held."""
         r = self.r
         op = r.operator
         env = r.env

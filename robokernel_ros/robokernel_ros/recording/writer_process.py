@@ -22,8 +22,8 @@ bag with its metadata; what was not yet sent (at most `send_interval_s`, 0.1 s, 
 events, and what a child that lags had not read yet) is lost. The pipe is written by a
 thread, so a child that is slow for a moment (starting, opening a bag) does not hold up
 the loop; beyond 64 MiB queued the loop waits for it. If the child dies, the mirror logs
-it once and stops (the episode goes on), and the bag holds what the child flushed. Where no child can be started, the
-mirror runs in-process.
+it once and stops (the episode goes on), and the bag holds what the child flushed. Where
+no child can be started, the mirror runs in-process.
 
 Children are pooled per process: one is started (~0.5-1 s, it imports rosbags) the first
 time a bag is mirrored, and reused by the next episodes; parallel episodes get one each.
@@ -101,7 +101,7 @@ class _Child:
         # The pipe is written by a thread of its own: a child busy opening a bag (or just
         # started: it imports rosbags) while camera frames come held up the episode loop for
         # 0.2-0.3 s at its first step (bench/workcell_timing.py --cameras).
-        self._queue: collections.deque[bytes] = collections.deque()
+        self._queue: collections.deque[bytes | bytearray] = collections.deque()
         self._queued_bytes = 0
         self._cond = threading.Condition()
         self._error: OSError | None = None
@@ -121,7 +121,7 @@ class _Child:
                 self._cond.wait()
             if self._error is not None:
                 raise self._error
-            self._queue.append(bytes(data))
+            self._queue.append(data)  # handed over: the mirror starts a new buffer
             self._queued_bytes += len(data)
             self._cond.notify_all()
 
