@@ -228,6 +228,14 @@ class RunnerNode(LifecycleNode):
             "safety_shield/clear_fault",
             "the shield's clear_fault service ('' = no shield)",
         )
+        self.shield_state_topic = declare(
+            self,
+            "shield_state_topic",
+            "safety_shield/state",
+            "ros: the shield's ~/state, which confirms that the runner's commands reach it "
+            "before the first reset moves the robot ('' = no shield: a controller takes the "
+            "commands, and the publisher's match is all there is)",
+        )
         self.server_ready_timeout_s = declare(
             self,
             "server_ready_timeout_s",
@@ -540,6 +548,7 @@ class RunnerNode(LifecycleNode):
             control_hz=self.control_hz,
             state_timeout_s=self.state_timeout_s,
             control_priority=self.control_priority,
+            shield_state_topic=self.shield_state_topic,
             reset_positions=dict(zip(self.joints, self.reset_positions, strict=True))
             if self.reset_positions
             else None,

@@ -49,6 +49,10 @@ so a shield that is restarted after the e-stop input was released still comes up
 latched. `~/state` says why nothing is forwarded (`reason`: every cause that holds, joined by
 "; ": no joint state yet, waiting for the e-stop source, latched and by what, source
 silent, incompatible QoS).
+`command_sender` in `~/state` is the publisher (DDS GID) of the last command read,
+published when it changes: a sender that finds itself there knows that its commands
+arrive (RosRobotEnv's first reset waits for it; its publisher's own match says only
+that it found this reader).
 
 Lifecycle (rclpy.lifecycle): configure validates the parameters and loads the limits
 (`safety.limits`: a `limits_file` in the joint_limits layout of ros2_control, MoveIt or
@@ -157,7 +161,7 @@ class SafetyShieldNode(LifecycleNode):
         self._limits: dict[str, JointLimit] = {}
         self._pub_cmd = None
         self._sub_cmd = None
-        self._cmd_reader: DirectReader | None = None  # forward_command: the stream, with stamps
+        self._cmd_reader: DirectReader | None = None  # the command stream, with stamps and senders
         self._sub_js = None
         self._watchdog = None
         self._reset_motion()
@@ -182,6 +186,10 @@ class SafetyShieldNode(LifecycleNode):
         self._estop_incompatible = 0  # e-stop publishers seen with a QoS we cannot match
         self._estop_incompatible_text = ""
         self._published_estop = (False, "")  # (input, source state) last sent on ~/state
+        # The publisher of the last command read (GID, hex), in ~/state on change: a sender
+        # that sees itself there knows DDS delivers its commands here (its own publisher's
+        # match says only that it found this reader, not that this reader found it).
+        self._command_sender = ""
 
         # Always present, whatever the lifecycle state.
         self._pub_state = self.create_publisher(ShieldState, "~/state", STATUS_QOS)
@@ -481,26 +489,21 @@ class SafetyShieldNode(LifecycleNode):
         self._seen = [False] * self._n
         self._have_js = False
         self._reset_motion()
-        if self._controller == "forward_command":
-            self._pub_cmd = self.create_publisher(Float64MultiArray, p["output_topic"], COMMAND_QOS)
-            # The executor's subscription only wakes the node: the commands are taken from
-            # a DirectReader of the same topic with their source timestamps (`sent_at`),
-            # the sender's schedule that the rate guards judge (safety.command_clock).
-            self._cmd_reader = DirectReader(
-                self._rx_node, Float64MultiArray, self.resolve_topic_name(p["input_topic"]),
-                COMMAND_READER_QOS,
-            )  # fmt: skip
-            self._sub_cmd = self.create_subscription(
-                Float64MultiArray,
-                p["input_topic"],
-                lambda _msg: self._take_commands(COMMAND_WAKE_WAIT_S),
-                COMMAND_QOS,
-            )
-        else:
-            self._pub_cmd = self.create_publisher(JointTrajectory, p["output_topic"], COMMAND_QOS)
-            self._sub_cmd = self.create_subscription(
-                JointTrajectory, p["input_topic"], self._on_trajectory, COMMAND_QOS
-            )
+        msg_type = Float64MultiArray if self._controller == "forward_command" else JointTrajectory
+        self._pub_cmd = self.create_publisher(msg_type, p["output_topic"], COMMAND_QOS)
+        # The executor's subscription only wakes the node: the commands are taken from a
+        # DirectReader of the same topic with their source timestamps (`sent_at`: the
+        # sender's schedule that the rate guards judge, safety.command_clock) and senders.
+        self._cmd_reader = DirectReader(
+            self._rx_node, msg_type, self.resolve_topic_name(p["input_topic"]),
+            COMMAND_READER_QOS,
+        )  # fmt: skip
+        self._sub_cmd = self.create_subscription(
+            msg_type,
+            p["input_topic"],
+            lambda _msg: self._take_commands(COMMAND_WAKE_WAIT_S),
+            COMMAND_QOS,
+        )
         self._sub_js = self.create_subscription(
             JointState, p["joint_states_topic"], self._on_joint_state, SENSOR_QOS
         )
@@ -660,15 +663,27 @@ class SafetyShieldNode(LifecycleNode):
         return True
 
     def _take_commands(self, wait_s: float = 0.0) -> None:
-        """Review every forward_command command waiting in the command reader, in order.
+        """Review every command waiting in the command reader, in order.
         `wait_s`: how long to wait for one when none is there yet (the executor's copy of
         a sample can be delivered before the reader's; the watchdog tick takes any that
         a wake-up missed)."""
         reader = self._cmd_reader
         if reader is None:
             return
-        for msg, sent in reader.take_sent(wait_s):
-            self._on_array(msg, sent)
+        forward = self._controller == "forward_command"
+        for msg, sent, sender in reader.take_sent_by(wait_s):
+            self._heard_from(sender)
+            if forward:
+                self._on_array(msg, sent)
+            else:
+                self._on_trajectory(msg)
+
+    def _heard_from(self, sender: str) -> None:
+        """A command of `sender` was read, whatever becomes of it (a lifecycle state or
+        the e-stop may refuse it): a new sender is published in ~/state at once."""
+        if sender != self._command_sender:
+            self._command_sender = sender
+            self._publish_state()
 
     def _on_array(self, msg: Float64MultiArray, sent: float) -> None:
         """One forward_command command, published at `sent` (monotonic seconds)."""
@@ -964,6 +979,7 @@ class SafetyShieldNode(LifecycleNode):
         msg.have_joint_state = self._have_js
         msg.passed, msg.clipped, msg.refused = self.passed, self.clipped, self.refused
         msg.held, msg.timeouts = self.held, self.timeouts
+        msg.command_sender = self._command_sender
         self._pub_state.publish(msg)
 
 

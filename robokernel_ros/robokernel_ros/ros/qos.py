@@ -65,6 +65,14 @@ JOINT_STATE_PUB_QOS = COMMAND_QOS
 
 #: A node's status topic: the latest value for late joiners (reliable, transient_local).
 STATUS_QOS = LATCHED_QOS
+#: A status reader taken by its owner (a DirectReader): STATUS_QOS with a history that
+#: keeps every change published between two takes.
+STATUS_READER_QOS = QoSProfile(
+    history=STATUS_QOS.history,
+    depth=16,
+    reliability=STATUS_QOS.reliability,
+    durability=STATUS_QOS.durability,
+)
 
 #: A stream of discrete events (interventions, trace events): reliable, deep queue.
 EVENT_QOS = QoSProfile(

@@ -44,12 +44,18 @@ from typing import Any
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
+from robokernel_interfaces.msg import ShieldState
 from robokernel_ros.kernel import Capabilities, EnvSpec, StepResult
 from robokernel_ros.kernel.motion import step_toward
 from robokernel_ros.kernel.scheduling import check_priority
 from robokernel_ros.kernel.timing import Pacer
-from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS
-from robokernel_ros.ros.transport import DirectReader, acquire_link, release_link
+from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_READER_QOS
+from robokernel_ros.ros.transport import (
+    DirectReader,
+    acquire_link,
+    publisher_gids,
+    release_link,
+)
 from robokernel_ros.ros.wire import image_from_msg, is_compressed_topic
 
 CONTROLLERS = ("forward_command", "joint_trajectory")
@@ -79,6 +85,7 @@ class RosRobotEnv:
         requires_reset_confirmation: bool = False,
         pace: bool = True,
         control_priority: int = 0,
+        shield_state_topic: str = "",
     ) -> None:
         joints = list(joints)
         if not joints or not all(isinstance(j, str) and j for j in joints):
@@ -111,6 +118,7 @@ class RosRobotEnv:
         self.joints = tuple(joints)
         self.controller = controller
         self.command_topic = command_topic
+        self.shield_state_topic = shield_state_topic
         self.joint_states_topic = joint_states_topic
         self.control_hz = float(control_hz)
         self.state_timeout_s = float(state_timeout_s)
@@ -159,8 +167,16 @@ class RosRobotEnv:
             )
             for name, topic in cameras.items()
         }
-        for reader in (self._joint_reader, *self._camera_readers.values()):
-            self._link.readers.add(reader)  # closed with the link at shutdown
+        self._shield_reader = (
+            DirectReader(
+                rx, ShieldState, node.resolve_topic_name(shield_state_topic), STATUS_READER_QOS
+            )
+            if shield_state_topic
+            else None
+        )
+        for reader in (self._joint_reader, *self._camera_readers.values(), self._shield_reader):
+            if reader is not None:
+                self._link.readers.add(reader)  # closed with the link at shutdown
         if controller == "forward_command":
             from std_msgs.msg import Float64MultiArray
 
@@ -235,17 +251,23 @@ class RosRobotEnv:
         return math.inf if at is None else time.monotonic() - at
 
     def wait_for_consumer(self) -> None:
-        """Return once the command publisher is matched with a subscriber (the shield or
-        the controller), waiting up to discovery_timeout_s the first time: commands are
-        volatile, so what is published before DDS has paired the two is lost, and the
-        episode would command a robot that does not move (a full test run saw 0.7 s of
-        it, then the shield judging the first command that arrived as a jump from where
-        the robot stood). RuntimeError naming the topic otherwise."""
+        """Return once commands published now reach their consumer, waiting up to
+        discovery_timeout_s the first time; RuntimeError naming the topic otherwise.
+        Commands are volatile: what is published before DDS has paired both ends is
+        lost, and the episode would command a robot that does not move (full test runs
+        saw 0.5-0.9 s of it, then the shield judging the first command that arrived as
+        a jump from where the robot stood).
+
+        The publisher's matched count says only that it found a reader, not that the
+        reader found it (full test runs measured 0.7-0.9 s between the two). So with
+        `shield_state_topic` the shield confirms: the pose the next command would start
+        from (the last command, else the measured pose) is sent once a period until the
+        shield's ~/state names this publisher as the sender of the last command it
+        read. Without one (a controller with no shield) the match is all there is."""
         if self._consumer_seen:
             return
         deadline = time.monotonic() + self.discovery_timeout_s
-        # rclpy has no wait for a match: poll the publisher's matched count (a handshake:
-        # it returns as soon as the pairing is done)
+        # rclpy has no wait for a match: poll the publisher's matched count
         while self._pub.get_subscription_count() == 0:
             if time.monotonic() >= deadline:
                 raise RuntimeError(
@@ -253,7 +275,43 @@ class RosRobotEnv:
                     "(is the safety_shield or the controller running, on this ROS_DOMAIN_ID?)"
                 )
             time.sleep(0.005)
+        if self._shield_reader is not None:
+            self._confirm_with_shield(deadline)
         self._consumer_seen = True
+
+    def _confirm_with_shield(self, deadline: float) -> None:
+        mine = publisher_gids(self.node, self.command_topic)
+        pose = self.hold_action(None)  # fixed: a sagging measured pose would make a motion
+        last_state = None
+        # On the pacer's ticks: the command after the last one of these goes out a period
+        # later (a restarted schedule starts no earlier), as the shield's rate guards expect.
+        self.pacer.restart()
+        while True:
+            self.pacer.wait()
+            self._publish(pose)
+            # (a publisher appears in its own node's graph when created; asked again if not)
+            mine = mine or publisher_gids(self.node, self.command_topic)
+            next_tick = self.pacer.deadline() or time.monotonic()
+            for state in self._shield_reader.take(
+                max(0.0, min(next_tick, deadline) - time.monotonic())
+            ):
+                if state.command_sender in mine:
+                    return
+                last_state = state
+            if time.monotonic() >= deadline:
+                seen = (
+                    f"its last state: {last_state.state}"
+                    + (f" ({last_state.reason})" if last_state.reason else "")
+                    + f", last sender {last_state.command_sender or 'none'}"
+                    if last_state is not None
+                    else "no state from it at all: is the safety_shield running, on this "
+                    "ROS_DOMAIN_ID? shield_state_topic '' when a controller takes the commands"
+                )
+                raise RuntimeError(
+                    f"the safety shield ({self.shield_state_topic}) did not confirm a command "
+                    f"from this process on {self.command_topic} within "
+                    f"{self.discovery_timeout_s:g} s ({seen})"
+                )
 
     def wait_for_state(self) -> None:
         """Return once a joint state at most state_timeout_s old has been taken. Until the
@@ -410,10 +468,11 @@ class RosRobotEnv:
             self.commands_sent += 1
 
     def close(self) -> None:
-        readers = [self._joint_reader, *self._camera_readers.values()]
+        readers = [self._joint_reader, *self._camera_readers.values(), self._shield_reader]
         self._camera_readers = {}
         for reader in readers:
-            reader.close()
+            if reader is not None:
+                reader.close()
         self.node.destroy_publisher(self._pub)
         if self._link is not None:
             self._link = None

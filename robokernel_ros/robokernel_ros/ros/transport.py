@@ -162,6 +162,10 @@ class DirectReader:
         """As `take`, each message with its `sent_at` time (when its sender published it)."""
         return [(msg, sent_at(info)) for msg, info in self._take(timeout_s)]
 
+    def take_sent_by(self, timeout_s: float) -> list[tuple[Any, float, str]]:
+        """As `take_sent`, each message also with its sender (`sender_of`)."""
+        return [(msg, sent_at(info), sender_of(info)) for msg, info in self._take(timeout_s)]
+
     def _take(self, timeout_s: float) -> list[tuple[Any, Any]]:
         sub, handle = self._sub, self._sub.handle
         msg_type, raw = sub.msg_type, sub.raw
@@ -209,6 +213,24 @@ def sent_at(info: Any) -> float:
     apart here as they were sent, whenever this process got round to them (a clock
     offset between machines shifts them all alike)."""
     return _on_monotonic(info.get("source_timestamp", 0) if info else 0)
+
+
+def sender_of(info: Any) -> str:
+    """Who published a sample: its writer's GID (MessageInfo `publisher_gid`) in hex, as
+    `publisher_gids` names a node's own publishers; '' when the RMW gives none."""
+    gid = (info or {}).get("publisher_gid") or {}
+    return bytes(gid.get("data", b"")).hex()
+
+
+def publisher_gids(node: Any, topic: str) -> set[str]:
+    """The GIDs (hex) of `node`'s own publishers on `topic` (resolved against the node):
+    what a subscriber's `sender_of` gives for their samples."""
+    name, namespace = node.get_name(), node.get_namespace()
+    return {
+        bytes(info.endpoint_gid).hex()
+        for info in node.get_publishers_info_by_topic(node.resolve_topic_name(topic))
+        if info.node_name == name and info.node_namespace == namespace
+    }
 
 
 def _on_monotonic(stamp_ns: int) -> float:

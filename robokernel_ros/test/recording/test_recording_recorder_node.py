@@ -181,6 +181,7 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
                 # no shield in this graph: commands go straight to the robot
                 "command_topic": "/forward_position_controller/commands",
                 "shield_clear_fault_service": "''",
+                "shield_state_topic": "''",
                 "estop_required": "false",  # no operator in this graph
                 "camera_names": _ros_list(CAMERAS),
                 "camera_topics": _ros_list(RUNNER_CAMERA_TOPICS),
