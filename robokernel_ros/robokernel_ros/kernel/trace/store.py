@@ -41,6 +41,8 @@ EVENTS_FILE = "events.jsonl"
 IMAGES_DIR = "images"
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+_META_KINDS = frozenset((EPISODE_START, EPISODE_END))
+_monotonic = time.monotonic
 
 
 def new_run_id() -> str:
@@ -93,12 +95,16 @@ class RunWriter:
         self.flush_interval_s = flush_interval_s
         self.failed = False
         self.closed = False
-        self._lock = threading.Lock()  # events may come from the operator's thread too
+        # Taken by flush() and close() only: the buffered file locks its own writes, so an
+        # event from another thread (the operator's) needs no lock of ours, and one that
+        # races close() finds the file closed (ValueError) and is dropped, as after close.
+        self._lock = threading.Lock()
         self._meta: dict[str, Any] = {"run_id": self.run_id}
         self._file = open(path / EVENTS_FILE, "wb", buffering=1 << 20)  # noqa: SIM115 - closed in close()
+        self._write_line = self._file.write
         self._images: _ImageWriter | None = None
         self._max_queued_images = max_queued_images
-        self._last_flush = time.monotonic()
+        self._flush_due = time.monotonic() + flush_interval_s
         self._image_dirs: dict[str, str] = {}
         # meta.json is written at episode.start (the first event), at episode.end, and at
         # close when neither came; load_trace rebuilds a missing one from the events.
@@ -108,22 +114,27 @@ class RunWriter:
         self.write(event)
 
     def write(self, event: Event) -> None:
+        """Append the event's line (this runs for every event of the episode: keep it lean)."""
         if self.failed or self.closed:
             return
+        line = event.line  # shared with the other subscribers (the bag mirror): encoded once
         kind = event.kind
-        if kind == OBSERVATION and "images" in event.data:
-            data = {**event.data, "images": self._save_images(event.step, event.data["images"])}
-            line = line_with_data(event, data)
-        else:  # shared with the other subscribers (the bag mirror): encoded once
-            line = event.line or event_line(event)
+        if line is None:
+            if kind == OBSERVATION and "images" in event.data:
+                data = {**event.data, "images": self._save_images(event.step, event.data["images"])}
+                line = line_with_data(event, data)
+            else:
+                line = event_line(event)
         try:
-            with self._lock:
-                self._file.write(line)
-                now = time.monotonic()
-                if now - self._last_flush >= self.flush_interval_s:
+            try:
+                self._write_line(line)
+                now = _monotonic()
+                if now >= self._flush_due:
+                    self._flush_due = now + self.flush_interval_s
                     self._file.flush()
-                    self._last_flush = now
-            if kind in (EPISODE_START, EPISODE_END):
+            except ValueError:  # closed by another thread meanwhile
+                return
+            if kind in _META_KINDS:
                 self._episode_meta(event)
         except OSError:
             self.failed = True
