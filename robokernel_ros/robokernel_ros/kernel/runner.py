@@ -396,14 +396,17 @@ class _Episode:
     def act_inline(self, observation: Any, step: int) -> tuple[Any, float]:
         """act() in this thread (or a worker when act_timeout_s must be enforced)."""
         timeout = self.r.act_timeout_s
-        act = self.act_call(observation, step)
-        start = time.monotonic()
         if timeout is None:
+            # Without RTC arguments, the call itself (no partial: this runs every chunk).
+            act = self.act_call(observation, step) if self.r.supports_rtc else None
+            start = time.monotonic()
             try:
-                chunk = act()
+                chunk = self.r.agent.act(observation, step) if act is None else act()
             except Exception as exc:
                 raise _EpisodeOver.failure(POLICY_ERROR, exc) from exc
             return chunk, time.monotonic() - start
+        act = self.act_call(observation, step)
+        start = time.monotonic()
         future = self.worker().submit(act)
         try:
             chunk = future.result(timeout=timeout)

@@ -141,9 +141,16 @@ try:  # orjson is ~6x faster than the standard library: it keeps tracing off the
         except (TypeError, ValueError):
             return _dumps_pretty_stdlib(obj)
 
+    _fast_dumps, _FAST_OPTIONS = _orjson_dumps, _OPTIONS
+
 except ImportError:  # pragma: no cover - orjson is pinned in requirements/base.txt
     dumps_line = _dumps_stdlib
     dumps_pretty = _dumps_pretty_stdlib
+
+    def _fast_dumps(obj: Any, *, default: Any, option: Any) -> bytes:
+        raise TypeError("no orjson: dumps_line encodes")
+
+    _FAST_OPTIONS = None
 
 
 def dumps_text(obj: Any) -> str:
@@ -161,16 +168,19 @@ def event_line(event: Event) -> bytes:
     """
     line = event.line
     if line is None:
-        line = event.line = dumps_line(
-            {
-                "seq": event.seq,
-                "kind": event.kind,
-                "step": event.step,
-                "t": event.t,
-                "wall": event.wall,
-                "data": event.data,
-            }
-        )
+        obj = {
+            "seq": event.seq,
+            "kind": event.kind,
+            "step": event.step,
+            "t": event.t,
+            "wall": event.wall,
+            "data": event.data,
+        }
+        try:  # dumps_line's first try, inlined: every event of a traced episode comes here
+            line = _fast_dumps(obj, default=_default, option=_FAST_OPTIONS)
+        except (TypeError, ValueError):
+            line = dumps_line(obj)
+        event.line = line
     return line
 
 
