@@ -1,0 +1,133 @@
+"""Instructions per step: the traced eval against the hand-fused floor, counted, not timed.
+
+rollout_throughput.py times the traced SO-101 eval against its hand-fused floor in CPU
+seconds; on these shared VMs one run moves by +-0.03 of that ratio, too much to see a
+change of a few per cent. This script counts instead: valgrind's callgrind tool counts
+the instructions each process executes, which does not depend on what else the machine
+does. Each variant runs in a child under callgrind twice, with a short and a long
+episode length and everything else the same (imports, model compile, warm-up, episode
+setup), so the difference over the extra steps is the cost of a step:
+
+  floor     rollout_throughput.floor_seconds_per_step (the anchor: the least a Python
+            loop does to write the same trace)
+  eval      eval_policy(mock, sync, traced, bag=False): the "sync" variant there
+
+Both run real MuJoCo physics (`--no-physics` makes mj_step a no-op: the Python alone).
+The ratio floor/eval is the instruction analogue of rollout_throughput's "x the floor"
+(target there: 0.85); instructions are not seconds (cache misses, branch mispredictions),
+so the timed ratio stays the verdict of record and this one steers the work.
+The last line is one JSON object with the figures.
+
+    python bench/step_instructions.py [--quick] [--no-physics] [--robot so101]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EPISODES = 2
+
+
+def child(variant: str, robot: str, steps: int, physics: bool) -> None:
+    """The workload measured under callgrind (a warm-up episode, then EPISODES of `steps`)."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    sys.path.insert(0, str(HERE))
+    import mujoco
+    import rollout_throughput as rt
+    from robokernel_ros.rollout import SimWorkcell
+
+    runs = tempfile.mkdtemp(prefix="step-instructions-")
+    try:
+        cell = SimWorkcell(trace_dir=runs)
+        cell.add_robot(robot, robot)
+        if not physics:
+            mujoco.mj_step = lambda model, data, nstep=1: None
+        if variant == "floor":
+            env = cell.scene.make_env(robot, control_hz=rt.CONTROL_HZ)
+            rt.floor_seconds_per_step(cell, env, 20, 1, Path(runs), [])
+            rt.floor_seconds_per_step(cell, env, steps, EPISODES, Path(runs), [])
+        else:
+            for n, episodes in ((20, 1), (steps, EPISODES)):
+                out = cell.eval_policy(robot, n_episodes=episodes, max_steps=n, seed=0,
+                                       progress=False, bag=False)  # fmt: skip
+                if out["status"] != "success":
+                    raise SystemExit(out["content"][0]["text"])
+        cell.close()
+    finally:
+        shutil.rmtree(runs, ignore_errors=True)
+
+
+def count(variant: str, robot: str, steps: int, physics: bool) -> tuple[subprocess.Popen, str]:
+    """Start the child under callgrind (its stderr holds the instruction count), and the
+    path of callgrind's output file."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+           "PYTHONHASHSEED": "0"}  # fmt: skip
+    fd, out_file = tempfile.mkstemp(prefix="callgrind-", suffix=".out")
+    os.close(fd)
+    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
+               os.path.realpath(sys.executable), __file__, "--child", variant, "--robot", robot,
+               "--steps", str(steps)] + ([] if physics else ["--no-physics"])  # fmt: skip
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    return proc, out_file
+
+
+def collected(proc: subprocess.Popen, out_file: str) -> int:
+    _, err = proc.communicate()
+    os.unlink(out_file)
+    found = re.search(r"Collected\s*:\s*(\d+)", err)
+    if proc.returncode != 0 or found is None:
+        raise SystemExit(f"callgrind child failed (exit {proc.returncode}):\n{err[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter episodes")
+    parser.add_argument("--no-physics", action="store_true", help="mj_step a no-op")
+    parser.add_argument("--robot", default="so101", help="so101 (default) or panda")
+    parser.add_argument("--child", choices=("eval", "floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    physics = not args.no_physics
+    if args.child:
+        child(args.child, args.robot, args.steps, physics)
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed: this benchmark counts with callgrind")
+    short, long = (10, 110) if args.quick else (10, 260)
+    started = time.monotonic()
+    per_step: dict[str, float] = {}
+    for variant in ("floor", "eval"):  # the two lengths of a variant run side by side
+        procs = [count(variant, args.robot, n, physics) for n in (short, long)]
+        low, high = (collected(*p) for p in procs)
+        per_step[variant] = (high - low) / ((long - short) * EPISODES)
+    ratio = per_step["floor"] / per_step["eval"]
+    what = "with MuJoCo physics" if physics else "mj_step a no-op (the Python alone)"
+    print(f"{args.robot}, {what}; instructions per step over {(long - short) * EPISODES} steps:")
+    print(f"  floor (hand-fused) {per_step['floor']:10.0f}")
+    print(f"  eval sync, traced  {per_step['eval']:10.0f}  ({ratio:.3f}x the floor's rate; "
+          f"the eval adds {per_step['eval'] - per_step['floor']:.0f} per step)")  # fmt: skip
+    figures = {"bench": "step_instructions", "robot": args.robot, "physics": physics,
+               "quick": args.quick, "floor_instructions_per_step": round(per_step["floor"]),
+               "eval_instructions_per_step": round(per_step["eval"]),
+               "eval_vs_floor": round(ratio, 3),
+               "seconds": round(time.monotonic() - started, 1)}  # fmt: skip
+    # No verdict of its own: instructions steer, CPU time judges (rollout_throughput.py).
+    figures["target_of_record"] = "rollout_throughput.py: sync >= 0.85x the floor, CPU time"
+    figures["verdicts"] = {}
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
