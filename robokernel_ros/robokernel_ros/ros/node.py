@@ -73,6 +73,12 @@ def _spin_then_stop(executor: Any, node: Any) -> None:
         _spin(executor)
     except (ExternalShutdownException, KeyboardInterrupt):
         pass
+    except RuntimeError:
+        # Ctrl-C: rclpy's signal handler shuts the context down from the main thread, and
+        # an executor between its ok() check and its next wait set gets RCLError "the
+        # given context is not valid" (a traceback on every such Ctrl-C otherwise).
+        if rclpy.ok():
+            raise
     finally:
         stop = getattr(node, "stop_hosting", None)
         if stop is not None:
