@@ -279,9 +279,7 @@ class MujocoEnv:
             if type(value) is not float or value - value != 0.0:  # NaN and inf fail here
                 return False
             values.append(value)
-        ctrl = self._ctrl
-        for (_, idx), value in zip(self._id_by_key, values):  # noqa: B905 - same length
-            ctrl[idx] = value
+        self._ctrl[self._act_ids] = values  # one assignment (a slice or an index array)
         return True
 
     def _set_targets(self, action: Any) -> tuple[list[str], list[str]]:
