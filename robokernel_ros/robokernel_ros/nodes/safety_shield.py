@@ -842,11 +842,16 @@ class SafetyShieldNode(LifecycleNode):
         if self._active and self._review is not None:
             self._review.release_hold()  # hold where the robot is now
             self._send_hold(time.monotonic())
+        detail = f"e-stop latched by {by}"
         if by == LOST:  # value: the source's silence when noticed; limit: estop_timeout_s
             value, limit = self._estop.lost_after_s, self._estop.timeout_s
+            # how late this check came after the one before (the stall the silence includes)
+            detail += (
+                f" (checked {1000 * self._estop.lost_check_gap_s:.1f} ms after the last check)"
+            )
         else:
             value = limit = math.nan
-        self._intervene("estop", "", value, limit, "held", f"e-stop latched by {by}")
+        self._intervene("estop", "", value, limit, "held", detail)
         self._publish_state()
 
     def _take_estop(self) -> None:

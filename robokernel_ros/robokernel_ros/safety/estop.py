@@ -89,6 +89,11 @@ class EstopCircuit:
         self._t_pressed = -math.inf
         #: how long the source had been silent when the circuit noticed its loss
         self.lost_after_s = math.nan
+        #: and how long before that the circuit had last been checked: the owner's own
+        #: delay (its timer's period, or a stall of its process), which the silence
+        #: noticed includes (the check before found the silence within the timeout)
+        self.lost_check_gap_s = math.nan
+        self._t_checked = now
 
     @property
     def estop_latch(self) -> Latch:
@@ -124,9 +129,13 @@ class EstopCircuit:
 
     def tick(self, now: float) -> bool:
         """Check the source's liveness at `now`. True when it latched now (source lost)."""
+        previous = self._t_checked
+        if now > previous:  # a sample's reception time may be older than the last check
+            self._t_checked = now
         if self._samples and now - self._t_sample > self.timeout_s:
             self._samples = 0  # the next sample starts a new source: waiting again
             self.lost_after_s = now - self._t_sample
+            self.lost_check_gap_s = max(0.0, now - previous)
             if self.required:
                 return self.latch(LOST)
         return False

@@ -170,6 +170,23 @@ def test_circuit_waits_arms_forwards_and_latches_when_the_source_goes_silent():
     assert c.clear(1.1) == (True, "e-stop cleared") and c.may_forward(1.1)
 
 
+def test_circuit_reports_the_silence_it_noticed_and_how_late_its_check_came():
+    c = EstopCircuit(required=True, timeout_s=TIMEOUT, now=0.0)
+    c.sample(False, 0.1)
+    c.sample(False, 0.2)
+    assert c.may_forward(0.2 + TIMEOUT - 0.005)  # checked often: the last check found it live
+    assert not c.may_forward(0.2 + TIMEOUT + 0.005)
+    assert c.lost_after_s == pytest.approx(TIMEOUT + 0.005)
+    assert c.lost_check_gap_s == pytest.approx(0.01)  # the silence is the live check's + the gap
+    stalled = EstopCircuit(required=True, timeout_s=TIMEOUT, now=0.0)
+    stalled.sample(False, 0.1)
+    stalled.sample(False, 0.2)
+    assert stalled.may_forward(0.25)
+    assert not stalled.may_forward(1.5)  # the owner was stalled 1.25 s: noticed late, says so
+    assert stalled.lost_after_s == pytest.approx(1.3)
+    assert stalled.lost_check_gap_s == pytest.approx(1.25)
+
+
 def test_circuit_pressed_latches_and_clear_waits_for_release_and_a_quiet_timeout():
     c = EstopCircuit(required=True, timeout_s=TIMEOUT, now=0.0)
     c.sample(False, 0.0)
