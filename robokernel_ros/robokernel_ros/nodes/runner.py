@@ -646,8 +646,9 @@ class RunnerNode(LifecycleNode):
         try:
             peer.wait_for(ACTIVE, self.server_ready_timeout_s)
         except RuntimeError as exc:
-            # Its heartbeat says why, when it has one (a failed load, what is loading).
-            detail = watch.not_ready_detail(_HEARTBEAT_AGREES_S)
+            # Its heartbeat says why, when it has one (a failed load, what is loading); a
+            # server that answered has one, which may take a moment to reach us.
+            detail = watch.not_ready_detail(_HEARTBEAT_AGREES_S if peer.answered else 0.0)
             raise Refused(
                 f"policy_provider='remote': policy server not ready: {exc}"
                 + (f"; its status: {detail}" if detail else "")

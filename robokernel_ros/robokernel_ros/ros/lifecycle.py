@@ -65,11 +65,13 @@ class LifecyclePeer:
             GetState, f"{self.target}/get_state", callback_group=callback_group
         )
         self.last: tuple[int, str] | None = None  # (id, label) of the last answer
+        self.answered = False  # whether the last question (state()) got an answer
 
     def state(self, timeout_s: float) -> str | None:
         """The node's state label, or None when it did not answer within timeout_s."""
         deadline = time.monotonic() + timeout_s
         answer = self._ask(self._get, GetState.Request(), deadline)
+        self.answered = answer is not None
         if answer is None:
             return None
         self.last = (int(answer.current_state.id), str(answer.current_state.label))

@@ -314,18 +314,18 @@ class ServerWatch:
 
     def not_ready_detail(self, timeout_s: float) -> str:
         """What the heartbeat says of a server that has just answered that it is not
-        active ('' without a live heartbeat). A live one that still says ready comes from
-        an instance that is gone (a replacement's heartbeat reaches this reader seconds
-        later, the old one's last is still fresh): wait up to `timeout_s` for one that
-        agrees, else ''."""
+        active: the detail of a live heartbeat that agrees (not ready), waited for up to
+        `timeout_s`, else ''. A server that answers has a heartbeat, but a replacement's
+        reaches this reader seconds after its services answer: meanwhile the heartbeat
+        here is the gone instance's, still fresh and saying ready, or already stale."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while self.alive() and self.state.ready:
+            while not self.alive() or self.state.ready:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return ""
                 self._cond.wait(timeout=min(left, 0.1))
-            return self.state.detail if self.alive() else ""
+            return self.state.detail
 
     def wait_ready(self, timeout_s: float) -> ServerState:
         """Wait for a fresh ready heartbeat; raise RuntimeError naming why the server is not ready."""
