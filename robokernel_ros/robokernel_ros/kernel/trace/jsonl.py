@@ -148,7 +148,7 @@ except ImportError:  # pragma: no cover - orjson is pinned in requirements/base.
     dumps_pretty = _dumps_pretty_stdlib
 
     def _fast_dumps(obj: Any, *, default: Any, option: Any) -> bytes:
-        raise TypeError("no orjson: dumps_line encodes")
+        return _dumps_stdlib(obj)  # no orjson: the standard library's line
 
     _FAST_OPTIONS = None
 
