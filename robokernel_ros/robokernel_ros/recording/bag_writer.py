@@ -11,8 +11,10 @@ two calls per message for its index). That process runs beside every episode, so
 (bench/eval_scaling.py, bench/RESULTS.md "Parallel evals on Ray").
 
 What: `write` to an MCAP storage without compression frames the Message record in one
-struct call and keeps the same bookkeeping; the closing chunk's message indexes are
-packed one struct call per channel. Every other path (sqlite3, compression, add_connection,
+struct call and keeps the same bookkeeping; the open chunk keeps a large message (a
+camera frame) as its own piece and the closing chunk writes its pieces to the file as
+they are, with no copy into one record first (`_ChunkBuffer`); the closing chunk's message
+indexes are packed one struct call per channel. Every other path (sqlite3, compression, add_connection,
 close, metadata.yaml) is rosbags' own. The bytes are rosbags' own too: the .mcap and the
 metadata.yaml of a bag written through BagWriter equal those of rosbags' Writer given the
 same calls (test/recording/test_recording_writer.py). The attributes this reaches are those of
@@ -32,7 +34,6 @@ from rosbags.rosbag2.enums import CompressionMode
 from rosbags.rosbag2.storage_mcap import (
     McapWriter,
     PendingChunk,
-    write_record,
     write_string,
     write_uint32,
     write_uint64,
@@ -43,10 +44,57 @@ from rosbags.rosbag2.storage_mcap import (
 _MESSAGE = struct.Struct("<BQHIQQ")
 _MESSAGE_BODY = _MESSAGE.size - 9  # the record length counts what follows the opcode + length
 _CHUNK_LIMIT = 2**20  # rosbags closes the open chunk once it holds more than this many bytes
+_CHUNK_HEAD = struct.Struct("<QQQII")  # Chunk record: start, end, size, crc, compression's length
+_U64 = struct.Struct("<Q")
+_RECORD = struct.Struct("<BQ")  # a record's opcode and length
+_LARGE = 1 << 16  # a write this large is kept as its own piece of the chunk, not copied
+
+
+class _ChunkBuffer:
+    """The open chunk's bytes, as BytesIO's write / tell / getvalue, keeping large writes
+    as they came: a camera frame (0.9 MB of 640x480 rgb8) is not copied into a growing
+    buffer and out again into the record, it goes to the file from the message's own
+    bytes. Small records are gathered in one BytesIO as before. (Two frames a chunk cost
+    the writer process ~2 ms of copying and page faults per observation.)"""
+
+    __slots__ = ("_done", "_done_size", "_small")
+
+    def __init__(self) -> None:
+        self._done: list[bytes] = []
+        self._done_size = 0
+        self._small = BytesIO()
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        size = len(data) if type(data) is bytes else memoryview(data).nbytes
+        if size < _LARGE:
+            return self._small.write(data)
+        if self._small.tell():
+            self._done.append(self._small.getvalue())
+            self._done_size += self._small.tell()
+            self._small = BytesIO()
+        self._done.append(data if type(data) is bytes else bytes(data))  # ours to keep
+        self._done_size += size
+        return size
+
+    def tell(self) -> int:
+        return self._done_size + self._small.tell()
+
+    def pieces(self) -> list[bytes]:
+        """The chunk's bytes in order, as few pieces as the large writes allow."""
+        tail = self._small.getvalue()
+        return [*self._done, tail] if tail else list(self._done)
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.pieces())
 
 
 class _McapStorage(McapWriter):
-    """rosbags' McapWriter with `write` and `close_chunk` in fewer calls (same bytes)."""
+    """rosbags' McapWriter with `write` and `close_chunk` in fewer calls and copies (same
+    bytes)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.chunk = PendingChunk(2**63 - 1, 0, _ChunkBuffer(), defaultdict(list))
 
     def write(self, connection: Any, timestamp: int, data: bytes | memoryview) -> None:
         cid = connection.id
@@ -70,29 +118,35 @@ class _McapStorage(McapWriter):
             self.close_chunk()
 
     def close_chunk(self) -> None:
-        """rosbags' close_chunk, each channel's MessageIndex packed in one call."""
+        """rosbags' close_chunk: the chunk's pieces go to the file as they are (no copy into
+        one record first), each channel's MessageIndex packed in one call."""
         chunk = self.chunk
-        rec = BytesIO()
-        write_uint64(rec, chunk.message_start_time)
-        write_uint64(rec, chunk.message_end_time)
-        write_uint64(rec, chunk.bio.tell())
-        write_uint32(rec, 0)
-        compressed = self.compressor(chunk.bio.getvalue())
-        write_string(rec, self.compression)
-        write_uint64(rec, len(compressed))
-        rec.write(compressed)
+        bio = chunk.bio
+        size = bio.tell()
+        pieces = bio.pieces() if type(bio) is _ChunkBuffer else [bio.getvalue()]
+        if self.compression:
+            pieces = [self.compressor(b"".join(pieces))]
+        stored = sum(len(p) for p in pieces)
+        compression = self.compression.encode()
+        # start, end, uncompressed size, crc (0, as rosbags writes it), compression, stored size
+        head = _CHUNK_HEAD.pack(chunk.message_start_time, chunk.message_end_time, size, 0,
+                                len(compression)) + compression + _U64.pack(stored)  # fmt: skip
 
-        chunk_start = self.bio.tell()
-        write_record(self.bio, 0x06, rec)
-        chunk_end = self.bio.tell()
+        out = self.bio
+        chunk_start = out.tell()
+        out.write(_RECORD.pack(0x06, len(head) + stored))
+        out.write(head)
+        for piece in pieces:
+            out.write(piece)
+        chunk_end = out.tell()
 
         offsets: list[tuple[int, int]] = []
         for cid, msgs in chunk.msgs.items():
-            offsets.append((cid, self.bio.tell()))
+            offsets.append((cid, out.tell()))
             n = len(msgs)
             # opcode 0x07, length, channel id, byte length of the (timestamp, offset) pairs
-            head = struct.pack("<BQHI", 0x07, 6 + 16 * n, cid, 16 * n)
-            self.bio.write(head + struct.pack(f"<{2 * n}Q", *(v for pair in msgs for v in pair)))
+            index = struct.pack("<BQHI", 0x07, 6 + 16 * n, cid, 16 * n)
+            out.write(index + struct.pack(f"<{2 * n}Q", *(v for pair in msgs for v in pair)))
 
         rec = BytesIO()
         write_uint64(rec, chunk.message_start_time)
@@ -102,13 +156,13 @@ class _McapStorage(McapWriter):
         write_uint32(rec, len(offsets) * 10)
         for cid, offset in offsets:
             rec.write(struct.pack("<HQ", cid, offset))
-        write_uint64(rec, self.bio.tell() - chunk_end)
+        write_uint64(rec, out.tell() - chunk_end)
         write_string(rec, self.compression)
-        write_uint64(rec, len(compressed))
-        write_uint64(rec, chunk.bio.tell())
+        write_uint64(rec, stored)
+        write_uint64(rec, size)
         self.chunks.append(rec)
 
-        self.chunk = PendingChunk(2**63 - 1, 0, BytesIO(), defaultdict(list))
+        self.chunk = PendingChunk(2**63 - 1, 0, _ChunkBuffer(), defaultdict(list))
 
 
 class BagWriter(Writer):

@@ -17,7 +17,8 @@ exit, stops the executor before `rclpy.shutdown()` (shutting rclpy down under a
 spinning executor aborts the process in this build), and turns a `ParameterError`
 raised while building or starting the node into one logged line and exit status 2
 (a RuntimeError into one logged line and status 1). `run_multithreaded` is the same
-on a MultiThreadedExecutor.
+on a MultiThreadedExecutor. Every node's process keeps its freed large buffers for
+reuse (memory.retain_freed_memory: camera frames would fault in fresh pages each time).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
+from robokernel_ros.memory import retain_freed_memory
 from robokernel_ros.ros.params import ParameterError, check, declare
 
 _log = logging.getLogger(__name__)
@@ -130,6 +132,7 @@ def run_node(
     own, and the process ends when either returns (Ctrl-C interrupts the main thread).
     Returns the exit status.
     """
+    retain_freed_memory()  # nodes move camera frames: reuse their buffers (memory.py)
     rclpy.init(args=list(args) if args is not None else sys.argv)
     node: Node | None = None
     status = 0

@@ -225,3 +225,44 @@ def test_a_writer_that_is_busy_does_not_hold_up_the_episode(tmp_path: Path):
     counts = _counts(tmp_path / "runs" / "r1" / "bag")
     assert counts[camera_topic("front")] == 8 and counts[camera_topic("wrist")] == 8
     wp.shutdown_pool()
+
+
+def test_camera_frames_reach_the_bag_pixel_for_pixel(tmp_path: Path):
+    """Frames travel to the child out of band (pickle protocol 5 buffers, one B frame
+    each): every frame read back from the bag equals what was sent, also a strided view
+    (pickled in band), a mono8 frame, and an array the env overwrites right after (sent
+    while the child is stopped, so the frames wait in this process's queue)."""
+    import numpy as np
+    from robokernel_ros.kernel.events import Event
+
+    rng = np.random.default_rng(7)
+    mirror = wp.ProcessBagMirror(tmp_path / "runs")
+    mirror(Event("episode.start", 0, {"run_id": "r1"}, seq=0, run_id="r1"))
+    pid = mirror._child.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    resume = threading.Timer(5.0, os.kill, (pid, signal.SIGCONT))
+    resume.start()
+    reused = np.empty((480, 640, 3), dtype=np.uint8)  # one buffer, refilled every step
+    sent: dict[str, list[np.ndarray]] = {"front": [], "side": [], "depth": []}
+    try:
+        for step in range(6):
+            reused[:] = rng.integers(0, 256, reused.shape, dtype=np.uint8)
+            wide = rng.integers(0, 256, (480, 1280, 3), dtype=np.uint8)
+            depth = rng.integers(0, 256, (480, 640), dtype=np.uint8)
+            images = {"front": reused, "side": wide[:, ::2], "depth": depth}
+            for camera, image in images.items():
+                sent[camera].append(np.array(image))
+            data = {"obs": {"joint_positions": {"a": 0.0}}, "images": images}
+            mirror(Event("observation", step, data, 0.02 * step, 0.02 * step, 1 + step, "r1"))
+            reused[:] = 0  # the env reuses its buffer once the step is over
+    finally:
+        resume.cancel()
+        os.kill(pid, signal.SIGCONT)
+    mirror(Event("episode.end", 6, {"outcome": "truncated"}, 0.12, 0.12, 7, "r1"))
+    mirror.close()
+    trace = load_bag_trace(tmp_path / "runs" / "r1" / "bag")
+    for camera, frames in sent.items():
+        got = list(trace.iter_frames(camera))
+        assert [step for step, _ in got] == list(range(6))
+        for (_, frame), expected in zip(got, frames, strict=True):
+            assert frame.reshape(expected.shape).tobytes() == expected.tobytes(), camera
