@@ -14,7 +14,10 @@
    loop (numpy arm, no physics, ~25 us a step) with the writer process and with the
    in-process mirror against none: there the loop makes events faster than one process
    can write them, so the writer's throughput bounds it.
-3. score_s: `robokernel score` on a 30,000-step episode's bag (load + all scorers),
+3. frames_*: observations with two 640x480 rgb8 camera frames through the product's
+   writer process, CPU per observation in the episode's process and in the writer,
+   against writing the same bytes to a file in-process (reported, no target).
+4. score_s: `robokernel score` on a 30,000-step episode's bag (load + all scorers),
    against the raw rosbags read of the same bag (every message of the events topic read
    and deserialised). Reported as a ratio (no target in the issue).
 
@@ -241,6 +244,57 @@ def bench_sim_loop(tmp: Path, steps: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    import os
+
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_frames(tmp: Path, observations: int, repeats: int) -> dict[str, Any]:
+    """Camera frames to the bag: observations with two 640x480 rgb8 frames through the
+    product's ProcessBagMirror as fast as it takes them (the bag closed), CPU per
+    observation in the episode's process and in the writer process, against the anchor:
+    the same frames' bytes written to one file in this process (the least any recorder
+    of them does). Best of `repeats`."""
+    from robokernel_ros.recording.writer_process import ProcessBagMirror
+
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 256, (480, 640, 3), dtype=np.uint8) for _ in range(4)]
+    best: dict[str, float] = {"parent": float("inf"), "child": float("inf"), "raw": float("inf")}
+    for r in range(repeats):
+        warm = ProcessBagMirror(tmp / f"frames{r}")  # the pooled child started and reused
+        warm(Event("episode.start", 0, {"run_id": "warm"}, seq=0, run_id="warm"))
+        warm.close()
+        mirror = ProcessBagMirror(tmp / f"frames{r}")
+        pid = mirror._child.proc.pid
+        child0, parent0 = _process_cpu_s(pid), time.process_time()
+        mirror(Event("episode.start", 0, {"run_id": "cam"}, seq=0, run_id="cam"))
+        for i in range(observations):
+            images = {"front": frames[i % 4], "wrist": frames[(i + 1) % 4]}
+            data = {"obs": {"joint_positions": {"a": 0.0}}, "images": images}
+            mirror(Event("observation", i, data, i / 30, i / 30, i + 1, "cam"))
+        mirror(Event("episode.end", observations, {"outcome": "truncated"}, seq=observations + 1, run_id="cam"))  # fmt: skip
+        mirror.close()
+        best["parent"] = min(best["parent"], (time.process_time() - parent0) / observations)
+        best["child"] = min(best["child"], (_process_cpu_s(pid) - child0) / observations)
+        t0 = time.process_time()
+        with open(tmp / f"raw{r}.bin", "wb") as f:
+            for i in range(observations):
+                f.write(frames[i % 4].tobytes())
+                f.write(frames[(i + 1) % 4].tobytes())
+        best["raw"] = min(best["raw"], (time.process_time() - t0) / observations)
+    return {
+        "frame_observations": observations,
+        "frames_episode_cpu_ms_per_obs": 1e3 * best["parent"],
+        "frames_writer_cpu_ms_per_obs": 1e3 * best["child"],
+        "frames_raw_write_cpu_ms_per_obs": 1e3 * best["raw"],
+        "frames_total_vs_raw_ratio": (best["parent"] + best["child"]) / best["raw"],
+    }
+
+
 def bench_score(tmp: Path, steps: int) -> dict[str, Any]:
     from robokernel_ros.scoring import score_paths
     from rosbags.rosbag2 import Reader
@@ -296,6 +350,11 @@ def main() -> int:
               f"(writer process) vs {figures['loop_steps_per_s_mirror_off']:.0f} without -> ratio {figures['loop_on_vs_off_ratio']:.2f}; "
               f"in-process mirror {figures['loop_steps_per_s_mirror_inline']:.0f} -> {figures['loop_inline_vs_off_ratio']:.2f} "
               "(the writer process bounds a loop faster than it writes)")  # fmt: skip
+        figures.update(bench_frames(tmp, 100 if args.quick else 300, repeats))
+        print(f"camera frames (2 x 640x480 rgb8 an observation) to the bag: {figures['frames_episode_cpu_ms_per_obs']:.2f} ms CPU "
+              f"per observation in the episode's process + {figures['frames_writer_cpu_ms_per_obs']:.2f} ms in the writer process "
+              f"vs {figures['frames_raw_write_cpu_ms_per_obs']:.2f} ms to write their bytes to a file -> "
+              f"{figures['frames_total_vs_raw_ratio']:.1f}x (no target)")  # fmt: skip
         figures.update(bench_score(tmp, score_steps))
         print(f"score: {figures['score_s']:.2f} s for a {score_steps}-step episode's bag vs raw rosbags read {figures['raw_rosbags_read_s']:.2f} s "
               f"-> {figures['score_vs_raw_read_time_ratio']:.2f}x the raw read time")  # fmt: skip

@@ -34,6 +34,7 @@ from robokernel_ros.cli_output import (
     output_conflict,
     write_output,
 )
+from robokernel_ros.memory import retain_freed_memory
 
 
 @dataclass(frozen=True)
@@ -536,6 +537,7 @@ class _NoTraceback(logging.Filter):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    retain_freed_memory()  # camera frames: reuse their buffers (memory.py)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
