@@ -6,8 +6,9 @@ For each rate: the demo graph (robokernel_ros.demo.workcell_graph: sim_robot, sa
 policy_server with the scripted policy, runner with env=ros at that control_frequency) is
 started as processes on a private ROS_DOMAIN_ID, and the runner's `eval_policy` runs the
 demo's episodes (async_rtc: the kernel's realtime wall-clock loop). Measured from the
-episodes' traces: the step period (time between two `action` events, each emitted after
-its command is published and the next joint states are taken) p50/p99/max, holds after the
+episodes' traces: the step period (time between two `action` events, each stamped when the
+loop hands its command to the env, which publishes it then; until 2026-12-06 the stamp
+came after the env had also taken the next joint states and frames) p50/p99/max, holds after the
 first chunk, the chunk round trip (chunk.merge inference_s: observation out to chunk back)
 p50/p99, and from the shield node's counters the share of commands it clipped. The period
 "as sent" is that of the commands themselves, as the robot's side gets them: the source

@@ -233,11 +233,13 @@ class EpisodeRecorder:
     def listening(self) -> bool:
         return self.bus.subscriber_count > 0
 
-    def emit(self, kind: str, step: int, data: dict[str, Any]) -> None:
+    def emit(self, kind: str, step: int, data: dict[str, Any], at: float | None = None) -> None:
+        """Publish (or hold, see defer) one event, stamped `wall`: now, or `at` (a
+        time.monotonic() reading) for an event that happened before it is emitted."""
         seq = self.seq
         self.seq = seq + 1
         if self.bus.subscriber_count:
-            wall = time.monotonic() - self.t0
+            wall = (time.monotonic() if at is None else at) - self.t0
             event = Event(kind, step, data, self.t, wall, seq, self.run_id)
             if self._deferred is None:
                 self.bus.publish(event)

@@ -666,6 +666,7 @@ class _Episode:
         plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
         pacer = r.pacer
         estop = op.estop_latch
+        monotonic = time.monotonic
         pacer.restart()
         step = 0
         self._final_observation = observation
@@ -728,6 +729,7 @@ class _Episode:
                     EpisodeOutcome.ESTOPPED,
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
                 )
+            handed_at = monotonic()  # the action event's wall: its command, not what follows
             try:
                 stepped = env.step(action)
                 next_observation = stepped.observation
@@ -753,10 +755,11 @@ class _Episode:
                         "terminated": terminated,
                         "truncated": truncated,
                     },
+                    handed_at,
                 )
             else:
                 rec.seq += 1
-            if wall:  # the command is out (the action event stamped just after it): deliver
+            if wall:  # the command is out: deliver what the step held
                 rec.deliver()
             sim_time = info.get("sim_time_s")
             if sim_time is not None:

@@ -92,6 +92,7 @@ class ServedSession:
         self._pending_action: dict[str, Any] | None = (
             None  # the action event waiting for its reward
         )
+        self._handed_at = 0.0  # when step() returned that action (time.monotonic())
         self._last_sent: dict[str, float] | None = None
         self._holds = 0
         self._chunks = 0
@@ -184,7 +185,7 @@ class ServedSession:
         self._total_reward += reward
         pending.update(reward=reward, terminated=bool(terminated), truncated=bool(truncated))
         assert self._rec is not None
-        self._rec.emit(ev.ACTION, pending["step"], pending)
+        self._rec.emit(ev.ACTION, pending["step"], pending, self._handed_at)
         self._pending_action = None
 
     def step(
@@ -230,6 +231,7 @@ class ServedSession:
             rec.interventions(step, result.interventions)
         self._last_sent = result.action
         self._pending_action = {"step": step, "action": result.action, "hold": is_hold}
+        self._handed_at = time.monotonic()  # its event's wall: when the caller got it
         self._step = step + 1
         return dict(result.action)
 

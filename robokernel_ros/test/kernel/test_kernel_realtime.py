@@ -420,6 +420,37 @@ class _StallingAgent:
         return [tagged(observation, step, i) for i in range(4)]
 
 
+class _SlowToObserveEnv(PointEnv):
+    """A PointEnv whose step() notes when it was called, then takes 0 or 12 ms (by turns)
+    to return its observation, as a robot env taking joint states and frames after its
+    command does."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.called_at: list[float] = []
+
+    def step(self, action: Any) -> Any:
+        self.called_at.append(time.monotonic())
+        if len(self.called_at) % 2:
+            time.sleep(0.012)
+        return super().step(action)
+
+
+def test_an_action_event_is_stamped_when_its_command_is_handed_to_the_env() -> None:
+    """The action events' spacing is the command period, not the command period plus the
+    env's varying work after it: their walls are spaced as the env.step calls were (within
+    1 ms), though each step returned 0 or 12 ms after its call."""
+    env = _SlowToObserveEnv(control_hz=25.0)
+    runner = EpisodeRunner(env, ScriptedAgent(tagged, 4), timing=Timing(clock="wall"))
+    events = record_events(runner)
+    assert runner.run(8).steps == 8
+    walls = [e.wall for e in events if e.kind == "action"]
+    assert len(walls) == len(env.called_at) == 8
+    for k in range(1, 8):
+        spacing = walls[k] - walls[0]
+        assert abs(spacing - (env.called_at[k] - env.called_at[0])) < 0.001, (k, spacing)
+
+
 def test_wall_clock_restarts_its_schedule_after_a_stall_instead_of_bursting() -> None:
     """A step 150 ms late (7.5 periods at 50 Hz) is not followed by 7 back-to-back steps:
     the commands stay a period apart, as the robot's controller expects."""
