@@ -846,9 +846,7 @@ class SafetyShieldNode(LifecycleNode):
         if by == LOST:  # value: the source's silence when noticed; limit: estop_timeout_s
             value, limit = self._estop.lost_after_s, self._estop.timeout_s
             # how late this check came after the one before (the stall the silence includes)
-            detail += (
-                f" (checked {1000 * self._estop.lost_check_gap_s:.1f} ms after the last check)"
-            )
+            detail += f" ({self._estop.lost_detail()})"
         else:
             value = limit = math.nan
         self._intervene("estop", "", value, limit, "held", detail)

@@ -39,7 +39,7 @@ from robokernel_interfaces.srv import SubmitVerdict
 from robokernel_ros.ros.qos import ESTOP_READER_QOS
 from robokernel_ros.ros.requests import Refused, text
 from robokernel_ros.ros.transport import DirectReader, acquire_link, release_link
-from robokernel_ros.safety.estop import EstopCircuit
+from robokernel_ros.safety.estop import LOST, EstopCircuit
 
 # How long after the node's start a rollout start waits for the e-stop source to be discovered.
 _ESTOP_DISCOVERY_GRACE_S = 15.0
@@ -156,9 +156,10 @@ class RunnerOperator:
                 self._latched()
 
     def _latched(self) -> None:
-        self._node.get_logger().warn(
-            f"e-stop latched by {self._estop.latched_by}; every rollout ends estopped"
-        )
+        by = self._estop.latched_by
+        if by == LOST:  # how long silent, and whether this process was late to check
+            by += f" (silent {1000 * self._estop.lost_after_s:.0f} ms; {self._estop.lost_detail()})"
+        self._node.get_logger().warn(f"e-stop latched by {by}; every rollout ends estopped")
         # The workcell latches too: every in-flight episode ends "estopped" at once, the
         # rollouts stop (no further episodes) and new ones are refused until clear_fault.
         scene = self._scene()

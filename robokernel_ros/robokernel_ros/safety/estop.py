@@ -140,6 +140,13 @@ class EstopCircuit:
                 return self.latch(LOST)
         return False
 
+    def lost_detail(self) -> str:
+        """How the last loss was noticed, for the latch's log or intervention: the check
+        that noticed it and how long after the check before (a stalled process checks
+        late; a check on time that finds the source silent means its samples stopped
+        arriving)."""
+        return f"checked {1000 * self.lost_check_gap_s:.1f} ms after the last check"
+
     def clear(self, now: float) -> tuple[bool, str]:
         """~/clear_fault: (cleared, message). Refused (False) while the input is pressed,
         and in required mode until the source is live and released."""

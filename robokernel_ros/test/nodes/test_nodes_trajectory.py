@@ -47,6 +47,7 @@ def test_runner_drives_sim_robot_through_the_shield_with_joint_trajectories(
                 "limits_file": str(config_dir() / "joint_limits_so101.yaml"),
                 "controller": "joint_trajectory",
                 "output_topic": TRAJECTORY_TOPIC,
+                "estop_timeout_s": "2.0",
             },
             [("~/estop", "estop")],  # the panel's <ns>/estop
         ),
@@ -55,7 +56,15 @@ def test_runner_drives_sim_robot_through_the_shield_with_joint_trajectories(
             "runner",
             "runner",
             ["runner_ros_so101.yaml"],
-            {"trace_dir": str(trace_dir), "controller": "joint_trajectory"},
+            # The e-stop with margin: this test drives trajectories, and a full run on a
+            # loaded 2-core machine once left the runner 0.5 s without the panel's heartbeat
+            # (the shield heard it), so the default timeout latched "source lost" before
+            # the call (the runner's log now says how late it checked).
+            {
+                "trace_dir": str(trace_dir),
+                "controller": "joint_trajectory",
+                "estop_timeout_s": "2.0",
+            },
         ),
     ]
     procs = {n.name: processes.start(n.name, n.argv()) for n in graph}
