@@ -137,18 +137,64 @@ def env_seconds_per_step(
     return clock.per(steps * episodes)
 
 
+def _latest_sync_trace(runs: Path) -> Path:
+    """The events.jsonl of the latest synchronous traced eval under `runs` (the floor's
+    template and the trace it must match)."""
+    for events in sorted(runs.glob("*/events.jsonl"), key=lambda p: -p.stat().st_mtime):
+        with open(events, "rb") as f:
+            first = json.loads(f.readline() or b"{}")
+        if first.get("kind") == "episode.start" and first["data"]["timing"]["mode"] == "sync":
+            return events
+    raise RuntimeError(f"no synchronous traced eval under {runs}")
+
+
+def _eval_episode_data(runs: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The episode.start and episode.end data of the latest synchronous traced eval under
+    `runs`: the floor writes the same, so its meta.json and start/end lines are the
+    trace's own size."""
+    lines = _latest_sync_trace(runs).read_bytes().splitlines()
+    start, end = json.loads(lines[0]), json.loads(lines[-1])
+    assert end["kind"] == "episode.end", end
+    return start["data"], end["data"]
+
+
+def trace_shape(events: Path) -> dict[str, Any]:
+    """{kind: the key structure of its events' data} over a trace (values reduced to their
+    types, lists to their first element's shape): two traces that write the same lines
+    have the same shape."""
+
+    def shape(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: shape(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [shape(value[0])] if value else []
+        return "number" if isinstance(value, int | float) else type(value).__name__
+
+    shapes: dict[str, Any] = {}
+    for line in events.read_bytes().splitlines():
+        event = json.loads(line)
+        if event["data"].get("obs") == {}:  # the floor's first observation: none yet
+            continue
+        shapes.setdefault(event["kind"], shape(event["data"]))
+    return shapes
+
+
 def floor_seconds_per_step(
     cell: SimWorkcell, env: Any, steps: int, episodes: int, runs: Path, in_run: list
 ) -> tuple[float, float]:
     """The least a Python loop does per step to write the trace the kernel writes here,
-    hand-fused into one function: the mock policy's action, each value clamped to its
-    limits (the least of a shield), the targets set, mj_step, the joints observed, and
-    the step's events as JSON lines with their seq/t/wall (observation, chunk.request,
-    chunk.merge, action, and privileged state every 10th step as the rollout API samples
-    it), each episode into a new events.jsonl of its own directory under `runs`, as the
-    trace's run directories are (rewriting one file would reuse its page-cache pages, which
-    a new file's first write pays for: 2.5-3 ms per 950 kB here, ~6 us per SO-101 step).
-    No kernel objects: no queue, no Event, no bus, no shield guards, no accounting.
+    hand-fused into one function: the mock policy's action (its time taken: the merge's
+    inference_s), each value clamped to its limits (the least of a shield), the targets
+    set, mj_step, the joints and actuator targets observed, and the step's events as JSON
+    lines with their seq/t/wall (observation, chunk.request, chunk.merge, action, and
+    privileged state every 10th step as the rollout API samples it); per episode the
+    episode.start and episode.end lines and meta.json (written at the start, rewritten
+    with the end merged in, each through a temporary file as the trace's is), each
+    episode into a new directory of its own under `runs`, as the trace's run directories
+    are (rewriting one file would reuse its page-cache pages, which a new file's first
+    write pays for: 2.5-3 ms per 950 kB here, ~6 us per SO-101 step). The same lines as
+    the eval's trace, key for key (main checks it on its first pass). No kernel
+    objects: no queue, no Event, no bus, no shield guards, no accounting.
     `in_run` gets its own mj_step time over its wall time appended."""
     import orjson
 
@@ -156,13 +202,16 @@ def floor_seconds_per_step(
     ctrl, qpos, qvel = data.ctrl, data.qpos, data.qvel
     keys = list(env.action_keys)
     limits = [(env._key_to_id[k], *env.env_spec.action_limits[k]) for k in keys]
+    act_ids = [idx for idx, _lo, _hi in limits]
     joints = env.joint_keys
     qadr, vadr = env._qadr, env._vadr
     privileged = env.privileged_state
+    start_data, end_data = _eval_episode_data(runs)
     policy = MockPolicy(seed=0)
     policy.set_robot_state_keys(env.action_keys)
     policy.set_action_limits(env.env_spec.action_limits)
     dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    pretty = orjson.OPT_INDENT_2 | newline
     monotonic = time.monotonic
     period = 1.0 / CONTROL_HZ
     clock = Clock()
@@ -175,6 +224,7 @@ def floor_seconds_per_step(
             obs: dict[str, Any] = {}
             seq = 0
             run_dir = Path(tempfile.mkdtemp(prefix="floor-", dir=runs))
+            meta = {**start_data, "run_id": run_dir.name, "seed": episode}
             with clock, open(run_dir / "events.jsonl", "wb", buffering=1 << 20) as trace:
                 write = trace.write
 
@@ -183,28 +233,46 @@ def floor_seconds_per_step(
                              "wall": monotonic() - t0, "data": data}  # fmt: skip
                     write(dumps(event, option=newline))  # noqa: B023 - this episode's file
 
+                def write_meta(meta: dict) -> None:
+                    tmp = run_dir / "meta.json.tmp"  # noqa: B023 - this episode's directory
+                    tmp.write_bytes(dumps(meta, option=pretty))
+                    tmp.replace(run_dir / "meta.json")  # noqa: B023
+
                 t0 = monotonic()
+                write_meta(meta)
+                line(seq, "episode.start", 0, t0, meta)
+                seq += 1
                 for step in range(steps):
                     line(seq, "observation", step, t0, {"obs": obs})
                     if step % 10 == 0:
                         line(seq + 1, "privileged", step, t0, {"state": privileged()})
                         seq += 1
                     line(seq + 1, "chunk.request", step, t0, {"step": step, "request_id": step})
+                    asked = monotonic()
                     action = policy.get_actions(obs)[0]
+                    inference_s = monotonic() - asked
                     line(seq + 2, "chunk.merge", step, t0,
                          {"obs_step": step, "arrival_step": step, "dropped": 0, "kept": 1,
-                          "request_id": step, "keys": keys, "actions": [list(action.values())]})  # fmt: skip
+                          "inference_s": inference_s, "request_id": step, "keys": keys,
+                          "actions": [list(action.values())]})  # fmt: skip
                     for (idx, lo, hi), value in zip(limits, action.values(), strict=True):
                         ctrl[idx] = lo if value < lo else hi if value > hi else value
                     mj_step(model, data, substeps)
                     obs = {
                         "joint_positions": dict(zip(joints, qpos[qadr].tolist(), strict=True)),
                         "joint_velocities": dict(zip(joints, qvel[vadr].tolist(), strict=True)),
+                        "actuator_targets": dict(zip(keys, ctrl[act_ids].tolist(), strict=True)),
                     }
                     line(seq + 3, "action", step, t0,
                          {"step": step, "action": action, "hold": False, "reward": 0.0,
                           "terminated": False, "truncated": False})  # fmt: skip
                     seq += 4
+                line(seq, "observation", steps, t0, {"obs": obs})  # the final observation
+                line(seq + 1, "privileged", steps, t0, {"state": privileged()})
+                end = {**end_data, "steps": steps}
+                line(seq + 2, "episode.end", steps, t0, end)
+                trace.flush()
+                write_meta({**meta, **end})
     in_run.append(physics.seconds / clock.wall)
     return clock.per(steps * episodes)
 
@@ -316,6 +384,11 @@ def main() -> None:
                 record("idle", bare_seconds_per_step(cell, env, None, steps, episodes))
                 record("env", env_seconds_per_step(cell, env, controls, steps, episodes))
                 record("floor", floor_seconds_per_step(cell, env, steps, episodes, Path(runs), floor_in_run))  # fmt: skip
+                if len(floor_in_run) == 1:  # the floor writes the eval's lines, key for key
+                    floor_trace = max(Path(runs).glob("floor-*/events.jsonl"), key=lambda p: p.stat().st_mtime)  # fmt: skip
+                    ours, theirs = trace_shape(floor_trace), trace_shape(_latest_sync_trace(Path(runs)))  # fmt: skip
+                    if ours != theirs:
+                        raise SystemExit(f"the floor's trace is not the eval's: {ours} != {theirs}")
                 record("privileged", call_seconds(env.privileged_state, n))
                 record("policy", call_seconds(lambda: agent.act(obs, 0), n))  # noqa: B023
                 record("untraced", eval_seconds_per_step(cell, model, steps, episodes, trace_dir=None)[0])  # fmt: skip
