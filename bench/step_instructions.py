@@ -63,6 +63,8 @@ def child(variant: str, robot: str, steps: int, physics: bool) -> None:
             mujoco.mj_step = lambda model, data, nstep=1: None
         if variant == "floor":
             env = cell.scene.make_env(robot, control_hz=rt.CONTROL_HZ)
+            # the eval's episode.start/end data, which the floor writes too (in both runs)
+            cell.eval_policy(robot, n_episodes=1, max_steps=20, seed=0, progress=False, bag=False)
             rt.floor_seconds_per_step(cell, env, 20, 1, Path(runs), [])
             rt.floor_seconds_per_step(cell, env, steps, EPISODES, Path(runs), [])
         else:

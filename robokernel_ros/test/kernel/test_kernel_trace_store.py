@@ -160,3 +160,15 @@ def test_registered_loader_is_dispatched_by_path_content(tmp_path: Path) -> None
     finally:
         unregister()
     assert "test_other" not in trace_loaders()
+
+
+def test_open_run_creates_a_missing_root_with_its_parents(tmp_path):
+    """The root is created when the first run directory cannot be (not checked for every
+    episode), parents included; the next run goes beside the first."""
+    root = tmp_path / "not" / "yet"
+    first = TraceStore(root).open_run()
+    second = TraceStore(root).open_run()
+    assert first.path.parent == root and second.path.parent == root
+    assert first.path != second.path and first.path.is_dir() and second.path.is_dir()
+    first.close()
+    second.close()

@@ -224,12 +224,15 @@ class TraceStore:
 
     def open_run(self, run_id: str | None = None) -> RunWriter:
         """Create <root>/<run_id>/ (a fresh id when None) and return its writer."""
-        self.root.mkdir(parents=True, exist_ok=True)
         for _ in range(100):
             rid = run_id or new_run_id()
             path = self.root / rid
             try:
-                path.mkdir()
+                try:
+                    path.mkdir()
+                except FileNotFoundError:  # the root first (not checked every episode)
+                    self.root.mkdir(parents=True, exist_ok=True)
+                    path.mkdir()
             except FileExistsError:
                 if run_id is not None:
                     raise ValueError(f"run_id={run_id!r}: {path} already exists") from None
