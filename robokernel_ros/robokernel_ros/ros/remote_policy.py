@@ -229,13 +229,19 @@ class RemotePolicy(Policy):
                 # sends before discovery matches a server that replaced a killed one: the
                 # dead server's reader still counts as matched until its lease runs out.
                 if resend_at == sent_at + wait:  # the first resend of this request
-                    _log.warning(
+                    # Late against the recent round trips: worth a warning. A policy slower
+                    # than the timer's cap (RESEND_S), or a first request, gets its repeat as
+                    # a routine insurance copy: logged at debug, not once per chunk.
+                    longest = self._longest_recent_round_trip()
+                    late = longest is not None and now - sent_at > longest
+                    _log.log(
+                        logging.WARNING if late else logging.DEBUG,
                         "remote policy %s: no chunk for the observation of step %d after %.0f ms "
-                        "(%.0f ms the longest of the last round trips): published it again",
+                        "(the longest of the last round trips: %s): published it again",
                         self.namespace,
                         msg.step,
                         1000 * (now - sent_at),
-                        1000 * wait / RESEND_FACTOR,
+                        "none yet" if longest is None else f"{1000 * longest:.0f} ms",
                     )
                 self._obs_pub.publish(msg)
                 self.resends += 1
@@ -250,11 +256,15 @@ class RemotePolicy(Policy):
         RESEND_FACTOR x the longest of the last RECENT_ROUND_TRIPS round trips, within
         [MIN_RESEND_S, RESEND_S]; RESEND_S before the first chunk. Later resends of one
         request come every RESEND_S."""
-        recent = list(itertools.islice(reversed(self.chunk_log), RECENT_ROUND_TRIPS))
-        if not recent:
+        longest = self._longest_recent_round_trip()
+        if longest is None:
             return RESEND_S
-        longest = max(round_trip for _step, _inference, round_trip in recent)
         return min(RESEND_S, max(MIN_RESEND_S, RESEND_FACTOR * longest))
+
+    def _longest_recent_round_trip(self) -> float | None:
+        """The longest of the last RECENT_ROUND_TRIPS round trips (s); None before the first."""
+        recent = itertools.islice(reversed(self.chunk_log), RECENT_ROUND_TRIPS)
+        return max((round_trip for _step, _inference, round_trip in recent), default=None)
 
     def _await_match(self, deadline: float) -> None:
         """Before the first observation: wait until the server's observation reader and our

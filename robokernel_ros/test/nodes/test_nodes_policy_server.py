@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 
@@ -474,10 +475,12 @@ class _LosesFirstCopy:
         return self._publisher.get_subscription_count()
 
 
-def test_a_lost_copy_is_resent_after_a_few_round_trips_not_after_resend_s(processes) -> None:
+def test_a_lost_copy_is_resent_after_a_few_round_trips_not_after_resend_s(
+    processes, caplog
+) -> None:
     """An observation or chunk lost on the way costs four of the recent round trips
     (resend_after_s), not RESEND_S: at 50 Hz, 0.2 s was 10 holds and then a jump that the
-    shield clipped."""
+    shield clipped. The late chunk is warned about, with the real longest round trip."""
     from robokernel_ros.ros.remote_policy import MIN_RESEND_S, RESEND_FACTOR, RESEND_S
 
     server = _server(processes, "/ps_lost", "mock", {"execution_horizon": 4}, "action_keys:=[a,b]")
@@ -494,7 +497,11 @@ def test_a_lost_copy_is_resent_after_a_few_round_trips_not_after_resend_s(proces
         assert wait == min(RESEND_S, max(MIN_RESEND_S, RESEND_FACTOR * longest))
         lossy = _LosesFirstCopy(policy._obs_pub, step=5)
         policy._obs_pub = lossy
+        caplog.set_level(logging.DEBUG, logger="robokernel_ros.ros.remote_policy")
         chunk = policy.get_actions(obs, step=5)
+        warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warned) == 1 and "step 5" in warned[0], warned
+        assert f"round trips: {1000 * longest:.0f} ms" in warned[0], (warned, longest)
         assert len(chunk) == 4 and policy.chunk_log[-1][0] == 5
         copies = [t for s, t in lossy.sent if s == 5]
         assert len(copies) == 2 and policy.resends == 1
@@ -503,4 +510,34 @@ def test_a_lost_copy_is_resent_after_a_few_round_trips_not_after_resend_s(proces
             assert copies[1] - copies[0] < RESEND_S / 2
     finally:
         policy.close()
+    assert server.poll() is None, processes.log(server)
+
+
+def test_a_policy_slower_than_the_resend_cap_is_not_warned_about_every_chunk(
+    processes, caplog
+) -> None:
+    """A policy whose inference takes longer than RESEND_S (a VLA at 0.3 s a chunk) gets
+    its observation published again at RESEND_S every request, answered from the server's
+    cache: a routine copy, logged at debug, not a warning per chunk."""
+    from robokernel_ros.ros.remote_policy import RESEND_S
+
+    latency = 1.5 * RESEND_S
+    server = _server(processes, "/ps_slow", "mock", {"execution_horizon": 4, "latency_s": latency},
+                     "action_keys:=[a,b]")  # fmt: skip
+    policy = create_policy("remote", namespace="/ps_slow", ready_timeout_s=30)
+    caplog.set_level(logging.DEBUG, logger="robokernel_ros.ros.remote_policy")
+    try:
+        policy.set_robot_state_keys(["a", "b"])
+        policy.reset()
+        obs = {"joint_positions": {"a": 0.0, "b": 1.0}}
+        for step in range(3):
+            assert len(policy.get_actions(obs, step=step)) == 4
+        assert policy.resends >= 3  # each request's copy at RESEND_S, before its chunk
+        assert min(rt for _, _, rt in policy.chunk_log) >= latency
+    finally:
+        policy.close()
+    routine = [r for r in caplog.records if "published it again" in r.getMessage()]
+    assert len(routine) >= 3 and all(r.levelno == logging.DEBUG for r in routine), [
+        (r.levelname, r.getMessage()) for r in routine
+    ]
     assert server.poll() is None, processes.log(server)
