@@ -51,7 +51,7 @@ _LARGE = 1 << 16  # a write this large is kept as its own piece of the chunk, no
 
 
 class _ChunkBuffer:
-    """The open chunk's bytes, as BytesIO's write / tell / getvalue, keeping large writes
+    """The open chunk's bytes, with BytesIO's write and tell, keeping large writes
     as they came: a camera frame (0.9 MB of 640x480 rgb8) is not copied into a growing
     buffer and out again into the record, it goes to the file from the message's own
     bytes. Small records are gathered in one BytesIO as before. (Two frames a chunk cost
@@ -83,9 +83,6 @@ class _ChunkBuffer:
         """The chunk's bytes in order, as few pieces as the large writes allow."""
         tail = self._small.getvalue()
         return [*self._done, tail] if tail else list(self._done)
-
-    def getvalue(self) -> bytes:
-        return b"".join(self.pieces())
 
 
 class _McapStorage(McapWriter):
@@ -123,7 +120,7 @@ class _McapStorage(McapWriter):
         chunk = self.chunk
         bio = chunk.bio
         size = bio.tell()
-        pieces = bio.pieces() if type(bio) is _ChunkBuffer else [bio.getvalue()]
+        pieces = bio.pieces()  # a _ChunkBuffer: __init__ and every close put one there
         if self.compression:
             pieces = [self.compressor(b"".join(pieces))]
         stored = sum(len(p) for p in pieces)
