@@ -103,8 +103,33 @@ class CompatReport:
 
 
 @dataclass
+class Execution:
+    """What the loop executed, counted once a step's command has gone to the env (a step
+    whose env.step raised, or that an e-stop ended after its review, executed nothing).
+
+    exact: policy actions (not holds) naming exactly the action keys, as the fast review
+        passes them; other: the rest of the executed policy actions (each also handed to
+        the runner's `count_action`, for a caller that tallies their keys).
+    holds: hold actions executed (an operator stop's hold included).
+    seam_hits / seam_blocks: chunk merges after the first with no hold executed since the
+        previous merge / with at least one (the robot held: the chunk came late).
+    """
+
+    exact: int = 0
+    other: int = 0
+    holds: int = 0
+    seam_hits: int = 0
+    seam_blocks: int = 0
+
+    @property
+    def actions(self) -> int:
+        return self.exact + self.other
+
+
+@dataclass
 class EpisodeRecord:
-    """The summary of one episode (the trace holds the rest)."""
+    """The summary of one episode (the trace holds the rest); `execution` is None for a
+    served session, whose caller executes its actions."""
 
     outcome: EpisodeOutcome
     safety_interventions: int
@@ -120,6 +145,7 @@ class EpisodeRecord:
     total_reward: float = 0.0
     elapsed_s: float = 0.0
     error: dict[str, Any] | None = None  # category, type, message, traceback
+    execution: Execution | None = None
 
     @property
     def success(self) -> bool:

@@ -51,6 +51,7 @@ from .recorder import (
     EpisodeOutcome,
     EpisodeRecord,
     EpisodeRecorder,
+    Execution,
     check_episode_parts,
     env_description,
     episode_summary,
@@ -167,6 +168,10 @@ class EpisodeRunner:
     timing: Timing() (sync) when None.
     operator: an OperatorChannel (a fresh one when None; reachable as .operator).
     reset_timeout_s (extra): how long to wait for reset_done() (None: forever).
+    count_action (extra): called with each executed policy action that the shield's fast
+        review did not pass (not exactly the action keys, or a guard acted): a caller that
+        tallies the keys policies name (the rollout's action health) sees those, and
+        counts the rest from the record's `execution.exact`.
     """
 
     def __init__(
@@ -184,6 +189,7 @@ class EpisodeRunner:
         operator: OperatorChannel | None = None,
         reset_timeout_s: float | None = None,
         privileged_every: int = 1,
+        count_action: Callable[[Any], Any] | None = None,
     ) -> None:
         spec = getattr(env, "env_spec", None)
         if not isinstance(spec, EnvSpec):
@@ -210,6 +216,8 @@ class EpisodeRunner:
                 raise ValueError(f"{name}={value!r}: must be a positive number or None")
         if timing is not None and not isinstance(timing, Timing):
             raise ValueError(f"timing={timing!r}: must be a Timing or None")
+        if count_action is not None and not callable(count_action):
+            raise ValueError(f"count_action={count_action!r}: must be callable or None")
 
         self.env = env
         self.agent = agent
@@ -229,6 +237,7 @@ class EpisodeRunner:
         self.timing = timing if timing is not None else Timing()
         self.operator = operator if operator is not None else OperatorChannel()
         self.supports_rtc = getattr(agent, "supports_rtc", False) is True
+        self.count_action = count_action
         self._on_step = getattr(agent, "on_step", None)
         self._env_hold = env.hold_action if isinstance(env, HoldActionSource) else None
         # The wall clock's one pacer: the env's own when it has one of this period (a
@@ -342,6 +351,8 @@ class _Episode:
         self.chunks = 0
         self.holds = 0
         self.executed = 0  # policy actions (not holds) executed: the merge aligns by it
+        self.execution = Execution()  # the same, counted after env.step, by kind; the seams
+        self.holds_at_merge = 0  # execution.holds at the last merge
         self.consecutive_holds = 0
         self.total_reward = 0.0
         self.steps = 0
@@ -516,6 +527,13 @@ class _Episode:
         queue = self.queue
         queue.clear()
         queue.extend(chunk[dropped:] if dropped else chunk)
+        execution = self.execution
+        if self.chunks:  # a seam: did the robot hold since the previous merge?
+            if execution.holds != self.holds_at_merge:
+                execution.seam_blocks += 1
+            else:
+                execution.seam_hits += 1
+        self.holds_at_merge = execution.holds
         self.chunks += 1
         rec = self.rec
         if rec.bus.subscriber_count:
@@ -665,6 +683,8 @@ class _Episode:
         privileged_every = r.privileged_every
         plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
         pacer = r.pacer
+        execution = self.execution
+        count_action = r.count_action
         estop = op.estop_latch
         monotonic = time.monotonic
         pacer.restart()
@@ -699,6 +719,7 @@ class _Episode:
             if self.queue and not stopping:
                 proposed = self.queue.popleft()
                 result = shield.review_fast(proposed)
+                exact = result is not None
                 if result is None:
                     result = shield.review(proposed, hold=self.hold(plain_absolute_hold))
                     if result.missing_keys or result.unknown_keys or result.refused:
@@ -743,6 +764,17 @@ class _Episode:
                 raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
             self.last_sent = action
             self.total_reward += reward
+            if is_hold:
+                execution.holds += 1
+            elif exact:
+                execution.exact += 1
+            else:
+                execution.other += 1
+                if count_action is not None:
+                    try:
+                        count_action(proposed)
+                    except Exception:
+                        _log.exception("count_action raised at step %d; ignored", step)
             if bus.subscriber_count:
                 rec.emit(
                     ev.ACTION,
@@ -839,6 +871,7 @@ class _Episode:
             total_reward=self.total_reward,
             elapsed_s=time.monotonic() - rec.t0,
             error=error,
+            execution=self.execution,
         )
         record.events = rec.seq + 1  # episode.end included
         rec.t = self.clock(step)

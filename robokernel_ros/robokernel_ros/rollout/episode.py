@@ -5,8 +5,8 @@
     result.to_dict()                                          # the API's JSON names, in order
 
 The episode runs the kernel over a `_MonitoredEnv` (rollout.monitor) and the call's agent;
-a `HealthCollector` on the episode's own bus reconstructs which proposed action each step
-executed. Its events go to the trace, the call's observers, the runner's bus, the bag, the
+the action health of what it executed comes from the kernel's own counts
+(rollout.health.ExecutedHealth). Its events go to the trace, the call's observers, the runner's bus, the bag, the
 live view and the episode sinks (rollout.sinks). A fatal error of the monitor (a criterion
 that raised, a frame that could not be recorded) is raised after the trace is closed.
 """
@@ -23,12 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from robokernel_ros.kernel import events as ev
 from robokernel_ros.kernel.events import EventBus
 
 from . import torque
 from .control import STOP_REASONS, RolloutControl
-from .health import ActionHealth, HealthCollector
+from .health import ActionHealth, ExecutedHealth
 from .monitor import _MonitoredEnv
 from .parts import EpisodeParts, PolicyLoad, Split
 from .plan import RolloutPlan
@@ -215,8 +214,7 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
         r: ActionHealth(frozenset(p.action_keys), frozenset(parts.joint_names.get(r, ())))
         for r, p in parts.policies.items()
     }
-    collector = HealthCollector(parts.agent, health, parts.split, timing.execution_steps)
-    bus.subscribe(collector, (ev.CHUNK_MERGE,))  # one call per chunk, none per step
+    executed = ExecutedHealth(health, parts.split, menv.env_spec.action_keys)
     bus.subscribe(outlet.bus.publish)
     for obs in plan.observers:
         bus.subscribe(obs)
@@ -243,7 +241,8 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
                            image_every=outlet.image_every,
                            privileged_every=1 if menv.needs_context or plan.benchmark is not None
                            else outlet.privileged_every,
-                           timing=timing, operator=operator)  # fmt: skip
+                           timing=timing, operator=operator,
+                           count_action=executed.count_action)  # fmt: skip
     if seed is not None:
         seed_everything(seed)
     meta = {"robots": list(plan.robots), "call": plan.call, "episode": episode,
@@ -266,7 +265,7 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
             except Exception:
                 _log.exception("closing the video %s failed", video_path)
     elapsed = time.monotonic() - t0
-    collector.finish(record)
+    executed.finish(record)
     extras: dict[str, Any] = {"bag_path": None}
     for fin in finishers:
         try:
@@ -275,7 +274,7 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
             _log.exception("episode sink finisher failed; ignored")
     if menv.fatal is not None:
         raise menv.fatal
-    run = _EpisodeRun(parts, menv, collector, seed=seed, video_path=video_path, video_fps=video_fps)
+    run = _EpisodeRun(parts, menv, executed, seed=seed, video_path=video_path, video_fps=video_fps)
     return run.result(record, elapsed_s=elapsed, extras=extras)
 
 
@@ -344,14 +343,14 @@ class _EpisodeRun:
 
     parts: EpisodeParts
     menv: _MonitoredEnv
-    collector: HealthCollector
+    health: ExecutedHealth
     seed: int | None
     video_path: str | None
     video_fps: float | None
 
     def result(self, record: Any, *, elapsed_s: float, extras: dict[str, Any]) -> EpisodeResult:
-        """The episode's result from the kernel's record, the monitor and the collector."""
-        parts, menv, collector = self.parts, self.menv, self.collector
+        """The episode's result from the kernel's record, the monitor and the action health."""
+        parts, menv = self.parts, self.menv
         plan, video_path = menv.plan, self.video_path
         outcome = getattr(record.outcome, "value", str(record.outcome))
         error = record.error
@@ -360,7 +359,8 @@ class _EpisodeRun:
         total_inference_s = sum(a.inference_total_s for a in agents)
         max_inference_s = max((a.inference_max_s for a in agents), default=0.0)
         chunk_enabled = parts.timing is not None and parts.timing.mode == "realtime"
-        health_fields, named, resolved = _health_fields(collector.health, collector.split)
+        health_fields, named, resolved = _health_fields(self.health.health, self.health.split)
+        execution = record.execution
         binding: dict[str, bool] = {k: False for k in BINDING_FLAGS}
         for p in parts.policies.values():
             for k, val in p.binding_report().items():
@@ -382,7 +382,7 @@ class _EpisodeRun:
             stopped_reason=_stopped_reason(record, outcome, plan, menv.control, menv),
             stop_predicate=menv.stop_criterion,
             steps_advanced=menv.step_count,
-            hold_steps=collector.holds,
+            hold_steps=execution.holds if execution is not None else 0,
             steps=record.steps,
             holds=record.holds,
             chunks=record.chunks,
@@ -398,8 +398,8 @@ class _EpisodeRun:
                 bool(getattr(p, "supports_rtc", False)) for p in parts.policies.values()
             ),
             chunk_prefetch_chunks_acquired=n_inference,
-            chunk_prefetch_hits=collector.hits if chunk_enabled else 0,
-            chunk_prefetch_blocks=collector.blocks if chunk_enabled else 0,
+            chunk_prefetch_hits=execution.seam_hits if chunk_enabled and execution else 0,
+            chunk_prefetch_blocks=execution.seam_blocks if chunk_enabled and execution else 0,
             empty_chunks_requeried=sum(a.empty_chunks for a in agents),
             avg_inference_ms=(1000 * total_inference_s / n_inference) if n_inference else None,
             max_inference_ms=(1000 * max_inference_s) if n_inference else None,

@@ -1,17 +1,15 @@
 """Action health: which proposed actions an episode executed, and how well their keys resolved.
 
 `ActionHealth` tallies the executed policy actions of one robot (per-key resolution,
-unresolved and missing keys); `HealthCollector` follows the kernel's chunk merges on the
-episode's bus and feeds it, counting executed holds and prefetch hits / blocks on the way.
+unresolved and missing keys); `ExecutedHealth` feeds it from what the kernel counted as it
+executed them (EpisodeRecord.execution and the runner's count_action hook).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-from robokernel_ros.kernel.events import Event
 
 
 class ActionHealth:
@@ -43,28 +41,20 @@ class ActionHealth:
 
     def count(self, action: Any) -> None:
         """One executed policy action (a non-mapping counts as an action naming no key)."""
-        shape = tuple(action) if type(action) is dict or isinstance(action, Mapping) else ()
-        shapes = self._shapes
-        n = shapes.get(shape)
-        if n is not None:
-            shapes[shape] = n + 1
-        elif len(shapes) < self.MAX_SHAPES:
-            shapes[shape] = 1
-        else:
-            self._fold_shape(shape, 1)
+        self.count_shape(
+            tuple(action) if type(action) is dict or isinstance(action, Mapping) else (), 1
+        )
 
-    def count_all(self, actions: Iterable[Any]) -> None:
-        """count() of each action (the loop inlined: a chunk's actions are counted at once)."""
+    def count_shape(self, shape: tuple[Any, ...], n: int) -> None:
+        """`n` executed policy actions naming the keys `shape`."""
         shapes = self._shapes
-        for action in actions:
-            shape = tuple(action) if type(action) is dict or isinstance(action, Mapping) else ()
-            n = shapes.get(shape)
-            if n is not None:
-                shapes[shape] = n + 1
-            elif len(shapes) < self.MAX_SHAPES:
-                shapes[shape] = 1
-            else:
-                self._fold_shape(shape, 1)
+        tallied = shapes.get(shape)
+        if tallied is not None:
+            shapes[shape] = tallied + n
+        elif len(shapes) < self.MAX_SHAPES:
+            shapes[shape] = n
+        else:
+            self._fold_shape(shape, n)
 
     def _fold_shape(self, shape: tuple[Any, ...], n: int) -> None:
         self._steps += n
@@ -156,82 +146,45 @@ def health_note(result: Mapping[str, Any]) -> str:
     return ""
 
 
-class HealthCollector:
-    """Action health, executed holds and prefetch seams, from the chunk merges alone.
+class ExecutedHealth:
+    """The action health of the policy actions an episode executed, per robot, from what
+    the kernel counted: its `count_action` hook gets each executed action that the
+    shield's fast review did not pass, and `finish(record)` adds the rest, which named
+    exactly the env's action keys (record.execution.exact). Nothing runs per step for
+    the common, exact action: no subscription to the episode's events.
 
-    It follows only `chunk.merge` events (one per chunk), not every step: between two
-    merges the kernel's queue changes only by pops, so the steps from a merge at step s
-    to the next merge at step s' execute min(len(kept), s' - s) of the kept actions and
-    hold for the rest. The last segment is closed by finish(record): there the kernel's
-    own hold count also accounts for the hold of an operator stop (executed with actions
-    still queued), except after an e-stop or an error, where no such hold can have run
-    and the kernel may have counted a hold it never executed.
+    split: for a composed (multi-robot) agent, {robot: its part} of an action; None for
+    one robot (`health` then holds that robot alone).
     """
 
-    def __init__(self, chunk_source: Any, health: Mapping[str, ActionHealth],
-                 split: Callable[[Mapping[str, Any]], dict[str, dict[str, Any]]] | None,
-                 execution_steps: int | None) -> None:  # fmt: skip
-        self.chunk_source = chunk_source  # has .chunk(request_id): the chunk act() returned
+    def __init__(self, health: Mapping[str, ActionHealth], split: Callable[[Mapping[str, Any]], dict[str, dict[str, Any]]] | None,
+                 action_keys: Sequence[str]) -> None:  # fmt: skip
         self.health = health
-        self.only = next(iter(health.values())) if split is None else None
         self.split = split
-        self.execution_steps = execution_steps
-        self.queue: Sequence[Any] = ()  # the kept actions of the last merge
-        self.start = 0  # the step of the last merge (0: the steps before the first merge)
-        self.holds = 0
-        self.merges = 0
-        self.hits = 0
-        self.blocks = 0
+        self.only = next(iter(health.values())) if split is None else None
+        self.exact_shape = tuple(action_keys)  # the keys of every exact action
 
-    def __call__(self, event: Event) -> None:
-        data = event.data
-        step = event.step
-        holds = self._close(step - self.start)
-        if self.merges:
-            if holds:
-                self.blocks += 1
-            else:
-                self.hits += 1
-        rid = int(data.get("request_id", self.merges))
-        self.merges += 1
-        chunk = self.chunk_source.chunk(rid) or ()  # the agent's list: read, never changed
-        limit = self.execution_steps
-        if limit is not None and len(chunk) > limit:
-            chunk = chunk[:limit]
-        dropped = int(data.get("dropped", 0))
-        self.queue = chunk[dropped:] if dropped else chunk
-        self.start = step
-
-    def _close(self, steps: int, holds: int | None = None) -> int:
-        """Count the segment since the last merge: `steps` executed steps, of which `holds`
-        holds (None: the queue's actions first, then holds). Returns the holds."""
-        steps = max(0, steps)
-        if holds is None:
-            executed = min(len(self.queue), steps)
-        else:
-            executed = min(len(self.queue), max(0, steps - holds))
-        holds = steps - executed
-        self.holds += holds
-        if executed:
-            queue = self.queue
-            actions = queue if executed == len(queue) else queue[:executed]
-            if self.only is not None:
-                self.only.count_all(actions)
-            else:
-                for proposed in actions:
-                    parts = self.split(proposed if isinstance(proposed, Mapping) else {})
-                    for robot, part in parts.items():
-                        health = self.health.get(robot)
-                        if health is not None:
-                            health.count(part)
-        self.queue = ()
-        return holds
+    def count_action(self, proposed: Any) -> None:
+        """One executed policy action (the kernel's count_action)."""
+        if self.only is not None:
+            self.only.count(proposed)
+            return
+        parts = self.split(proposed if isinstance(proposed, Mapping) else {})
+        for robot, part in parts.items():
+            health = self.health.get(robot)
+            if health is not None:
+                health.count(part)
 
     def finish(self, record: Any) -> None:
-        """Close the last segment at the episode's end."""
-        outcome = getattr(record.outcome, "value", str(record.outcome))
-        steps = int(record.steps) - self.start
-        holds = None
-        if outcome not in ("estopped", "error"):
-            holds = max(0, int(record.holds) - self.holds)
-        self._close(steps, holds)
+        """Add the exact actions the episode executed (record.execution.exact)."""
+        execution = record.execution
+        n = execution.exact if execution is not None else 0
+        if not n:
+            return
+        if self.only is not None:
+            self.only.count_shape(self.exact_shape, n)
+            return
+        for robot, part in self.split(dict.fromkeys(self.exact_shape, 0.0)).items():
+            health = self.health.get(robot)
+            if health is not None:
+                health.count_shape(tuple(part), n)

@@ -12,8 +12,6 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .agent import RecentChunks
-
 
 def split_observation(observation: Mapping[str, Any], robot: str) -> dict[str, Any]:
     """The part of a multi-robot observation that belongs to `robot`, prefix stripped."""
@@ -55,11 +53,8 @@ class MultiAgent:
         self.instructions = dict(instructions)
         self.robots = tuple(robots)
         self.queues: dict[str, deque[Mapping[str, Any]]] = {r: deque() for r in self.robots}
-        # The composed single-action chunks of the last few act() calls (bounded).
-        self.chunks = RecentChunks()
 
     def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
-        self.chunks = RecentChunks()
         for robot, agent in self.agents.items():
             self.queues[robot] = deque()
             agent.reset(instruction=self.instructions.get(robot) or instruction, seed=seed)
@@ -74,9 +69,4 @@ class MultiAgent:
             if queue:
                 for key, value in queue.popleft().items():
                     action[f"{robot}/{key}"] = value
-        chunk = [action]
-        self.chunks.add(chunk)
-        return chunk
-
-    def chunk(self, request_id: int) -> Any:
-        return self.chunks.get(request_id)
+        return [action]

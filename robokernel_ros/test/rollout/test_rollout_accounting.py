@@ -4,12 +4,12 @@ figures) against the events the kernel actually published; one-robot run_multi_p
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, deque
 
 import pytest
 from robokernel_ros.policies.mock import MockPolicy
 from robokernel_ros.rollout import SimWorkcell, envelope_json, envelope_text
-from robokernel_ros.rollout.agent import RecentChunks, RolloutAgent
+from robokernel_ros.rollout.agent import RolloutAgent
 from robokernel_ros.rollout.health import ActionHealth
 from robokernel_ros.rollout.multi import MultiAgent
 
@@ -59,24 +59,24 @@ def test_the_agent_keeps_running_figures_not_every_chunk():
     obs = {"a": 0.0, "b": 0.0}
     for step in range(500):
         agent.act(obs, step)
-    assert len(agent.chunks) <= RecentChunks.KEEP  # a list of 500 chunks before
     assert agent.inference_count == 500
     assert 0.0 < agent.inference_total_s / 500 <= agent.inference_max_s
-    assert agent.chunk(499) is not None and agent.chunk(0) is None
-    assert len(agent.chunk(499)) == 4
+    # running figures only: no chunk (no container of any kind) is kept
+    assert {k: v for k, v in vars(agent).items() if isinstance(v, list | tuple | set | deque)} == {}
     agent.reset(seed=0)
-    assert agent.inference_count == 0 and len(agent.chunks) == 0 and agent.chunk(0) is None
+    assert agent.inference_count == 0 and agent.inference_total_s == 0.0
 
 
-def test_the_multi_agent_keeps_only_recent_composed_chunks():
-    policy = MockPolicy()
+def test_the_multi_agent_keeps_only_its_queues():
+    policy = MockPolicy(execution_horizon=4)
     policy.set_robot_state_keys(["j"])
-    agent = MultiAgent({"r": RolloutAgent(policy, action_horizon=1, policy_kwargs={})}, ["r"], {})
+    agent = MultiAgent({"r": RolloutAgent(policy, action_horizon=4, policy_kwargs={})}, ["r"], {})
     agent.reset(seed=0)
     for step in range(300):
-        agent.act({"r/j": 0.0}, step)
-    assert len(agent.chunks) <= RecentChunks.KEEP  # one composed chunk per step before
-    assert list(agent.chunk(299)[0]) == ["r/j"]
+        chunk = agent.act({"r/j": 0.0}, step)
+        assert len(chunk) == 1 and list(chunk[0]) == ["r/j"]
+        assert len(agent.queues["r"]) <= 3  # what is left of the robot's chunk of 4
+    assert {k for k, v in vars(agent).items() if isinstance(v, list | set | deque)} == set()
 
 
 def test_action_health_folds_shapes_exactly_and_stays_bounded():
@@ -120,10 +120,17 @@ def test_action_health_folds_shapes_exactly_and_stays_bounded():
     for action in actions[:200]:
         health.count(action)
     assert health.applied == reference(actions[:200])["actions_applied"]  # a read mid-way
-    health.count_all(actions[200:])
+    for action in actions[200:]:
+        health.count(action)
     assert len(health._shapes) <= ActionHealth.MAX_SHAPES
     assert health.to_dict() == reference(actions)
     assert health.steps == len(actions)
+    # counted by shape, n at once: the same figures
+    by_shape = ActionHealth(keys, joints)
+    for shape in {tuple(a) if isinstance(a, dict) else () for a in actions}:
+        n = sum(1 for a in actions if (tuple(a) if isinstance(a, dict) else ()) == shape)
+        by_shape.count_shape(shape, n)
+    assert by_shape.to_dict() == reference(actions) and by_shape.steps == len(actions)
 
 
 # --- the accounting agrees with the events -------------------------------------------------
