@@ -10,10 +10,14 @@ before any robot is claimed.
 from __future__ import annotations
 
 import importlib
+import logging
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+_log = logging.getLogger(__name__)
 
 Action = dict[str, float]
 
@@ -204,28 +208,60 @@ def _load_builtin_providers() -> None:
 
 
 class PolicyAgent:
-    """A Policy seen as a kernel Agent: act() asks the policy for one chunk."""
+    """A Policy seen as a kernel Agent: act() asks the policy for one chunk (its first
+    `action_horizon` actions), with `policy_kwargs` passed along, and keeps running
+    inference figures of its act() calls (count, total and max seconds: bounded state,
+    zeroed by reset()).
 
-    def __init__(self, policy: Policy, *, action_horizon: int | None = None) -> None:
+    requery_empty: an empty chunk is asked for again at once (counted in empty_chunks),
+    and a second empty one raises RuntimeError (the rollout's episode then ends with a
+    policy error: a transient hiccup is not fatal, a policy that returns nothing is);
+    without it an empty chunk is returned as it is (a served session holds and asks again).
+    """
+
+    def __init__(self, policy: Policy, *, action_horizon: int | None = None,
+                 policy_kwargs: Mapping[str, Any] | None = None, requery_empty: bool = False) -> None:  # fmt: skip
         self.policy = policy
         self.action_horizon = action_horizon
         self.instruction = ""
         self.supports_rtc = bool(getattr(policy, "supports_rtc", False))
         self.wants_step = bool(getattr(policy, "wants_step", False))
-        self.policy_kwargs: dict[str, Any] = {}
+        self.policy_kwargs: dict[str, Any] = dict(policy_kwargs or {})
+        self.requery_empty = requery_empty
+        self.inference_count = 0
+        self.inference_total_s = 0.0
+        self.inference_max_s = 0.0
+        self.empty_chunks = 0
 
     def reset(self, *, instruction: str = "", seed: int | None = None) -> None:
+        self.inference_count = 0
+        self.inference_total_s = 0.0
+        self.inference_max_s = 0.0
+        self.empty_chunks = 0
         self.instruction = instruction
         self.policy.reset(instruction=instruction, seed=seed)
 
     def act(self, observation: Mapping[str, Any], step: int, **rtc: Any) -> list[Action]:
+        start = time.monotonic()
         if self.wants_step:
             rtc = {**self.policy_kwargs, **rtc, "step": step}
         elif self.policy_kwargs:
             rtc = {**self.policy_kwargs, **rtc}
-        chunk = self.policy.get_actions(observation, self.instruction, **rtc)
-        chunk = list(chunk)  # a copy: the kernel's queue is its own
+        chunk = list(
+            self.policy.get_actions(observation, self.instruction, **rtc)
+        )  # a copy: the kernel's queue is its own
+        if not chunk and self.requery_empty:
+            self.empty_chunks += 1
+            _log.warning("policy returned an empty chunk at step %d; re-querying once", step)
+            chunk = list(self.policy.get_actions(observation, self.instruction, **rtc))
+            if not chunk:
+                raise RuntimeError(f"policy returned an empty chunk twice in a row at step {step}")
         horizon = self.action_horizon
         if horizon is not None and len(chunk) > horizon:
             del chunk[horizon:]
+        elapsed = time.monotonic() - start
+        self.inference_count += 1
+        self.inference_total_s += elapsed
+        if elapsed > self.inference_max_s:
+            self.inference_max_s = elapsed
         return chunk

@@ -47,7 +47,8 @@ class RolloutControl:
         self.provider = ""
         self.result: dict[str, Any] | None = None  # the finished call's envelope
         self.done = threading.Event()
-        self._stop = threading.Event()
+        # set once by stop(), never cleared: a plain attribute, read by every step
+        self.stop_requested = False
         self._lock = threading.Lock()
         self._operator: Any = None  # the running episode's OperatorChannel
         self._last_operator: Any = None  # the last episode's (a late verdict goes there)
@@ -55,18 +56,14 @@ class RolloutControl:
         self.stop_reason = ""
 
     @property
-    def stop_requested(self) -> bool:
-        return self._stop.is_set()
-
-    @property
     def estopped(self) -> bool:
         return self._estop.latched
 
     def stop(self, reason: str = "stopped") -> None:
         with self._lock:
-            if not self._stop.is_set():
+            if not self.stop_requested:
                 self.stop_reason = reason
-            self._stop.set()
+            self.stop_requested = True
             op = self._operator
         if op is not None:
             op.stop(self.stop_reason)

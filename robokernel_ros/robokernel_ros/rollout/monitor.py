@@ -49,7 +49,6 @@ class _MonitoredEnv:
         self.success: bool | None = None
         self.stop_when_true_at_reset = False
         self.stop_when_armed: list[bool] = [True] * len(plan.stop_when)
-        self.reward_total = 0.0
         self.sim_time_s: float | None = None
         # success: the benchmark's clauses, the success_fn, or the policy's own task criterion
         self.success_checks: list[Criterion] = list(plan.success)
@@ -128,20 +127,20 @@ class _MonitoredEnv:
         control = self.control
         if control.stop_requested:
             self._stop_check()
-        self._state = None
         result = self.env.step(action)
-        self.step_count += 1
-        control.step = self.step_count
-        info = result.info if isinstance(result.info, dict) else {}
-        if "sim_time_s" in info:
-            self.sim_time_s = float(info["sim_time_s"])
-        try:
-            if self.needs_context:
+        control.step = self.step_count = self.step_count + 1  # a new step: a new state
+        info = result.info
+        if not isinstance(info, dict):
+            info = {}
+        sim_time = info.get("sim_time_s")
+        if sim_time is not None:
+            self.sim_time_s = float(sim_time)
+        if self.needs_context:
+            try:
                 self._criteria(result, info)
-        except CriterionError as exc:
-            self.fatal = exc
-            raise
-        self.reward_total += float(result.reward)
+            except CriterionError as exc:
+                self.fatal = exc
+                raise
         if self.recorder is not None and self._frame_due():
             self.recorder.add_frame()
             self.video_frames += 1

@@ -42,7 +42,7 @@ def split_action(action: Mapping[str, Any], robots: Sequence[str]) -> dict[str, 
 
 
 class MultiAgent:
-    """Composes per-robot agents (each a RolloutAgent) into one kernel Agent."""
+    """Composes per-robot agents (each a PolicyAgent) into one kernel Agent."""
 
     supports_rtc = False
 

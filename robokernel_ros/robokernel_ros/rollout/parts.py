@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from robokernel_ros.kernel.timing import Timing
-from robokernel_ros.policies.base import Policy, create_policy
+from robokernel_ros.policies.base import Policy, PolicyAgent, create_policy
 from robokernel_ros.tasks.goals import with_goal
 
-from .agent import RolloutAgent
 from .errors import AsyncRtcRefused
 from .plan import RolloutPlan
 
@@ -68,10 +67,10 @@ class EpisodeParts:
     scene: Any
     env: Any
     policies: dict[str, Policy]
-    agents: dict[str, RolloutAgent]
+    agents: dict[str, PolicyAgent]
     loads: dict[str, PolicyLoad]
     joint_names: dict[str, list[str]]
-    agent: Any = None  # the kernel Agent: the robot's RolloutAgent or a MultiAgent
+    agent: Any = None  # the kernel Agent: the robot's PolicyAgent or a MultiAgent
     timing: Timing | None = None
     split: Split | None = None  # set for a composed (multi-robot) agent
 
@@ -151,10 +150,11 @@ def prepare(plan: RolloutPlan, scene: Any, *, multi: bool = False) -> EpisodePar
         else:
             limits = {k: spec.action_limits[k] for k in keys if k in spec.action_limits}
         parts.policies[r], parts.loads[r] = _build_policy(r, plan, keys, limits)
-        parts.agents[r] = RolloutAgent(
+        parts.agents[r] = PolicyAgent(
             parts.policies[r],
             action_horizon=plan.action_horizons[r],
             policy_kwargs=plan.policy_kwargs,
+            requery_empty=True,
         )
     return parts
 

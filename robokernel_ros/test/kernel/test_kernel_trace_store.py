@@ -111,6 +111,21 @@ def test_events_are_streamed_before_close(tmp_path: Path) -> None:
     writer.close()
 
 
+def test_lines_are_flushed_by_the_events_own_clock(tmp_path: Path) -> None:
+    writer = TraceStore(tmp_path, flush_interval_s=0.5).open_run()
+    on_disk = writer.path / "events.jsonl"
+    for i, wall in enumerate((0.1, 0.2, 0.45)):
+        writer(Event("action", i, {"i": i}, wall=wall, seq=i))
+    assert on_disk.read_bytes() == b""  # buffered: 0.45 s of the episode
+    writer(Event("action", 3, {"i": 3}, wall=0.5, seq=3))
+    assert len(on_disk.read_bytes().splitlines()) == 4  # half a second: flushed
+    writer(Event("action", 4, {"i": 4}, wall=0.9, seq=4))
+    assert len(on_disk.read_bytes().splitlines()) == 4  # the next flush is due at 1.0 s
+    writer(Event("action", 5, {"i": 5}, wall=1.0, seq=5))
+    assert len(on_disk.read_bytes().splitlines()) == 6
+    writer.close()
+
+
 def test_truncated_last_line_is_tolerated_but_a_bad_middle_line_is_not(tmp_path: Path) -> None:
     writer = TraceStore(tmp_path).open_run()
     for i in range(3):

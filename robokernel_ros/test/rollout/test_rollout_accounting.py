@@ -7,9 +7,9 @@ import random
 from collections import Counter, deque
 
 import pytest
+from robokernel_ros.policies.base import PolicyAgent
 from robokernel_ros.policies.mock import MockPolicy
 from robokernel_ros.rollout import SimWorkcell, envelope_json, envelope_text
-from robokernel_ros.rollout.agent import RolloutAgent
 from robokernel_ros.rollout.health import ActionHealth
 from robokernel_ros.rollout.multi import MultiAgent
 
@@ -54,7 +54,7 @@ class Events:
 def test_the_agent_keeps_running_figures_not_every_chunk():
     policy = MockPolicy(execution_horizon=4)
     policy.set_robot_state_keys(["a", "b"])
-    agent = RolloutAgent(policy, action_horizon=4, policy_kwargs={})
+    agent = PolicyAgent(policy, action_horizon=4, requery_empty=True)
     agent.reset(seed=0)
     obs = {"a": 0.0, "b": 0.0}
     for step in range(500):
@@ -70,7 +70,7 @@ def test_the_agent_keeps_running_figures_not_every_chunk():
 def test_the_multi_agent_keeps_only_its_queues():
     policy = MockPolicy(execution_horizon=4)
     policy.set_robot_state_keys(["j"])
-    agent = MultiAgent({"r": RolloutAgent(policy, action_horizon=4, policy_kwargs={})}, ["r"], {})
+    agent = MultiAgent({"r": PolicyAgent(policy, action_horizon=4, requery_empty=True)}, ["r"], {})
     agent.reset(seed=0)
     for step in range(300):
         chunk = agent.act({"r/j": 0.0}, step)

@@ -12,7 +12,8 @@ Layout of a run directory:
                                      event's data["images"] maps camera -> this relative path
 
 Events are streamed as the episode runs: lines are buffered and flushed at least every
-`flush_interval_s` (and at the end), images are saved by a background thread through
+`flush_interval_s` of the events' own clock (their `wall` stamps: the episode's
+monotonic seconds) and at the end, images are saved by a background thread through
 a bounded queue, so memory does not grow with episode length and a killed process
 leaves a readable trace (`load_trace` tolerates a truncated last line).
 """
@@ -42,7 +43,6 @@ IMAGES_DIR = "images"
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 _META_KINDS = frozenset((EPISODE_START, EPISODE_END))
-_monotonic = time.monotonic
 
 
 def new_run_id() -> str:
@@ -104,7 +104,7 @@ class RunWriter:
         self._write_line = self._file.write
         self._images: _ImageWriter | None = None
         self._max_queued_images = max_queued_images
-        self._flush_due = time.monotonic() + flush_interval_s
+        self._flush_due = flush_interval_s  # on the events' wall clock (episode seconds)
         self._image_dirs: dict[str, str] = {}
         # meta.json is written at episode.start (the first event), at episode.end, and at
         # close when neither came; load_trace rebuilds a missing one from the events.
@@ -128,9 +128,9 @@ class RunWriter:
         try:
             try:
                 self._write_line(line)
-                now = _monotonic()
-                if now >= self._flush_due:
-                    self._flush_due = now + self.flush_interval_s
+                wall = event.wall  # the event's own stamp: no clock read per event
+                if wall >= self._flush_due:
+                    self._flush_due = wall + self.flush_interval_s
                     self._file.flush()
             except ValueError:  # closed by another thread meanwhile
                 return
