@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,13 +91,22 @@ class EventBus:
     publisher's thread, before it returns. A subscriber that raises is logged and
     skipped: it never ends the episode. Subscribing and unsubscribing are thread-safe
     (copy on write), so publishing takes no lock.
+
+    `forward_to(parent)` passes every event on to another bus as well (before this
+    bus's own subscribers), as subscribing `parent.publish` would, but only while the
+    parent has listeners: an episode's bus forwards to a long-lived one that observers
+    may join at any time, and costs nothing per event while none has.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         # (callback, kinds or None); replaced wholesale on every change.
         self._subscribers: tuple[tuple[Callback, frozenset[str] | None], ...] = ()
-        self.subscriber_count = 0  # an attribute, not a property: the loop reads it every step
+        self._parents: tuple[EventBus, ...] = ()  # forwarded to (held: they outlive us)
+        self._children: list[weakref.ref[EventBus]] = []  # buses forwarding to this one
+        # Own subscribers plus the parents that have listeners: whether publishing reaches
+        # anyone. An attribute, not a property: the loop reads it every step.
+        self.subscriber_count = 0
 
     def subscribe(
         self, callback: Callback, kinds: Iterable[str] | None = None
@@ -113,16 +123,55 @@ class EventBus:
         entry = (callback, kind_set)
         with self._lock:
             self._subscribers = (*self._subscribers, entry)
-            self.subscriber_count = len(self._subscribers)
+        self._recount()
 
         def unsubscribe() -> None:
             with self._lock:
                 self._subscribers = tuple(s for s in self._subscribers if s is not entry)
-                self.subscriber_count = len(self._subscribers)
+            self._recount()
 
         return unsubscribe
 
+    def forward_to(self, parent: EventBus) -> Callable[[], None]:
+        """Publish every event on `parent` too, first, while it has listeners. Returns a
+        callable that stops forwarding (calling it twice is harmless)."""
+        if not isinstance(parent, EventBus) or parent is self:
+            raise ValueError(f"parent={parent!r}: must be another EventBus")
+        me = weakref.ref(self)
+        with parent._lock:
+            parent._children = [c for c in parent._children if c() is not None] + [me]
+        with self._lock:
+            self._parents = (*self._parents, parent)
+        self._recount()
+
+        def stop() -> None:
+            with parent._lock:
+                parent._children = [c for c in parent._children if c is not me and c() is not None]
+            with self._lock:
+                self._parents = tuple(p for p in self._parents if p is not parent)
+            self._recount()
+
+        return stop
+
+    def _recount(self) -> None:
+        """Update subscriber_count, and the counts of the buses forwarding to this one when
+        whether it has listeners changed (a child's count reads it: no lock is nested)."""
+        with self._lock:
+            before = self.subscriber_count
+            self.subscriber_count = len(self._subscribers) + sum(
+                1 for p in self._parents if p.subscriber_count
+            )
+            alive = [(ref, ref()) for ref in self._children]
+            self._children = [ref for ref, child in alive if child is not None]  # pruned
+            children = [child for _, child in alive if child is not None]
+        if bool(before) != bool(self.subscriber_count):
+            for child in children:
+                child._recount()
+
     def publish(self, event: Event) -> None:
+        for parent in self._parents:
+            if parent.subscriber_count:
+                parent.publish(event)
         for callback, kinds in self._subscribers:
             if kinds is not None and event.kind not in kinds:
                 continue

@@ -25,6 +25,8 @@ from .shield import Intervention, ShieldResult
 from .spec import EnvSpec, is_int
 from .trace import RunWriter, TraceStore, snapshot
 
+_ARRAY, _NUMPY_SCALAR = np.ndarray, np.generic  # read per observation value: no lookups
+
 # error categories (EpisodeRecord.error["category"]; "kernel_error" for a kernel bug)
 POLICY_ERROR = "policy_error"
 POLICY_TIMEOUT = "policy_timeout"
@@ -225,14 +227,20 @@ def env_description(spec: EnvSpec) -> dict[str, Any]:
 
 
 class EpisodeRecorder:
-    """Publishes one episode's events (seq, t, wall, run_id filled in) and writes its trace."""
+    """Publishes one episode's events (seq, t, wall, run_id filled in) and writes its trace.
+
+    The trace's writer is fed here, first, not through the bus: while the bus has no
+    subscribers a traced event goes to the writer as its fields (RunWriter.write_fields,
+    the same line) without an Event object; `traced or bus.subscriber_count` says
+    whether anyone records an event at all (the loop builds none otherwise).
+    """
 
     def __init__(self, bus: EventBus, trace: TraceStore | None, *, image_every: int = 1) -> None:
         self.bus = bus
         self.trace = trace
         self.image_every = image_every
         self.writer: RunWriter | None = None
-        self._unsubscribe = None
+        self.traced = False  # a writer is open: every event is recorded
         self.run_id = ""
         self.seq = 0
         self.t = 0.0  # the episode clock of the step being recorded
@@ -247,7 +255,7 @@ class EpisodeRecorder:
         if self.trace is not None:
             self.writer = self.trace.open_run()
             self.run_id = self.writer.run_id
-            self._unsubscribe = self.bus.subscribe(self.writer.write)
+            self.traced = True
         data = {"run_id": self.run_id, **data}
         self.emit(ev.EPISODE_START, 0, data)
 
@@ -255,22 +263,26 @@ class EpisodeRecorder:
     def trace_path(self) -> Path | None:
         return self.writer.path if self.writer is not None else None
 
-    @property
-    def listening(self) -> bool:
-        return self.bus.subscriber_count > 0
-
     def emit(self, kind: str, step: int, data: dict[str, Any], at: float | None = None) -> None:
-        """Publish (or hold, see defer) one event, stamped `wall`: now, or `at` (a
-        time.monotonic() reading) for an event that happened before it is emitted."""
+        """Record and publish (or hold, see defer) one event, stamped `wall`: now, or `at`
+        (a time.monotonic() reading) for an event that happened before it is emitted."""
         seq = self.seq
         self.seq = seq + 1
-        if self.bus.subscriber_count:
+        listeners = self.bus.subscriber_count
+        if listeners or self.traced:
             wall = (time.monotonic() if at is None else at) - self.t0
-            event = Event(kind, step, data, self.t, wall, seq, self.run_id)
-            if self._deferred is None:
-                self.bus.publish(event)
-            else:
-                self._deferred.append(event)
+            if self._deferred is not None:
+                self._deferred.append(Event(kind, step, data, self.t, wall, seq, self.run_id))
+            elif listeners:
+                self._deliver(Event(kind, step, data, self.t, wall, seq, self.run_id))
+            else:  # the trace alone: no Event to build
+                self.writer.write_fields(seq, kind, step, self.t, wall, data)  # type: ignore[union-attr]
+
+    def _deliver(self, event: Event) -> None:
+        writer = self.writer
+        if writer is not None:
+            writer.write(event)
+        self.bus.publish(event)
 
     def defer(self) -> None:
         """Hold the events emitted from now on (stamped as they are emitted) until
@@ -285,9 +297,8 @@ class EpisodeRecorder:
         deferred = self._deferred
         self._deferred = None
         if deferred:
-            publish = self.bus.publish
             for event in deferred:
-                publish(event)
+                self._deliver(event)
 
     def observation(self, step: int, observation: Any) -> None:
         """Publish the observation event: data["obs"] is a one-level snapshot (`snapshot`):
@@ -296,7 +307,7 @@ class EpisodeRecorder:
         unless every frame is the read-only array recorded last (an env whose cameras are
         slower than its loop, like a ROS robot's, hands out each frame once read-only:
         recorded once, the exporters repeat it as they do between image_every steps)."""
-        if not self.bus.subscriber_count:
+        if not (self.traced or self.bus.subscriber_count):
             self.seq += 1  # counted all the same, so seq numbers do not depend on listeners
             return
         images = None
@@ -305,7 +316,7 @@ class EpisodeRecorder:
             for k, v in observation.items():
                 if k == "images":
                     continue
-                if type(v) is np.ndarray or isinstance(v, np.generic):
+                if type(v) is _ARRAY or isinstance(v, _NUMPY_SCALAR):
                     v = v.tolist()
                 obs[k if type(k) is str else str(k)] = v
             if self.image_every and step % self.image_every == 0:
@@ -346,8 +357,6 @@ class EpisodeRecorder:
             self.close()
 
     def close(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        self.traced = False
         if self.writer is not None:
             self.writer.close()

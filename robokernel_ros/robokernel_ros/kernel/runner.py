@@ -536,7 +536,7 @@ class _Episode:
         self.holds_at_merge = execution.holds
         self.chunks += 1
         rec = self.rec
-        if rec.bus.subscriber_count:
+        if rec.traced or rec.bus.subscriber_count:
             keys = self.spec.action_keys
             rec.emit(
                 ev.CHUNK_MERGE,
@@ -642,7 +642,7 @@ class _Episode:
         rec.observation(step, observation)
         r = self.r
         if r.record_privileged and (final or step % r.privileged_every == 0):
-            if not rec.bus.subscriber_count:
+            if not (rec.traced or rec.bus.subscriber_count):
                 rec.seq += 1  # counted all the same, like every other event
                 return
             try:
@@ -701,7 +701,7 @@ class _Episode:
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
                 )
             stopping = op.stop_requested
-            if bus.subscriber_count:
+            if rec.traced or bus.subscriber_count:
                 self.record_observation(step, observation)
             else:  # nobody listens: count the events, build nothing
                 rec.seq += 1 + (record_privileged and step % privileged_every == 0)
@@ -775,7 +775,7 @@ class _Episode:
                         count_action(proposed)
                     except Exception:
                         _log.exception("count_action raised at step %d; ignored", step)
-            if bus.subscriber_count:
+            if rec.traced or bus.subscriber_count:
                 rec.emit(
                     ev.ACTION,
                     step,

@@ -215,7 +215,9 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
         for r, p in parts.policies.items()
     }
     executed = ExecutedHealth(health, parts.split, menv.env_spec.action_keys)
-    bus.subscribe(outlet.bus.publish)
+    # to the runner's bus while it has listeners, for good: a verdict given right after
+    # the episode is published here too (the outlet holds this bus weakly)
+    bus.forward_to(outlet.bus)
     for obs in plan.observers:
         bus.subscribe(obs)
     finishers = []

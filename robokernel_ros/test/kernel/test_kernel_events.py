@@ -74,3 +74,51 @@ def test_raising_subscriber_is_logged_and_others_still_run(
 def test_subscribe_refuses_non_callable() -> None:
     with pytest.raises(ValueError, match="callback"):
         EventBus().subscribe("not callable")  # type: ignore[arg-type]
+
+
+def test_forwarding_reaches_the_parent_only_while_it_has_listeners() -> None:
+    parent, child = EventBus(), EventBus()
+    seen: list[tuple[str, int]] = []
+    stop = child.forward_to(parent)
+    assert child.subscriber_count == 0  # the parent has no listener: publishing reaches nobody
+    child.publish(Event("action", 0))
+    off = parent.subscribe(lambda e: seen.append(("parent", e.step)))
+    assert child.subscriber_count == 1  # a listener joined the parent: the child counts it
+    child.subscribe(lambda e: seen.append(("child", e.step)))
+    assert child.subscriber_count == 2
+    child.publish(Event("action", 1))
+    assert seen == [("parent", 1), ("child", 1)]  # the parent first, as a subscription was
+    off()
+    assert child.subscriber_count == 1
+    child.publish(Event("action", 2))
+    parent.subscribe(lambda e: seen.append(("parent again", e.step)))
+    stop()
+    stop()  # twice is harmless
+    child.publish(Event("action", 3))
+    assert seen == [("parent", 1), ("child", 1), ("child", 2), ("child", 3)]
+    with pytest.raises(ValueError, match="parent=.*: must be another EventBus"):
+        child.forward_to(child)
+
+
+def test_forwarding_counts_through_a_chain_and_the_parent_holds_no_child() -> None:
+    import gc
+    import weakref
+
+    top, middle, bottom = EventBus(), EventBus(), EventBus()
+    middle.forward_to(top)
+    bottom.forward_to(middle)
+    assert (middle.subscriber_count, bottom.subscriber_count) == (0, 0)
+    seen: list[int] = []
+    off = top.subscribe(lambda e: seen.append(e.step))
+    assert (middle.subscriber_count, bottom.subscriber_count) == (1, 1)
+    bottom.publish(Event("action", 5))
+    assert seen == [5]
+    off()
+    assert (middle.subscriber_count, bottom.subscriber_count) == (0, 0)
+    # an episode's bus forwards for good; the long-lived parent must not keep it alive
+    gone = weakref.ref(bottom)
+    del bottom
+    gc.collect()
+    assert gone() is None
+    top.subscribe(lambda e: None)  # notifying a collected child is harmless
+    assert middle.subscriber_count == 1 and len(middle._children) == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -187,3 +188,34 @@ def test_open_run_creates_a_missing_root_with_its_parents(tmp_path):
     assert first.path != second.path and first.path.is_dir() and second.path.is_dir()
     first.close()
     second.close()
+
+
+def test_write_fields_writes_the_bytes_that_write_does(tmp_path: Path) -> None:
+    # the recorder's path when only the trace listens (no Event built) against the Event path
+    frame = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+    events = [
+        Event("episode.start", 0, {"run_id": "r", "seed": 3}, 0.0, 0.0, 0),
+        Event("observation", 0, {"obs": {"q": [0.1, 2.0], "v": np.float32(1.5)}}, 0.0, 0.001, 1),
+        Event("observation", 1, {"obs": {}, "images": {"wrist/cam": frame}}, 0.02, 0.02, 2),
+        Event(
+            "chunk.merge",
+            1,
+            {"keys": ["a"], "actions": [[math.nan]], "inference_s": 1e-5},
+            0.02,
+            0.6,
+            3,
+        ),  # fmt: skip
+        Event("action", 1, {"action": {"a": math.inf}, "hold": False, 7: "int key"}, 0.02, 0.7, 4),
+        Event("episode.end", 2, {"outcome": "truncated", "steps": 2}, 0.04, 1.3, 5),
+    ]
+    by_event = TraceStore(tmp_path / "a", flush_interval_s=0.5).open_run("same")
+    by_fields = TraceStore(tmp_path / "b", flush_interval_s=0.5).open_run("same")
+    for e in events:
+        by_event.write(Event(e.kind, e.step, e.data, e.t, e.wall, e.seq, e.run_id))
+        by_fields.write_fields(e.seq, e.kind, e.step, e.t, e.wall, e.data)
+    by_event.close()
+    by_fields.close()
+    for name in ("events.jsonl", "meta.json", "images/wrist_cam/000001.npy"):
+        assert (by_event.path / name).read_bytes() == (by_fields.path / name).read_bytes(), name
+    lines = (by_fields.path / "events.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and json.loads(lines[3])["data"]["actions"] == [[None]]

@@ -287,6 +287,27 @@ def test_observer_sees_the_episode_events(cell):
     assert kinds[0] == "episode.start" and kinds[-1] == "episode.end" and kinds.count("action") == 3
 
 
+def test_a_listener_joining_the_workcell_bus_mid_episode_gets_the_rest(cell):
+    # the episode's bus forwards to the workcell's only while it has listeners: one that
+    # subscribes during the episode must see every event from then on, the trace all of them
+    seen = []
+    joined = {}
+
+    def join_at_step_5(step, observation):
+        if step == 5 and not joined:
+            joined["off"] = cell.bus.subscribe(lambda e: seen.append((e.kind, e.step, e.seq)))
+
+    try:
+        _, j = run(cell, n_steps=12, on_frame=join_at_step_5)
+    finally:
+        joined["off"]()
+    trace = load_trace(j["trace_path"])
+    first = seen[0][2]
+    expected = [(e.kind, e.step, e.seq) for e in trace.events if e.seq >= first]
+    assert seen == expected and seen[-1][0] == "episode.end"
+    assert trace.events[0].kind == "episode.start" and 0 < first < len(trace.events) - 10
+
+
 def test_policy_object_is_reused_and_reported(cell):
     policy = MockPolicy(seed=1)
     _, j = run(cell, n_steps=3, policy_object=policy, trace_dir=None)

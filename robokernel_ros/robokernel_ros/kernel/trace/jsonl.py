@@ -7,6 +7,7 @@ becomes strict JSON.
     dumps_pretty(obj)  indented (meta.json), bytes with the newline
     to_jsonable(obj)   the same values as plain Python (an envelope's "json" payload)
     event_line(event)  the events.jsonl line of an Event, encoded once and cached on it
+    line_of(seq, kind, step, t, wall, data)  the same line from the fields alone
 
 Every path encodes a value the same way: numpy arrays and scalars as lists and numbers,
 mappings (keys as strings) and sequences recursively, sets sorted, paths as their text,
@@ -168,32 +169,23 @@ def event_line(event: Event) -> bytes:
     """
     line = event.line
     if line is None:
-        obj = {
-            "seq": event.seq,
-            "kind": event.kind,
-            "step": event.step,
-            "t": event.t,
-            "wall": event.wall,
-            "data": event.data,
-        }
-        try:  # dumps_line's first try, inlined: every event of a traced episode comes here
-            line = _fast_dumps(obj, default=_default, option=_FAST_OPTIONS)
-        except (TypeError, ValueError):
-            line = dumps_line(obj)
-        event.line = line
+        line = event.line = line_of(
+            event.seq, event.kind, event.step, event.t, event.wall, event.data
+        )
     return line
+
+
+def line_of(seq: int, kind: str, step: int, t: float, wall: float, data: Any) -> bytes:
+    """The events.jsonl line of an event with these fields (event_line's encoding, for a
+    writer handed the fields without an Event: RunWriter.write_fields)."""
+    obj = {"seq": seq, "kind": kind, "step": step, "t": t, "wall": wall, "data": data}
+    try:  # dumps_line's first try, inlined: every event of a traced episode comes here
+        return _fast_dumps(obj, default=_default, option=_FAST_OPTIONS)
+    except (TypeError, ValueError):
+        return dumps_line(obj)
 
 
 def line_with_data(event: Event, data: dict[str, Any]) -> bytes:
     """The events.jsonl line of `event` with `data` in place of its own (an observation
     whose image arrays each writer replaces by its frame paths); not cached."""
-    return dumps_line(
-        {
-            "seq": event.seq,
-            "kind": event.kind,
-            "step": event.step,
-            "t": event.t,
-            "wall": event.wall,
-            "data": data,
-        }
-    )
+    return line_of(event.seq, event.kind, event.step, event.t, event.wall, data)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..events import EPISODE_END, EPISODE_START, OBSERVATION, Event
-from .jsonl import dumps_pretty, event_line, line_with_data
+from .jsonl import dumps_pretty, event_line, line_of, line_with_data
 
 _log = logging.getLogger(__name__)
 
@@ -114,28 +114,45 @@ class RunWriter:
         self.write(event)
 
     def write(self, event: Event) -> None:
-        """Append the event's line (this runs for every event of the episode: keep it lean)."""
+        """Append the event's line (encoded once: the line cached on the event, which the
+        bag mirror shares)."""
         if self.failed or self.closed:
             return
-        line = event.line  # shared with the other subscribers (the bag mirror): encoded once
-        kind = event.kind
+        line = event.line
         if line is None:
-            if kind == OBSERVATION and "images" in event.data:
+            if event.kind == OBSERVATION and "images" in event.data:
                 data = {**event.data, "images": self._save_images(event.step, event.data["images"])}
                 line = line_with_data(event, data)
             else:
                 line = event_line(event)
+        self._append(line, event.wall, event)
+
+    def write_fields(self, seq: int, kind: str, step: int, t: float, wall: float,
+                     data: dict[str, Any]) -> None:  # fmt: skip
+        """write(Event(kind, step, data, t, wall, seq, run_id)), the same line, without an
+        Event: the recorder's path when nobody but the trace listens (every event of a
+        traced episode then comes here: keep it lean)."""
+        if self.failed or self.closed:
+            return
+        if kind in _META_KINDS or (kind == OBSERVATION and "images" in data):
+            self.write(Event(kind, step, data, t, wall, seq, self.run_id))
+            return
+        self._append(line_of(seq, kind, step, t, wall, data), wall, None)
+
+    def _append(self, line: bytes, wall: float, meta_event: Event | None) -> None:
+        """Buffer `line`, flushed once `flush_interval_s` of the events' own clock (their
+        wall stamps: no clock read per event) has passed; episode.start and episode.end
+        also (re)write meta.json."""
         try:
             try:
                 self._write_line(line)
-                wall = event.wall  # the event's own stamp: no clock read per event
                 if wall >= self._flush_due:
                     self._flush_due = wall + self.flush_interval_s
                     self._file.flush()
             except ValueError:  # closed by another thread meanwhile
                 return
-            if kind in _META_KINDS:
-                self._episode_meta(event)
+            if meta_event is not None and meta_event.kind in _META_KINDS:
+                self._episode_meta(meta_event)
         except OSError:
             self.failed = True
             _log.exception(
