@@ -81,9 +81,9 @@ class _ImageWriter:
 
 
 class RunWriter:
-    """Writes one episode's run directory. Subscribe it to the episode's EventBus.
-
-    Called with every event (`writer(event)`); `close()` flushes and waits for the
+    """Writes one episode's run directory: subscribe it to a bus (`writer(event)` for
+    every event), or feed it directly as the EpisodeRecorder does (`write(event)`, or
+    `write_fields(...)` when there is no Event). `close()` flushes and waits for the
     images. A disk error is logged once and stops the writer (the episode goes on).
     """
 
@@ -211,8 +211,8 @@ class TraceStore:
     """A folder of run directories: `open_run()` starts one per episode.
 
     TraceStore(root) creates `root` when needed. The EpisodeRunner (and ServedSession)
-    call `open_run()` at episode start, subscribe the returned RunWriter to the
-    episode's bus, and close it after episode.end.
+    call `open_run()` at episode start, their EpisodeRecorder feeds the returned
+    RunWriter every event, and closes it after episode.end.
     """
 
     def __init__(
