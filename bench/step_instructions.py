@@ -6,7 +6,10 @@ change of a few per cent. This script counts instead: valgrind's callgrind tool 
 the instructions each process executes, which does not depend on what else the machine
 does. Each variant runs in a child under callgrind twice, with a short and a long
 episode length and everything else the same (imports, model compile, warm-up, episode
-setup), so the difference over the extra steps is the cost of a step:
+setup), so the difference over the extra steps is the cost of a step. Two identical
+children still differ by ~1.5M of their ~5.5G instructions (2026-12-06: start-up, not the
+steps), so the long run has many steps: 2 x 1000 more than the short one (~750
+instructions per step of noise; --quick: 2 x 250, ~3k; at 2 x 100, as before, ~15k):
 
   floor     rollout_throughput.floor_seconds_per_step (the anchor: the least a Python
             loop does to write the same trace)
@@ -152,7 +155,7 @@ def main() -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: this benchmark counts with callgrind")
-    short, long = (10, 110) if args.quick else (10, 260)
+    short, long = (10, 260) if args.quick else (10, 1010)
     started = time.monotonic()
     per_step: dict[str, float] = {}
     extra_steps = (long - short) * EPISODES
