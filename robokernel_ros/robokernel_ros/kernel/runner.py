@@ -21,6 +21,11 @@ consecutive holds -> watchdog; an exception in act/on_step/agent.reset (policy_e
 act slower than act_timeout_s (policy_timeout), an exception in env.reset/env.step
 (env_error) -> error. An operator verdict turns success/failure/truncated/stopped into
 the verdict's outcome.
+
+Why one module of ~900 lines: the step (`_Episode.loop`) and the per-episode state it
+reads and writes (queue, pending chunk, holds, counts, the recorder) are one piece; the
+rest (act worker, hold action, finish) exists for it. What has a concept of its own
+already lives beside it: timing, chunks, recorder, shield, operator, scheduling.
 """
 
 from __future__ import annotations

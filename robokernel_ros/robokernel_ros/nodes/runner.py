@@ -72,6 +72,10 @@ With env=ros, run_policy, start_policy and eval_policy are paced (fast_mode fals
 default: a robot's time is the wall clock) at the robot's rate (control_frequency
 defaults to the node's parameter); anything else stepping the robot (a replay) is held
 to that rate by the env's pacer.
+
+Why one module of ~800 lines: one lifecycle node, whose services and actions are each a
+few lines over the rollout facade; what would split off has (ros.requests, ros.actions,
+ros.operator, ros.transport's ServerWatch, ros.ros_env).
 """
 
 from __future__ import annotations

@@ -70,6 +70,12 @@ status 2.
 
 Run: python -m robokernel_ros.nodes.safety_shield --ros-args -p joints:="[a,b]" \
         -p limits_file:=config/joint_limits_so101.yaml -p autostart:=true
+
+Why one module of ~1,000 lines: it is one node whose callbacks share one gate's state
+(the e-stop circuit, the command review, the hold, the watchdog), and a reader checking
+that it fails closed wants every path to a forward in one file; ~70 lines are this
+contract and ~220 its parameters. The ROS-free parts live elsewhere (safety.review,
+safety.estop, safety.limits).
 """
 
 from __future__ import annotations

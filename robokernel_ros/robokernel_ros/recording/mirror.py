@@ -43,6 +43,10 @@ and chunk size, its rows packed in one call); the KernelEvent's data_json is the
 trace's own line (`kernel.trace.event_line`: encoded once per event, shared with the
 run directory's writer). Each topic's message definition and hash are generated once
 per process and given to `add_connection`.
+
+Why one module of ~650 lines: the templates, the topics and the mirror that uses them
+are one mapping (event kind -> topic -> message layout); the writer process, the reader
+and recovery are modules of their own.
 """
 
 from __future__ import annotations
