@@ -135,8 +135,10 @@ class EventBus:
     def forward_to(self, parent: EventBus) -> Callable[[], None]:
         """Publish every event on `parent` too, first, while it has listeners. Returns a
         callable that stops forwarding (calling it twice is harmless)."""
-        if not isinstance(parent, EventBus) or parent is self:
-            raise ValueError(f"parent={parent!r}: must be another EventBus")
+        if not isinstance(parent, EventBus) or parent is self or self in parent._ancestors():
+            raise ValueError(
+                f"parent={parent!r}: must be another EventBus, not one that forwards here"
+            )
         me = weakref.ref(self)
         with parent._lock:
             parent._children = [c for c in parent._children if c() is not None] + [me]
@@ -152,6 +154,17 @@ class EventBus:
             self._recount()
 
         return stop
+
+    def _ancestors(self) -> set[EventBus]:
+        """The buses this one forwards to, directly or through others."""
+        found: set[EventBus] = set()
+        todo = list(self._parents)
+        while todo:
+            bus = todo.pop()
+            if bus not in found:
+                found.add(bus)
+                todo.extend(bus._parents)
+        return found
 
     def _recount(self) -> None:
         """Update subscriber_count, and the counts of the buses forwarding to this one when

@@ -98,6 +98,11 @@ def test_forwarding_reaches_the_parent_only_while_it_has_listeners() -> None:
     assert seen == [("parent", 1), ("child", 1), ("child", 2), ("child", 3)]
     with pytest.raises(ValueError, match="parent=.*: must be another EventBus"):
         child.forward_to(child)
+    a, b, c = EventBus(), EventBus(), EventBus()
+    c.forward_to(b)
+    b.forward_to(a)
+    with pytest.raises(ValueError, match="not one that forwards here"):
+        a.forward_to(c)  # a loop would publish forever
 
 
 def test_forwarding_counts_through_a_chain_and_the_parent_holds_no_child() -> None:
