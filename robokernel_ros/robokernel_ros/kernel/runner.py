@@ -355,8 +355,8 @@ class _Episode:
         self.requests = 0
         self.chunks = 0
         self.holds = 0
-        self.executed = 0  # policy actions (not holds) executed: the merge aligns by it
-        self.execution = Execution()  # the same, counted after env.step, by kind; the seams
+        # what the loop executed (counted after env.step); the merge aligns by its actions
+        self.execution = Execution()
         self.holds_at_merge = 0  # execution.holds at the last merge
         self.consecutive_holds = 0
         self.total_reward = 0.0
@@ -462,7 +462,7 @@ class _Episode:
         self.rec.emit(ev.CHUNK_REQUEST, step, {"step": step, "request_id": request_id})
         timing = self.timing
         if timing.mode == "realtime" and timing.clock == "wall":
-            pending = _Pending(request_id, step, self.executed, submitted=time.monotonic())
+            pending = _Pending(request_id, step, self.execution.actions, submitted=time.monotonic())
             pending.future = self.worker().submit(_timed, self.act_call(observation, step))
             self.pending = pending
             return
@@ -473,7 +473,9 @@ class _Episode:
         latency = timing.latency_s if timing.latency_s is not None else measured
         delay = delay_steps(latency, self.spec.control_hz)  # >= 1: never this step's
         self.last_delay = delay
-        self.pending = _Pending(request_id, step, self.executed, step + delay, chunk, latency)
+        self.pending = _Pending(
+            request_id, step, self.execution.actions, step + delay, chunk, latency
+        )
 
     def poll_arrival(self, step: int) -> None:
         """Merge the chunk in flight if it has arrived by `step`."""
@@ -508,7 +510,7 @@ class _Episode:
             pending.request_id,
             pending.chunk,
             pending.inference_s,
-            self.executed - pending.executed,
+            self.execution.actions - pending.executed,
         )
 
     def merge(
@@ -738,7 +740,6 @@ class _Episode:
                     compat.actions += 1
                     compat.resolved += 1
                 is_hold = False
-                self.executed += 1
                 self.consecutive_holds = 0
             else:
                 hold = self.hold(plain_absolute_hold)
