@@ -13,7 +13,17 @@ import pytest
 from boundary import ROS_PREFIXES, modules_loaded_by
 
 #: Every layer below ros/ (tasks/ once it exists).
-BELOW_ROS = ("kernel", "safety", "tasks", "policies", "envs", "rollout", "recording", "scoring")
+BELOW_ROS = (
+    "kernel",
+    "safety",
+    "tasks",
+    "policies",
+    "envs",
+    "contract",
+    "rollout",
+    "recording",
+    "scoring",
+)
 ROS_CODE = (*ROS_PREFIXES, "robokernel_ros.ros.")
 
 
