@@ -13,6 +13,7 @@ from robokernel_ros.cli import (
     TRACE_DIR_DEFAULT,
     _emit_interruptible,
     emit,
+    flag_names,
     register_subcommand,
     usage_error,
     video_path,
@@ -25,9 +26,14 @@ def _replay_arguments(p: argparse.ArgumentParser) -> None:
                    help="a run directory, a folder of them, a bag, or a LeRobot dataset root")  # fmt: skip
     p.add_argument("--episode", type=int, default=0,
                    help="which episode of a folder or dataset (default 0, oldest first)")  # fmt: skip
-    p.add_argument(
-        "--robot", default=None, help="packaged model or MJCF path (default: the recorded robot)"
-    )
+    p.add_argument("--robot", default=None,
+                   help="packaged model (so101, panda, go2) or an MJCF path (default: the recorded "
+                        "robot; a dataset's: the model its robot_type names, so101_follower: so101)")  # fmt: skip
+    p.add_argument("--convention", default="auto",
+                   choices=("auto", "none", "so_follower", "so_follower_range"),
+                   help="a LeRobot dataset's units (default auto: what its robot_type implies, "
+                        "so101_follower: degrees, gripper 0..100; none: the robot's own, radians; "
+                        "so_follower_range: body joints -100..100)")  # fmt: skip
     p.add_argument("--robot-name", default=None, help="the robot's name in the scene")
     p.add_argument("--seed", type=int, default=None, help="default: the recorded seed")
     p.add_argument(
@@ -40,20 +46,31 @@ def _replay_arguments(p: argparse.ArgumentParser) -> None:
 
 def _replay_run(args: argparse.Namespace) -> int:
     from robokernel_ros.envs.models import PACKAGED_MODELS
+    from robokernel_ros.recording.cli import quiet_libraries
     from robokernel_ros.rollout import SimWorkcell
     from robokernel_ros.rollout.replay import resolve_recording
 
+    verbose = bool(getattr(args, "verbose", False))
     model = args.robot
     if model is None:
         try:
-            recorded = resolve_recording(args.recording, args.episode).robot
+            # a LeRobot dataset is read with lerobot: its import noise only with -v
+            with quiet_libraries(enabled=not verbose):
+                recording = resolve_recording(args.recording, args.episode, args.convention)
         except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {flag_names(str(exc))}", file=sys.stderr)
             return 1
+        recorded = recording.model or recording.robot
         if recorded not in PACKAGED_MODELS:
+            what = (
+                f"the dataset's robot_type {recording.meta.get('robot_type')!r}"
+                if recording.source == "lerobot_dataset"
+                else f"the recorded robot {recorded!r}"
+            )
             return usage_error(
                 "replay",
-                f"--robot: the recorded robot {recorded!r} is not a packaged model; give one",
+                f"--robot: {what} is not a packaged model ({', '.join(PACKAGED_MODELS)}); "
+                "give --robot MODEL_OR_MJCF",
             )
         model = recorded
     name = args.robot_name or Path(model).stem
@@ -62,16 +79,14 @@ def _replay_run(args: argparse.Namespace) -> int:
         kwargs["seed"] = args.seed
     if args.video:
         kwargs["video"] = {"path": video_path(args.video, "replay")}
+    kwargs["convention"] = args.convention
     with SimWorkcell(trace_dir=None) as cell:
         added = cell.add_robot(name, model)
         if added["status"] != "success":
             return emit(added, as_json=args.json)
-        from robokernel_ros.recording.cli import quiet_libraries
-
-        # a LeRobot dataset is read with lerobot: its import noise only with -v
         with (
             interruptible(cell) as state,
-            quiet_libraries(enabled=not args.verbose),
+            quiet_libraries(enabled=not verbose),
             json_stdout(args.json),
         ):
             out = cell.replay_episode(args.recording, name, episode=args.episode, **kwargs)

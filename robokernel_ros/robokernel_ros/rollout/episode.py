@@ -27,7 +27,7 @@ from robokernel_ros.kernel.events import EventBus
 
 from . import torque
 from .control import STOP_REASONS, RolloutControl
-from .health import ActionHealth, ExecutedHealth
+from .health import ActionHealth, ExecutedHealth, RefusalTally
 from .monitor import _MonitoredEnv
 from .parts import EpisodeParts, PolicyLoad, Split
 from .plan import RolloutPlan
@@ -245,6 +245,8 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
                            else outlet.privileged_every,
                            timing=timing, operator=operator,
                            count_action=executed.count_action)  # fmt: skip
+    # what the shield refused is not applied (health.RefusalTally)
+    runner.shield = executed.tally = RefusalTally(runner.shield)
     if seed is not None:
         seed_everything(seed)
     meta = {"robots": list(plan.robots), "call": plan.call, "episode": episode,
@@ -316,7 +318,10 @@ def _health_fields(health: Mapping[str, ActionHealth], split: Split | None) -> t
     """(the result's action-health fields, keys named, keys resolved)."""
     if split is None:
         only = next(iter(health.values()))
-        return only.to_dict(), only.named_keys, only.resolved_keys
+        fields = only.to_dict()
+        applied = fields.pop("actions_applied")
+        fields = {"actions_applied": applied, "actions_refused": only.refused, **fields}
+        return fields, only.named_keys, only.resolved_keys
     per_robot = {r: h.to_dict() for r, h in health.items()}
     named = sum(h.named_keys for h in health.values())
     resolved = sum(h.resolved_keys for h in health.values())
@@ -329,6 +334,7 @@ def _health_fields(health: Mapping[str, ActionHealth], split: Split | None) -> t
     fields = {
         "actions_applied": min(h.applied for h in health.values()) if health else 0,
         "actions_applied_per_robot": {r: d["actions_applied"] for r, d in per_robot.items()},
+        "actions_refused": max(h.refused for h in health.values()) if health else 0,
         "action_errors": errors,
         "action_resolution_rate": resolved / named if named else 0.0,
         "partial_action_failure_rate": partial / credited if credited else 0.0,
@@ -362,6 +368,8 @@ class _EpisodeRun:
         max_inference_s = max((a.inference_max_s for a in agents), default=0.0)
         chunk_enabled = parts.timing is not None and parts.timing.mode == "realtime"
         health_fields, named, resolved = _health_fields(self.health.health, self.health.split)
+        tally = self.health.tally
+        health_fields["first_refusal"] = tally.first_refusal if tally is not None else None
         execution = record.execution
         binding: dict[str, bool] = {k: False for k in BINDING_FLAGS}
         for p in parts.policies.values():

@@ -2,7 +2,10 @@
 
 `ActionHealth` tallies the executed policy actions of one robot (per-key resolution,
 unresolved and missing keys); `ExecutedHealth` feeds it from what the kernel counted as it
-executed them (EpisodeRecord.execution and the runner's count_action hook).
+executed them (EpisodeRecord.execution and the runner's count_action hook), and
+`RefusalTally`, wrapped around the episode's shield, tells it which of those the shield
+refused (the hold executed instead): a refused action is counted in `actions_refused`,
+never in `actions_applied`, which counts what reached the robot.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class ActionHealth:
         self.joint_names = frozenset(joint_names)
         self._steps = 0  # policy actions executed (holds excluded)
         self._applied = 0  # those that commanded at least one actuator
+        self._refused = 0  # those the shield refused (the hold executed instead)
         self._credited = 0
         self._partial = 0  # credited steps with at least one unresolved key
         self._named = 0
@@ -55,6 +59,10 @@ class ActionHealth:
             shapes[shape] = n
         else:
             self._fold_shape(shape, n)
+
+    def count_refused(self, n: int = 1) -> None:
+        """`n` policy actions the shield refused: executed as the hold, never applied."""
+        self._refused += n
 
     def _fold_shape(self, shape: tuple[Any, ...], n: int) -> None:
         self._steps += n
@@ -91,6 +99,10 @@ class ActionHealth:
     def applied(self) -> int:
         self._fold()
         return self._applied
+
+    @property
+    def refused(self) -> int:
+        return self._refused
 
     @property
     def credited(self) -> int:
@@ -163,9 +175,15 @@ class ExecutedHealth:
         self.split = split
         self.only = next(iter(health.values())) if split is None else None
         self.exact_shape = tuple(action_keys)  # the keys of every exact action
+        self.tally: RefusalTally | None = None  # set when the shield is wrapped
 
     def count_action(self, proposed: Any) -> None:
-        """One executed policy action (the kernel's count_action)."""
+        """One executed policy action (the kernel's count_action); one the shield refused
+        (its review just before, RefusalTally.refused_now) counts as refused."""
+        if self.tally is not None and self.tally.refused_now:
+            for health in self.health.values():
+                health.count_refused()
+            return
         if self.only is not None:
             self.only.count(proposed)
             return
@@ -188,3 +206,43 @@ class ExecutedHealth:
             health = self.health.get(robot)
             if health is not None:
                 health.count_shape(tuple(part), n)
+
+
+class RefusalTally:
+    """The episode's SafetyShield, with a note of whether its last full review refused a
+    policy action (a hold's own review is not one) and the first refusal's intervention.
+
+    The kernel's runner calls review_fast (passed through untouched: the common, in-limits
+    action costs nothing more), review, and reset; everything else is the shield's."""
+
+    def __init__(self, shield: Any) -> None:
+        self._shield = shield
+        self.review_fast = shield.review_fast
+        self.refused_now = False
+        self.first_refusal: dict[str, Any] | None = None
+
+    def review(self, action: Any, *, hold: Any = None, **kwargs: Any) -> Any:
+        result = self._shield.review(action, hold=hold, **kwargs)
+        self.refused_now = bool(result.refused) and action is not hold
+        if self.refused_now and self.first_refusal is None and result.interventions:
+            self.first_refusal = result.interventions[-1].to_dict()
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._shield, name)
+
+
+def refusal_note(result: Mapping[str, Any]) -> str:
+    """'the shield refused N of M actions (first: ...)', or '' when it refused none."""
+    refused = int(result.get("actions_refused") or 0)
+    if not refused:
+        return ""
+    total = refused + int(result.get("actions_applied") or 0)
+    first = result.get("first_refusal")
+    why = ""
+    if isinstance(first, Mapping):
+        why = (
+            f" (first: {first.get('guard')} guard, {first.get('key')}={first.get('value')!r} "
+            f"outside {first.get('limit')})"
+        )
+    return f"the shield refused {refused} of {total} policy actions{why}"

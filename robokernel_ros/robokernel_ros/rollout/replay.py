@@ -11,7 +11,11 @@ reports how far the final state drifted from the recording when the recording ha
 
 A dataset's actions reach the robot by name: the `action` feature's names (LeRobot
 spelling `<joint>.pos` or bare names) bind to the robot's action keys; a name that binds
-to none is refused before anything starts.
+to none is refused before anything starts. Their values reach it in the robot's units: a
+dataset in a LeRobot robot family's convention (`export-lerobot --convention lerobot`,
+or lerobot-record's: robot_type `so101_follower`, degrees, gripper 0..100) is converted
+back to radians (`policies.conventions`; `convention=` names another, or "none"), and
+its robot_type names the packaged model to replay on (`RecordedEpisode.model`).
 """
 
 from __future__ import annotations
@@ -133,20 +137,31 @@ class RecordedEpisode:
     outcome: Any = None
     final_qpos: list[float] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None  # the packaged model a dataset's robot_type names
+    convention: str | None = None  # the convention a dataset's values were converted from
 
 
 def is_lerobot_dataset(path: Path) -> bool:
     return path.is_dir() and (path / DATASET_INFO).is_file()
 
 
-def resolve_recording(repo_id: Any, episode: Any) -> RecordedEpisode:
-    """The episode `repo_id` names, from a trace (run directory, bag) or a LeRobot dataset root."""
+CONVENTION_CHOICES = ("auto", "none", "so_follower", "so_follower_range")
+# a dataset robot_type -> the packaged model it is replayed on
+ROBOT_TYPE_MODELS = {"so101_follower": "so101", "so100_follower": "so101"}
+
+
+def resolve_recording(repo_id: Any, episode: Any, convention: Any = "auto") -> RecordedEpisode:
+    """The episode `repo_id` names, from a trace (run directory, bag) or a LeRobot dataset
+    root. convention (datasets only): "auto" (what the dataset's robot_type implies),
+    "none" (its values are the robot's units), or a name of policies.conventions."""
+    if convention not in CONVENTION_CHOICES:
+        raise ValueError(f"convention={convention!r}: must be one of {list(CONVENTION_CHOICES)}")
     if isinstance(repo_id, str | os.PathLike) and str(repo_id) != "":
         path = Path(repo_id).expanduser()
         if is_lerobot_dataset(path):
             if isinstance(episode, bool) or not isinstance(episode, int) or episode < 0:
                 raise ValueError(f"episode={episode!r}: must be a non-negative whole number")
-            return dataset_episode(path, episode)
+            return dataset_episode(path, episode, convention)
     trace = resolve_episode(repo_id, episode)
     return RecordedEpisode(
         path=Path(trace.path),
@@ -163,8 +178,9 @@ def resolve_recording(repo_id: Any, episode: Any) -> RecordedEpisode:
     )
 
 
-def dataset_episode(root: Path, episode: int) -> RecordedEpisode:
-    """Episode `episode` of the LeRobotDataset at `root`, read offline with lerobot (actions only)."""
+def dataset_episode(root: Path, episode: int, convention: str = "auto") -> RecordedEpisode:
+    """Episode `episode` of the LeRobotDataset at `root`, read offline with lerobot (actions
+    only), its values in the robot's units (see resolve_recording's `convention`)."""
     where = f"repo_id={str(root)!r}"
     try:
         info = json.loads((root / DATASET_INFO).read_text())
@@ -215,6 +231,15 @@ def dataset_episode(root: Path, episode: int) -> RecordedEpisode:
                 f"{where}: episode {episode} has an action row {values} that is not {len(names)} finite numbers"
             )
         actions.append(dict(zip(names, values, strict=True)))
+    from robokernel_ros.policies.conventions import convention_for_robot_type, get_convention
+
+    robot_type = info.get("robot_type")
+    if convention == "auto":
+        conv = convention_for_robot_type(robot_type)
+    else:
+        conv = None if convention == "none" else get_convention(convention)
+    if conv is not None:
+        actions = [{k: float(conv.to_robot(k, v)) for k, v in a.items()} for a in actions]
     tasks = next(
         (
             r.get("tasks")
@@ -234,7 +259,9 @@ def dataset_episode(root: Path, episode: int) -> RecordedEpisode:
         robot=None,
         control_hz=float(info["fps"]) if isinstance(info.get("fps"), int | float) else None,
         instruction=instruction,
-        meta={"dataset_episode": episode, "robot_type": info.get("robot_type")},
+        meta={"dataset_episode": episode, "robot_type": robot_type},
+        model=ROBOT_TYPE_MODELS.get(robot_type) if isinstance(robot_type, str) else None,
+        convention=conv.name if conv is not None else None,
     )
 
 
@@ -311,8 +338,10 @@ def annotate_replay(
     n_actions: int,
     replayed_qpos: Sequence[float] | None,
 ) -> None:
-    """Add the replay's fields to a run envelope: where it came from and how far the final
-    qpos drifted from the recorded one (None when either is unknown or they differ in size)."""
+    """Add the replay's fields to a run envelope: where it came from, how many of its
+    recorded actions were replayed (replayed_steps: the steps that ran, fewer when the
+    replay was stopped) and how far the final qpos drifted from the recorded one (None
+    when either is unknown or they differ in size)."""
     payload = next((b["json"] for b in out["content"] if "json" in b), None)
     if payload is None:
         return
@@ -321,6 +350,9 @@ def annotate_replay(
     payload["replayed_source"] = recording.source
     payload["replayed_episode"] = episode
     payload["recorded_steps"] = n_actions
+    replayed = min(int(payload.get("steps_advanced") or 0), n_actions)
+    payload["replayed_steps"] = replayed
+    payload["replayed_convention"] = recording.convention
     payload["recorded_outcome"] = recording.outcome
     divergence = None
     if recorded is not None and replayed_qpos is not None and len(recorded) == len(replayed_qpos):
@@ -329,7 +361,9 @@ def annotate_replay(
             default=0.0,
         )
     payload["max_qpos_divergence"] = divergence
+    of = f"{replayed} of {n_actions}" if replayed < n_actions else f"{n_actions}"
+    converted = f" (converted from {recording.convention})" if recording.convention else ""
     out["content"][0]["text"] += (
-        f"; replayed {n_actions} recorded actions from {recording.path}"
+        f"; replayed {of} recorded actions{converted} from {recording.path}"
         + (f", final qpos divergence {divergence:.3g}" if divergence is not None else "")
     )

@@ -104,6 +104,7 @@ class EvalReport:
             "pass_hat_k": pass_hat_k(successes),
             "total_steps": total("steps_advanced"),
             "actions_applied": total("actions_applied"),
+            "actions_refused": total("actions_refused"),
             "steps_advanced": total("steps_advanced"),
             "stopped_reasons": [e.get("stopped_reason") for e in episodes],
             "outcomes": [e.get("outcome") for e in episodes],

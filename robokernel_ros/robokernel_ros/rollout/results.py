@@ -8,7 +8,7 @@ from typing import Any
 
 from robokernel_ros.kernel.trace import to_jsonable
 
-from .health import health_note
+from .health import health_note, refusal_note
 
 # The one-release aliases of the chunk_prefetch_* fields.
 RTC_ALIASES: dict[str, str] = {
@@ -78,7 +78,8 @@ def _cell(value: Any) -> str:
 
 
 def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) -> tuple[str, str]:
-    """(status, text) of a run or an eval result: error when no action was applied."""
+    """(status, text) of a run or an eval result: error when no action was applied (a
+    refused action is not applied: the text says how many the shield refused and why)."""
     if result.get("stopped_before_first_frame"):
         return "success", f"stopped before the first frame ({result.get('robot_name')})"
     reason = str(result.get("stopped_reason") or "")
@@ -92,10 +93,13 @@ def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) 
             f"{result.get('total_steps')} steps"
         )
         errors = [r for r in result.get("stopped_reasons", []) if str(r).startswith("error")]
+        refused = int(result.get("actions_refused") or 0)
         if applied == 0 and result.get("n_episodes"):
             return "error", (
                 head
-                + "; refused: no action was applied in any episode (actions_applied=0), so success_rate, "
+                + "; refused: no action was applied in any episode (actions_applied=0"
+                + (f", the shield refused {refused}" if refused else "")
+                + "), so success_rate, "
                 "avg_reward and pass_hat_k would describe the scene's initial state"
             )
         if errors:
@@ -105,9 +109,14 @@ def result_status(result: Mapping[str, Any], *, aggregate_report: bool = False) 
         f"{result.get('policy')} on {result.get('robot_name')}: {result.get('steps_advanced')} steps, "
         f"{applied} actions applied, stopped_reason={reason}"
     )
+    refusals = refusal_note(result)
+    if refusals:
+        head += f"; {refusals}"
     if reason.startswith("error"):
         return "error", head
     if applied == 0 and reason not in ("stopped", "estopped"):
+        if refusals:
+            return "error", head + "; no action reached the robot"
         return "error", head + (
             "; no action commanded the robot (no step resolved any of its action keys): "
             f"action_errors={result.get('action_errors')}"

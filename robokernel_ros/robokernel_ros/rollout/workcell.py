@@ -464,14 +464,16 @@ class SimWorkcell(OperatorChannel, SceneCalls):
         folder, a path another trace loader reads, or a local LeRobotDataset root (episode =
         the dataset's episode index; its action names bind to the robot's action keys).
         robot_name: defaults to the recorded robot when the scene has it, else the sole
-        robot. Also takes trace_dir, bag, video, seed (default: the recorded seed), safety,
+        robot. convention (a dataset's units): "auto" (what its robot_type implies: an
+        so101_follower dataset is in degrees), "none", "so_follower", "so_follower_range".
+        Also takes trace_dir, bag, video, seed (default: the recorded seed), safety,
         observer.
         """
         try:
-            unknown = set(kwargs) - {"trace_dir", "bag", "video", "seed", "safety", "observer"}
+            unknown = set(kwargs) - {"trace_dir", "bag", "video", "seed", "safety", "observer", "convention"}  # fmt: skip
             if unknown:
                 raise ValueError(f"replay_episode: unknown parameters {sorted(unknown)}")
-            recording = resolve_recording(repo_id, episode)
+            recording = resolve_recording(repo_id, episode, kwargs.pop("convention", "auto"))
             robots = self.scene.robots()
             robot_name, actions = replay_actions(
                 recording, robot_name, robots, self.scene.robot_action_keys, repo_id
