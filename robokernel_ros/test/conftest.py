@@ -79,11 +79,17 @@ def _no_dds_participant_left_behind() -> Iterator[None]:
 
 
 class ProcessGroup:
-    """Processes a test starts; every one is terminated (then killed) at teardown."""
+    """Processes a test starts; every one is terminated (then killed) at teardown.
+
+    Before a process (and its process group) gets a signal from kill() or close(), the
+    Fast DDS shared-memory files it has open or mapped are noted; at close, the noted files
+    that no live process holds are removed (a SIGKILLed participant cannot clean its own).
+    Nobody else's segments are touched."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
+        self.shm_files: set[str] = set()  # Fast DDS files in /dev/shm these processes held
 
     def start(
         self, name: str, args: list[str], env: dict[str, str] | None = None
@@ -107,7 +113,12 @@ class ProcessGroup:
     ) -> subprocess.Popen:
         return self.start(name, [sys.executable, "-m", module, *args], env=env)
 
+    def fastdds_files(self, proc: subprocess.Popen) -> set[str]:
+        """The Fast DDS files in /dev/shm that `proc` and its process group hold now."""
+        return _fastdds_files(_group_pids(proc.pid))
+
     def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+        self.shm_files |= self.fastdds_files(proc)
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
@@ -120,6 +131,7 @@ class ProcessGroup:
     def close(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
+                self.shm_files |= self.fastdds_files(proc)
                 try:
                     os.killpg(proc.pid, signal.SIGINT)
                 except ProcessLookupError:
@@ -134,33 +146,74 @@ class ProcessGroup:
                 except ProcessLookupError:
                     pass
                 proc.wait(timeout=5)
-        _remove_fastdds_segments({p.pid for p in self.procs})
+        _remove_fastdds_segments(self.shm_files)
 
 
-def _remove_fastdds_segments(pids: set[int]) -> None:
-    """Processes killed with SIGKILL leave Fast DDS shared-memory files in /dev/shm;
-    remove the ones no live process holds open or mapped (Fast DDS cleans its own on
-    a normal exit)."""
-    segments = list(Path("/dev/shm").glob("fastdds_*"))
-    if not segments:
+def _group_pids(pgid: int) -> set[int]:
+    """The live processes of process group `pgid` (a started node and what it started)."""
+    pids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid):  # state, ppid, pgrp
+            pids.add(int(stat.parent.name))
+    return pids
+
+
+def _shm_paths(pid: int | str) -> set[str]:
+    """The /dev/shm files process `pid` has open (fds) or mapped (maps)."""
+    proc_dir = Path("/proc") / str(pid)
+    paths: set[str] = set()
+    try:
+        for fd in (proc_dir / "fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("/dev/shm/"):
+                paths.add(target)
+    except OSError:
+        pass
+    try:
+        for line in (proc_dir / "maps").read_text().splitlines():
+            if "/dev/shm/" in line:
+                paths.add(line.split(maxsplit=5)[-1])
+    except (OSError, IndexError):
+        pass
+    return paths
+
+
+def _fastdds_files(pids: set[int]) -> set[str]:
+    """The Fast DDS files (segments, port segments, their lock and semaphore files) that
+    `pids` hold. Fast DDS names a segment by a random id, not by its creator: the only
+    record of whose it is, is which process holds it, read while that process lives."""
+    return {
+        path
+        for pid in pids
+        for path in _shm_paths(pid)
+        if Path(path).name.startswith(("fastdds_", "sem.fastdds_"))
+    }
+
+
+def _remove_fastdds_segments(files: set[str]) -> None:
+    """Remove those of `files` (Fast DDS files in /dev/shm that this group's processes held
+    before their signals) that no live process holds now: a process killed with SIGKILL
+    leaves its segments behind (Fast DDS cleans its own on a normal exit). A file another
+    process holds (a port segment every participant on the host shares) stays; a lock
+    file (`_el`) goes with its segment."""
+    if not files:
         return
     held: set[str] = set()
     for proc_dir in Path("/proc").glob("[0-9]*"):
-        try:
-            held.update(os.readlink(fd) for fd in (proc_dir / "fd").iterdir())
-        except OSError:
-            pass
-        try:
-            held.update(
-                line.split()[-1]
-                for line in (proc_dir / "maps").read_text().splitlines()
-                if "/dev/shm/" in line
-            )
-        except OSError:
-            pass
-    for path in segments:
-        if str(path) not in held:
-            path.unlink(missing_ok=True)
+        held |= _shm_paths(proc_dir.name)
+    for path in sorted(files - held):
+        Path(path).unlink(missing_ok=True)
+        if not path.endswith("_el"):
+            lock = Path(path + "_el")
+            if str(lock) not in held:
+                lock.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -180,16 +233,3 @@ def _no_realtime_scheduling_left_behind() -> Iterator[None]:
     if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) != os.SCHED_OTHER:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         pytest.fail("the test left the process on a real-time CPU scheduling policy")
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """The safety_shield node tests run last (in their order), as when they had a folder
-    of their own at the end of the tree. In one pytest process they and the other node
-    tests disturb each other: run after the runner's tests they failed (a peer without
-    joint states, a clear_fault with no reply), and the node tests run after them failed
-    the same way (3 full runs on 2026-12-02, none alone); their own DDS domains (the
-    `peer` fixture) removed the first. The cause in the test process is not found yet."""
-    shield = [item for item in items if "test_nodes_shield_" in item.nodeid]
-    if shield:
-        rest = [item for item in items if "test_nodes_shield_" not in item.nodeid]
-        items[:] = rest + shield

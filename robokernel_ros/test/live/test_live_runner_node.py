@@ -24,22 +24,28 @@ def _free_port() -> int:
 
 
 def _call(request: RunPolicy.Request, timeout_s: float = 60.0) -> RunPolicy.Response:
+    """One call in a context of its own; the executor, the node and the context are
+    destroyed after it (checked: the executor's shutdown, the context shut down)."""
+    from rclpy.executors import SingleThreadedExecutor
+
     context = rclpy.Context()
     rclpy.init(context=context)
+    node = rclpy.create_node("live_test_client", context=context)
+    executor = SingleThreadedExecutor(context=context)
     try:
-        node = rclpy.create_node("live_test_client", context=context)
         client = node.create_client(RunPolicy, f"{NS}/run_policy")
         assert client.wait_for_service(timeout_sec=60.0), "run_policy never appeared"
         future = client.call_async(request)
-        from rclpy.executors import SingleThreadedExecutor
-
-        executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         executor.spin_until_future_complete(future, timeout_sec=timeout_s)
         assert future.done(), "run_policy did not answer"
         return future.result()
     finally:
-        rclpy.shutdown(context=context)
+        assert executor.shutdown(timeout_sec=5.0), "the executor kept a callback running"
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        assert not context.ok(), "the client's context is still valid after its shutdown"
+        context.destroy()
 
 
 def test_a_client_of_the_node_sees_each_run_policy_call(processes, tmp_path):

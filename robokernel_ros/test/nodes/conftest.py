@@ -18,28 +18,28 @@ rclpy = pytest.importorskip("rclpy")
 
 
 class RosClient:
-    """A node of the test process, spun by a background thread; `call` waits for an answer."""
+    """A node of the test process, spun by a background thread (spun_node.Spinner: a spin
+    thread that dies fails the test); `call` waits for an answer. Its clients stay for
+    its life (one per service name); subscriptions are made on the spin thread."""
 
     def __init__(self, name: str = "test_client") -> None:
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
+        from spun_node import Spinner
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node(name, context=self.context)
-        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        # One thread: every callback here is a list append or a future's completion. (A
+        # MultiThreadedExecutor's pool left a task's exception unretrieved at close.)
+        self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        self.spinner = Spinner(self.executor, name)
         self._clients: dict[str, Any] = {}
-
-    def _spin(self) -> None:
-        while not self._stop.is_set():
-            self.executor.spin_once(timeout_sec=0.05)
+        self._closed = False
 
     def client(self, srv_type: Any, name: str) -> Any:
         if name not in self._clients:
-            self._clients[name] = self.node.create_client(srv_type, name)
+            self._clients[name] = self.spinner.run(lambda: self.node.create_client(srv_type, name))
         return self._clients[name]
 
     def wait_for(self, srv_type: Any, name: str, timeout_s: float = 30.0) -> bool:
@@ -48,13 +48,17 @@ class RosClient:
     def call(self, srv_type: Any, name: str, request: Any = None, timeout_s: float = 60.0) -> Any:
         client = self.client(srv_type, name)
         if not client.wait_for_service(timeout_sec=min(timeout_s, 30.0)):
+            self.spinner.check()
             raise TimeoutError(f"service {name} not available")
         done = threading.Event()
         future = client.call_async(request if request is not None else srv_type.Request())
         future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout_s):
-            future.cancel()
-            raise TimeoutError(f"service {name} did not answer within {timeout_s} s")
+        deadline = time.monotonic() + timeout_s
+        while not done.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
+            self.spinner.check()  # a dead spin thread answers nothing: fail now
+            if time.monotonic() >= deadline:
+                future.cancel()
+                raise TimeoutError(f"service {name} did not answer within {timeout_s} s")
         return future.result()
 
     def answered(self, srv_type: Any, name: str, request: Any, timeout_s: float = 60.0) -> Any:
@@ -71,25 +75,35 @@ class RosClient:
 
     def collect(self, msg_type: Any, topic: str, qos: Any = 100) -> list[Any]:
         received: list[Any] = []
-        self.node.create_subscription(msg_type, topic, received.append, qos)
+        self.spinner.run(
+            lambda: self.node.create_subscription(msg_type, topic, received.append, qos)
+        )
         return received
 
-    @staticmethod
-    def wait_until(predicate: Any, timeout_s: float, period_s: float = 0.05) -> bool:
+    def wait_until(self, predicate: Any, timeout_s: float, period_s: float = 0.05) -> bool:
+        """Poll `predicate` until true (True) or `timeout_s` (False); AssertionError at
+        once when the spin thread died (what the predicate waits for would not come)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if predicate():
                 return True
+            self.spinner.check()
             time.sleep(period_s)
         return bool(predicate())
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        rclpy.try_shutdown(context=self.context)
-        self.context.destroy()
+        """Stop the spin thread (checked), destroy the node, shut the context down and
+        destroy it; a second call does nothing."""
+        from spun_node import close_context
+
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.spinner.stop()
+        finally:
+            if not self.spinner.alive:  # else destroying the node races the executor
+                close_context(self.node, self.context)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ processes started with the `processes` fixture."""
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +18,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from robokernel_ros.ros.qos import COMMAND_QOS, ESTOP_QOS, EVENT_QOS, STATUS_QOS
 from sensor_msgs.msg import JointState
+from spun_node import Spinner, close_context
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
@@ -50,7 +50,14 @@ def shield_args(
 
 
 class Peer:
-    """The test's own node: publishers, recorders, service calls, lifecycle calls."""
+    """The test's own node: publishers, recorders, service calls, lifecycle calls.
+
+    Spun by a spun_node.Spinner: a spin thread that dies fails the test (at the next wait
+    of a helper here, at the latest at close()). Service clients stay for the peer's life
+    (one per service name) and entities are created and destroyed on the spin thread: a
+    client or timer destroyed from the test thread while the executor waits on it can end
+    the spin thread (the race ros/lifecycle.py describes), which left the joint-state timer
+    silent and replies unanswered, unreported."""
 
     def __init__(self) -> None:
         self.context = Context()
@@ -58,27 +65,34 @@ class Peer:
         self.node = Node("shield_test_peer", context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
+        self.spinner = Spinner(self.executor, "shield_test_peer")
+        self._clients: dict[tuple[Any, str], Any] = {}
         self._js_timer = None
+        self._closed = False
 
-    def _spin(self) -> None:
-        while not self._stop.is_set():
-            self.executor.spin_once(timeout_sec=0.05)
+    def check(self) -> None:
+        """AssertionError when the peer's spin thread died."""
+        self.spinner.check()
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.executor.shutdown(timeout_sec=1)
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
+        """Stop the spin thread (checked), destroy the node, shut the context down and
+        destroy it; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.spinner.stop()
+        finally:
+            if not self.spinner.alive:  # else destroying the node races the executor
+                close_context(self.node, self.context)
 
     # -- topics --
     def record(self, msg_type: Any, topic: str, qos: Any = COMMAND_QOS) -> list[tuple[float, Any]]:
         out: list[tuple[float, Any]] = []
-        self.node.create_subscription(
-            msg_type, topic, lambda m: out.append((time.monotonic(), m)), qos
+        self.spinner.run(
+            lambda: self.node.create_subscription(
+                msg_type, topic, lambda m: out.append((time.monotonic(), m)), qos
+            )
         )
         return out
 
@@ -102,7 +116,9 @@ class Peer:
 
     def estop_source(self, shield: str, pressed: bool = False, period: float = 0.1):
         """A released (or pressed) heartbeat on the shield's ~/estop, as estop_panel sends."""
-        return EstopSource(self.node, f"/{shield}/estop", pressed, period)
+        return self.spinner.run(
+            lambda: EstopSource(self.node, f"/{shield}/estop", pressed, period, self.spinner)
+        )
 
     def publish_joint_states(
         self,
@@ -120,26 +136,33 @@ class Peer:
             msg.position = [float(p) for p in positions]
             pub.publish(msg)
 
-        self._js_timer = self.node.create_timer(1.0 / rate_hz, tick)
+        self._js_timer = self.spinner.run(lambda: self.node.create_timer(1.0 / rate_hz, tick))
 
     def wait_for_subscribers(self, pub: Any, count: int = 1, timeout: float = 20.0) -> None:
         wait_until(
             lambda: pub.get_subscription_count() >= count,
             timeout,
             f"{pub.topic_name}: no subscriber",
+            self,
         )
 
     # -- services --
     def call(self, srv_type: Any, name: str, request: Any = None, timeout: float = 20.0) -> Any:
-        client = self.node.create_client(srv_type, name)
+        client = self._clients.get((srv_type, name))
+        if client is None:
+            client = self._clients[(srv_type, name)] = self.spinner.run(
+                lambda: self.node.create_client(srv_type, name)
+            )
+        if not client.wait_for_service(timeout_sec=timeout):
+            self.check()
+            raise AssertionError(f"service {name} did not appear within {timeout} s")
+        future = client.call_async(request if request is not None else srv_type.Request())
         try:
-            if not client.wait_for_service(timeout_sec=timeout):
-                raise AssertionError(f"service {name} did not appear within {timeout} s")
-            future = client.call_async(request if request is not None else srv_type.Request())
-            wait_until(future.done, timeout, f"service {name}: no reply")
-            return future.result()
-        finally:
-            self.node.destroy_client(client)
+            wait_until(future.done, timeout, f"service {name}: no reply", self)
+        except AssertionError:
+            future.cancel()
+            raise
+        return future.result()
 
     def trigger(self, name: str) -> Trigger.Response:
         return self.call(Trigger, name)
@@ -158,10 +181,14 @@ class Peer:
 
 
 class EstopSource:
-    """An e-stop source in the test's node: its state every `period`, at once on a change."""
+    """An e-stop source in the test's node: its state every `period`, at once on a change.
+    Created and stopped on the peer's spin thread (`spinner`)."""
 
-    def __init__(self, node: Node, topic: str, pressed: bool, period: float) -> None:
+    def __init__(
+        self, node: Node, topic: str, pressed: bool, period: float, spinner: Spinner
+    ) -> None:
         self.node = node
+        self.spinner = spinner
         self.pressed = pressed
         self.pub = node.create_publisher(Bool, topic, ESTOP_QOS)
         self.timer = node.create_timer(period, self._beat)
@@ -179,9 +206,14 @@ class EstopSource:
         self._beat()
 
     def stop(self) -> None:
-        """Publish no more (the source's node stays)."""
-        self.node.destroy_timer(self.timer)
-        self.node.destroy_publisher(self.pub)
+        """Publish no more (the source's node stays): the timer and the publisher are
+        destroyed on the spin thread, between two spins."""
+
+        def destroy() -> None:
+            self.node.destroy_timer(self.timer)
+            self.node.destroy_publisher(self.pub)
+
+        self.spinner.run(destroy)
 
 
 def clear_fault(peer: Peer, shield: str, timeout: float = 10.0) -> Trigger.Response:
@@ -198,12 +230,20 @@ def clear_fault(peer: Peer, shield: str, timeout: float = 10.0) -> Trigger.Respo
         time.sleep(0.05)
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str = "condition") -> None:
+def wait_until(
+    predicate: Callable[[], Any], timeout: float, what: str = "condition", peer: Any = None
+) -> None:
+    """Poll `predicate` until true; AssertionError after `timeout` s, or at once when
+    `peer`'s spin thread died (nothing it should deliver will come)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
+        if peer is not None:
+            peer.check()
         time.sleep(0.01)
+    if peer is not None:
+        peer.check()
     raise AssertionError(f"timed out after {timeout} s waiting for: {what}")
 
 
