@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 from robokernel_ros.process import die_with_parent
+from robokernel_ros.ros.domain import free_domain_id
 
-# Each pytest run gets its own DDS domain (0-101 are valid on Linux) so parallel runs
-# on one machine never see each other; discovery stays on this host.
-os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
+# Each pytest run gets its own DDS domain, one no participant on this host uses (another
+# run, a bench, a demo: robokernel_ros.ros.domain), so they never see each other;
+# discovery stays on this host.
+os.environ.setdefault("ROS_DOMAIN_ID", str(free_domain_id()))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1,10 +1,10 @@
 """Fixtures of the node tests: a ROS client in the test process (`ros`), the runner node
 with a simulated robot as a process (`sim_runner`), and `peer` for the safety_shield tests
-(helpers in shield_harness.py)."""
+(helpers in shield_harness.py). Every test here runs on a DDS domain of its own
+(`_own_domain`)."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import time
@@ -140,22 +140,35 @@ def sim_runner(processes, tmp_path) -> Callable[..., tuple[Any, Path]]:
     return start
 
 
-_peer_domains = itertools.count(1)
+_recent_domains: list[int] = []  # this process's last test domains: not reused at once
+
+
+@pytest.fixture(autouse=True)
+def _own_domain(monkeypatch) -> int:
+    """Every node test on a DDS domain of its own (ROS_DOMAIN_ID for this process's nodes
+    made during the test and for the processes it starts): no participant of an earlier
+    test (a SIGKILLed shield, runner or panel that discovery still lists until its lease
+    runs out, under the same node and topic names) meets it, whatever order the tests
+    run in. The domain is one no process on this host uses (ros.domain.free_domain_id:
+    not the run's, not another run's or a bench's), and none of this process's last
+    eight test domains. Autouse fixtures are made first: `ros`, `peer` and `processes`
+    see it."""
+    from robokernel_ros.ros.domain import free_domain_id
+
+    run_domain = int(os.environ["ROS_DOMAIN_ID"])
+    start = 1 + (run_domain + len(_recent_domains) + 1) % 101
+    domain = free_domain_id(start, exclude=[run_domain, *_recent_domains[-8:]])
+    _recent_domains.append(domain)
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
+    return domain
 
 
 @pytest.fixture
-def peer(monkeypatch) -> Iterator[Any]:
+def peer(_own_domain) -> Iterator[Any]:
     """The test process as one real ROS node, in its own rclpy context (shield_harness.Peer),
-    on a DDS domain of this test's own: the processes the test starts inherit it, so no
-    participant of an earlier test (a SIGKILLed shield, runner or panel that discovery
-    still lists until its lease runs out) shares the shield tests' topics."""
+    on the test's own DDS domain (`_own_domain`)."""
     from shield_harness import Peer
 
-    run_domain = int(os.environ["ROS_DOMAIN_ID"])
-    domain = 1 + (run_domain + next(_peer_domains)) % 101  # 1..101, never the run's own
-    if domain == run_domain:
-        domain = 1 + (run_domain + next(_peer_domains)) % 101
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
     p = Peer()
     try:
         yield p

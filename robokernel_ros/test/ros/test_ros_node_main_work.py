@@ -40,7 +40,10 @@ sys.exit(run_node(Probe, args=[], main_work=work))
 
 
 def _start() -> subprocess.Popen:
-    env = {**os.environ, "ROS_DOMAIN_ID": str(1 + (os.getpid() + 17) % 100)}
+    from robokernel_ros.ros.domain import free_domain_id
+
+    run = int(os.environ.get("ROS_DOMAIN_ID", "0"))
+    env = {**os.environ, "ROS_DOMAIN_ID": str(free_domain_id(exclude=[run]))}
     return subprocess.Popen(
         [sys.executable, "-c", PROBE], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True, env=env,
