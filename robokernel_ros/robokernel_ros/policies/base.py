@@ -187,8 +187,13 @@ def create_policy(name: str, **config: Any) -> Policy:
 
 _BUILTINS_LOADED = False
 #: Built-in providers whose module is imported only when their name is asked for: the
-#: `remote` provider is ROS code (robokernel_ros.ros), which policies/ must not import.
-_LAZY_PROVIDERS = {"remote": "robokernel_ros.ros.remote_policy"}
+#: `remote` provider is ROS code (robokernel_ros.ros), which policies/ must not import;
+#: `openpi` and `lerobot_async` open network connections (docs/protocols.md).
+_LAZY_PROVIDERS = {
+    "remote": "robokernel_ros.ros.remote_policy",
+    "openpi": "robokernel_ros.policies.openpi",
+    "lerobot_async": "robokernel_ros.policies.lerobot_async",
+}
 
 
 def _load_builtin_providers() -> None:
