@@ -1,16 +1,17 @@
 # Two commands: `make demo` (set up, then run the simulated workcell) and
-# `make test` (set up, then lint and the whole test suite). `make shell` opens a
+# `make test` (set up, then lint, the docs site and the whole test suite). `make shell` opens a
 # shell with everything sourced.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup test lint demo shell bench clean
+.PHONY: help setup test lint docs demo shell bench clean
 
 help:
 	@echo "make demo   set up, then run the simulated workcell demo"
-	@echo "make test   set up, then ruff and pytest"
+	@echo "make test   set up, then ruff, the docs site and pytest"
+	@echo "make docs   build the docs/ site (Sphinx + MyST) into docs/_build/html"
 	@echo "make shell  a shell with the venv, ROS 2 and the workspace sourced"
 	@echo "make bench  run every benchmark in bench/"
 
@@ -21,7 +22,12 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: setup lint
+# -E: every page and docstring read afresh (a cached page would hide its warnings);
+# -W --keep-going: any warning fails the build, after listing them all.
+docs: setup
+	@source env.sh && sphinx-build -E -q -W --keep-going -b html docs docs/_build/html
+
+test: setup lint docs
 	@source env.sh && python -m pytest robokernel_ros/test $(PYTEST_ARGS)
 
 demo: setup

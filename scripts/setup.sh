@@ -50,6 +50,14 @@ if [ -f requirements/lerobot.txt ] && [ "${ROBOKERNEL_NO_LEROBOT:-0}" != 1 ] && 
   mark lerobot "$h"
 fi
 
+# The documentation site's tools (Sphinx, MyST): `make docs`, part of `make test`.
+h=$(stage_hash requirements/docs.txt)
+if [ -f requirements/docs.txt ] && ! up_to_date docs "$h"; then
+  echo "setup: installing Sphinx and MyST (the docs/ site)"
+  pip_install -r requirements/docs.txt
+  mark docs "$h"
+fi
+
 # A headless Chromium (Debian's package) renders `robokernel report`'s page in its test.
 # Installed when this runs as root with apt-get (CI, a fresh machine); elsewhere the test
 # says what is missing. ROBOKERNEL_NO_BROWSER=1 skips it.
