@@ -240,6 +240,24 @@ class RunnerNode(LifecycleNode):
             "before the first reset moves the robot ('' = no shield: a controller takes the "
             "commands, and the publisher's match is all there is)",
         )
+        self.contract_file = declare(
+            self,
+            "contract_file",
+            "",
+            "ros: a topic contract (state sources, cameras, one command per controller) "
+            "instead of joints/joint_states_topic/command_topic/controller/camera_* "
+            "(ros.workcell_contract; '' = those parameters)",
+        )
+        self.shields = list(
+            declare(
+                self,
+                "shields",
+                [],
+                "ros, contract_file: the safety_shield node of each contract command, in "
+                "order ('' = none; [] = safety_shield for one command, <name>_shield for several)",
+                array_type=str,
+            )
+        )
         self.server_ready_timeout_s = declare(
             self,
             "server_ready_timeout_s",
@@ -298,9 +316,13 @@ class RunnerNode(LifecycleNode):
                 f"must have one topic per camera name ({len(self.camera_names)} names)",
             )
         if self.env_kind == "ros":
-            if not self.joints:
+            if not self.joints and not self.contract_file:
                 raise ParameterError("joints", self.joints, "env=ros needs the joint names")
-            if self.reset_positions and len(self.reset_positions) != len(self.joints):
+            if (
+                not self.contract_file
+                and self.reset_positions
+                and len(self.reset_positions) != len(self.joints)
+            ):
                 raise ParameterError(
                     "reset_positions",
                     self.reset_positions,
@@ -527,36 +549,13 @@ class RunnerNode(LifecycleNode):
                 raise ParameterError("robot", self.robot, requests.text(out))
             return cell
         from robokernel_ros.ros.ros_env import RosRobotEnv, RosScene
+        from robokernel_ros.ros.workcell_contract import runner_env_config
 
-        motion_limits = None
-        if self.limits_file:
-            from robokernel_ros.safety.limits import load_limits_file
-
-            try:
-                limits = load_limits_file(self.limits_file)
-            except ValueError as exc:
-                raise ParameterError("limits_file", self.limits_file, str(exc)) from None
-            motion_limits = {
-                j: (limits[j].max_velocity, limits[j].max_acceleration)
-                for j in self.joints
-                if j in limits
-            }
-        self.ros_env = RosRobotEnv(
-            self,
-            motion_limits=motion_limits,
-            joints=self.joints,
-            command_topic=self.command_topic,
-            controller=self.controller,
-            joint_states_topic=self.joint_states_topic,
-            camera_topics=dict(zip(self.camera_names, self.camera_topics, strict=True)),
-            control_hz=self.control_hz,
-            state_timeout_s=self.state_timeout_s,
-            control_priority=self.control_priority,
-            shield_state_topic=self.shield_state_topic,
-            reset_positions=dict(zip(self.joints, self.reset_positions, strict=True))
-            if self.reset_positions
-            else None,
-        )
+        # The contract_file, or today's parameters as a one-controller contract.
+        self.ros_env = RosRobotEnv(self, runner_env_config(self))
+        self.joints = list(self.ros_env.joints)
+        if self.contract_file:  # clear_fault clears each of its shields
+            self.operator.use_shields([s.clear_fault_service for s in self.ros_env.shields])
         # The rollout API drives any scene with the MuJoCo scene's protocol: the ROS robot
         # is one, so every call (and every refusal) is the same as in simulation.
         return SimWorkcell(

@@ -1,18 +1,35 @@
 """sim_robot: a MuJoCo robot that stands in for a ros2_control robot.
 
 It publishes `/joint_states` (sensor_msgs/JointState: every hinge/slide joint of the
-robot, positions and velocities) at `control_hz` and accepts the topics of the two
-controllers a workcell uses:
-  - forward_command_controller: std_msgs/Float64MultiArray on `forward_command_topic`
-    (default /forward_position_controller/commands), one value per name of `joints`,
-    written to those actuators (a joint target for position servos);
-  - joint_trajectory_controller: trajectory_msgs/JointTrajectory on `trajectory_topic`
-    (default /joint_trajectory_controller/joint_trajectory), executed from the moment it
-    arrives: positions interpolated linearly from the current targets to the first point
-    at its time_from_start, then from point to point; after the last point it holds it;
-    an empty trajectory holds the current position. It needs position actuators.
+robot, positions and velocities) at `control_hz` and accepts the topics of the two kinds
+of controller a workcell uses:
+  - forward_command_controller: std_msgs/Float64MultiArray, one value per joint of the
+    controller, written to those actuators (a joint target for position servos);
+  - joint_trajectory_controller: trajectory_msgs/JointTrajectory, executed from the
+    moment it arrives: positions interpolated linearly from the current targets to the
+    first point at its time_from_start, then from point to point; after the last point
+    it holds it; an empty trajectory holds the current position. It needs position
+    actuators.
 Like those controllers it ignores (with a logged error) a command of the wrong size,
 with unknown joints, or with non-finite values.
+
+Controllers. By default one of each over every name of `joints`: a forward command on
+`forward_command_topic` (/forward_position_controller/commands) and a trajectory on
+`trajectory_topic` (/joint_trajectory_controller/joint_trajectory). A robot whose joints
+are split over several controllers (an arm and its gripper) names them, ros2_control's
+way, in `controllers` with `<name>.kind` (forward_command | joint_trajectory),
+`<name>.topic` and `<name>.joints` each:
+
+    controllers: [arm_controller, gripper_controller]
+    arm_controller: {kind: forward_command, topic: /arm_controller/commands,
+                     joints: [shoulder_pan, shoulder_lift, elbow_flex, wrist_flex, wrist_roll]}
+    gripper_controller: {kind: forward_command, topic: /gripper_controller/commands,
+                         joints: [gripper]}
+
+or takes them from a topic contract (`contract_file`: its `commands`, one controller
+each). A controller's command sets its joints' targets only; the others keep theirs.
+The commanded actuators are then every controller's joints (`joints` must be [] or
+name the same joints; `initial_positions` follows that order).
 
 Physics runs on the wall clock: a timer ticks at `control_hz` and each tick steps the
 simulation by as many control periods as wall time has advanced (at most
@@ -29,6 +46,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rclpy.node import Node
@@ -39,6 +57,20 @@ from trajectory_msgs.msg import JointTrajectory
 from robokernel_ros.ros.node import EXECUTORS, exit_main, run_node
 from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.qos import COMMAND_QOS, JOINT_STATE_PUB_QOS
+
+KINDS = ("forward_command", "joint_trajectory")
+
+
+@dataclass
+class _Controller:
+    """One controller: its joints are `indices` into the node's commanded actuators."""
+
+    name: str
+    kind: str
+    topic: str
+    joints: list[str]
+    indices: list[int]
+    trajectory: tuple[float, list[float], list[tuple[float, list[float]]]] | None = None
 
 
 class SimRobotNode(Node):
@@ -66,18 +98,6 @@ class SimRobotNode(Node):
             "start targets and joint positions, in `joints` order ([] = model's)",
             array_type=float,
         )
-        fc_topic = declare(
-            self,
-            "forward_command_topic",
-            "/forward_position_controller/commands",
-            "forward_command_controller topic (Float64MultiArray)",
-        )
-        jt_topic = declare(
-            self,
-            "trajectory_topic",
-            "/joint_trajectory_controller/joint_trajectory",
-            "joint_trajectory_controller topic (JointTrajectory)",
-        )
         js_topic = declare(self, "joint_states_topic", "/joint_states", "where joint states go")
         self._max_catch_up = declare(
             self, "max_catch_up_steps", 10, "most control periods stepped in one tick", min_value=1
@@ -97,16 +117,46 @@ class SimRobotNode(Node):
             raise ParameterError("control_hz", hz, str(exc)) from exc
         keys = list(self._env.env_spec.action_keys)
         kinds = self._env.actuator_kinds
-        self._joints = list(joints) or keys
+        specs = self._controller_specs()  # (name, kind, topic, joints) each; [] = the defaults
+        if specs:
+            union = [j for _, _, _, cj in specs for j in cj]
+            if joints and sorted(joints) != sorted(union):
+                raise ParameterError(
+                    "joints", joints, f"must be [] or the controllers' joints {union}"
+                )
+            self._joints = union
+        else:
+            self._joints = list(joints) or keys
         unknown = [j for j in self._joints if j not in keys]
         if unknown or len(set(self._joints)) != len(self._joints):
             raise ParameterError(
-                "joints",
+                "controllers" if specs else "joints",
                 self._joints,
                 f"must be distinct actuator names of the robot, among {keys}",
             )
-        self._index = {j: i for i, j in enumerate(self._joints)}
-        self._position_servos = all(kinds[j] == "position" for j in self._joints)
+        if not specs:
+            fc_topic = declare(
+                self,
+                "forward_command_topic",
+                "/forward_position_controller/commands",
+                "forward_command_controller topic (Float64MultiArray)",
+            )
+            jt_topic = declare(
+                self,
+                "trajectory_topic",
+                "/joint_trajectory_controller/joint_trajectory",
+                "joint_trajectory_controller topic (JointTrajectory)",
+            )
+            specs = [
+                ("forward_command", "forward_command", fc_topic, self._joints),
+                ("joint_trajectory", "joint_trajectory", jt_topic, self._joints),
+            ]
+        index = {j: i for i, j in enumerate(self._joints)}
+        self._controllers = [
+            _Controller(name, kind, topic, list(cj), [index[j] for j in cj])
+            for name, kind, topic, cj in specs
+        ]
+        self._position_servos = {j: kinds[j] == "position" for j in self._joints}
         self._env.reset(seed=0)
         self._targets = [self._env.hold_action()[j] for j in self._joints]
         if initial:
@@ -114,10 +164,9 @@ class SimRobotNode(Node):
                 raise ParameterError(
                     "initial_positions",
                     initial,
-                    f"must have {len(self._joints)} values (one per joint)",
+                    f"must have {len(self._joints)} values (one per joint of {self._joints})",
                 )
             self._set_initial(initial)
-        self._trajectory: tuple[float, list[float], list[tuple[float, list[float]]]] | None = None
         self.period = 1.0 / self._env.control_hz
         self._state_names = list(self._env.joint_keys)
         self.steps = 0
@@ -126,15 +175,74 @@ class SimRobotNode(Node):
         self.ignored = 0
 
         self._pub = self.create_publisher(JointState, js_topic, JOINT_STATE_PUB_QOS)
-        self.create_subscription(Float64MultiArray, fc_topic, self._on_forward, COMMAND_QOS)
-        self.create_subscription(JointTrajectory, jt_topic, self._on_trajectory, COMMAND_QOS)
+        for c in self._controllers:
+            if c.kind == "forward_command":
+                self.create_subscription(
+                    Float64MultiArray, c.topic, lambda m, c=c: self._on_forward(c, m), COMMAND_QOS
+                )
+            else:
+                self.create_subscription(
+                    JointTrajectory, c.topic, lambda m, c=c: self._on_trajectory(c, m), COMMAND_QOS
+                )
         self._t0 = time.monotonic()
         self.create_timer(self.period, self._tick)
         self._publish()
         self.get_logger().info(
-            f"robot {robot!r}: {len(self._joints)} commanded actuators {self._joints}, "
-            f"{len(self._state_names)} joints on {js_topic} at {self._env.control_hz:g} Hz"
+            f"robot {robot!r}: {len(self._joints)} commanded actuators, controllers "
+            + "; ".join(f"{c.name} ({c.kind}) {c.joints} <- {c.topic}" for c in self._controllers)
+            + f"; {len(self._state_names)} joints on {js_topic} at {self._env.control_hz:g} Hz"
         )
+
+    def _controller_specs(self) -> list[tuple[str, str, str, list[str]]]:
+        """The controllers named by `controllers` or `contract_file` ([]: the defaults)."""
+        names = list(
+            declare(
+                self,
+                "controllers",
+                [],
+                "controller names, each with <name>.kind, <name>.topic, <name>.joints "
+                "([] = one of each kind over `joints`)",
+                array_type=str,
+            )
+        )
+        contract_file = declare(
+            self,
+            "contract_file",
+            "",
+            "a topic contract whose `commands` are the controllers ('' = none)",
+        )
+        if names and contract_file:
+            raise ParameterError(
+                "contract_file", contract_file, "give either controllers or contract_file"
+            )
+        if contract_file:
+            from robokernel_ros.contract import ContractError, load_contract
+
+            try:
+                contract = load_contract(contract_file)
+            except (ContractError, OSError) as exc:
+                raise ParameterError("contract_file", contract_file, str(exc)) from None
+            return [
+                (getattr(c, "name", "") or f"command{i}", c.kind, c.topic, list(c.joints))
+                for i, c in enumerate(contract.commands)
+            ]
+        if len(set(names)) != len(names) or not all(names):
+            raise ParameterError("controllers", names, "must be distinct non-empty names")
+        specs = []
+        for name in names:
+            kind = declare(
+                self, f"{name}.kind", "forward_command", "controller kind", choices=KINDS
+            )
+            topic = declare(self, f"{name}.topic", "", "the controller's command topic")
+            cj = list(
+                declare(self, f"{name}.joints", [], "the controller's joints", array_type=str)
+            )
+            if not topic:
+                raise ParameterError(f"{name}.topic", topic, "must be a topic name")
+            if not cj:
+                raise ParameterError(f"{name}.joints", cj, "must name the controller's joints")
+            specs.append((name, kind, topic, cj))
+        return specs
 
     def _set_initial(self, values: Sequence[float]) -> None:
         import mujoco
@@ -153,66 +261,83 @@ class SimRobotNode(Node):
 
     # -- commands --
 
-    def _ignore(self, why: str) -> None:
+    def _ignore(self, controller: _Controller, why: str) -> None:
         self.ignored += 1
-        self.get_logger().error(f"command ignored: {why}", throttle_duration_sec=1.0)
+        self.get_logger().error(
+            f"{controller.name}: command ignored: {why}", throttle_duration_sec=1.0
+        )
 
-    def _on_forward(self, msg: Float64MultiArray) -> None:
+    def _on_forward(self, c: _Controller, msg: Float64MultiArray) -> None:
         data = list(msg.data)
-        if len(data) != len(self._joints):
-            self._ignore(f"{len(data)} values for {len(self._joints)} joints")
+        if len(data) != len(c.joints):
+            self._ignore(c, f"{len(data)} values for {len(c.joints)} joints")
             return
         if not all(math.isfinite(v) for v in data):
-            self._ignore("non-finite value")
+            self._ignore(c, "non-finite value")
             return
         self.commands += 1
-        self._trajectory = None
-        self._targets = data
+        self._cancel_trajectories(c)
+        targets = list(self._targets)
+        for i, value in zip(c.indices, data, strict=True):
+            targets[i] = value
+        self._targets = targets
 
-    def _on_trajectory(self, msg: JointTrajectory) -> None:
-        if not self._position_servos:
-            self._ignore("joint trajectories need position actuators")
+    def _on_trajectory(self, c: _Controller, msg: JointTrajectory) -> None:
+        if not all(self._position_servos[j] for j in c.joints):
+            self._ignore(c, "joint trajectories need position actuators")
             return
         names = list(msg.joint_names)
-        if sorted(names) != sorted(self._joints):
-            self._ignore(f"joint_names {names} must name each of {self._joints} once")
+        if sorted(names) != sorted(c.joints):
+            self._ignore(c, f"joint_names {names} must name each of {c.joints} once")
             return
-        order = [names.index(j) for j in self._joints]
+        order = [names.index(j) for j in c.joints]
         points: list[tuple[float, list[float]]] = []
         t_prev = 0.0
         for point in msg.points:
             t = point.time_from_start.sec + point.time_from_start.nanosec * 1e-9
             positions = list(point.positions)
             if len(positions) != len(names) or not all(math.isfinite(v) for v in positions):
-                self._ignore("a point with the wrong size or a non-finite position")
+                self._ignore(c, "a point with the wrong size or a non-finite position")
                 return
             if t < t_prev:
-                self._ignore("time_from_start goes backwards")
+                self._ignore(c, "time_from_start goes backwards")
                 return
             points.append((t, [positions[k] for k in order]))
             t_prev = t
         self.commands += 1
+        self._cancel_trajectories(c)
         if not points:
             observed = self._env.observe()["joint_positions"]
-            self._targets = [
-                observed.get(j, q) for j, q in zip(self._joints, self._targets, strict=True)
-            ]
-            self._trajectory = None
+            targets = list(self._targets)
+            for i, j in zip(c.indices, c.joints, strict=True):
+                targets[i] = observed.get(j, targets[i])
+            self._targets = targets
             return
-        self._trajectory = (time.monotonic(), list(self._targets), points)
+        c.trajectory = (time.monotonic(), [self._targets[i] for i in c.indices], points)
 
-    def _sample_trajectory(self, now: float) -> None:
-        start_time, start, points = self._trajectory
+    def _cancel_trajectories(self, c: _Controller) -> None:
+        """A command to `c` ends every trajectory over its joints (its own included)."""
+        for other in self._controllers:
+            if other is c or not set(other.indices).isdisjoint(c.indices):
+                other.trajectory = None
+
+    def _sample_trajectory(self, c: _Controller, now: float) -> None:
+        start_time, start, points = c.trajectory
         t = now - start_time
         t_prev, q_prev = 0.0, start
+        values = list(points[-1][1])
         for t_point, q_point in points:
             if t < t_point:
                 s = (t - t_prev) / (t_point - t_prev) if t_point > t_prev else 1.0
-                self._targets = [a + s * (b - a) for a, b in zip(q_prev, q_point, strict=True)]
-                return
+                values = [a + s * (b - a) for a, b in zip(q_prev, q_point, strict=True)]
+                break
             t_prev, q_prev = t_point, q_point
-        self._targets = list(points[-1][1])
-        self._trajectory = None
+        else:
+            c.trajectory = None
+        targets = list(self._targets)
+        for i, value in zip(c.indices, values, strict=True):
+            targets[i] = value
+        self._targets = targets
 
     # -- physics on the wall clock --
 
@@ -230,8 +355,9 @@ class SimRobotNode(Node):
             )
             due = self._max_catch_up
         for _ in range(due):
-            if self._trajectory is not None:
-                self._sample_trajectory(now)
+            for c in self._controllers:
+                if c.trajectory is not None:
+                    self._sample_trajectory(c, now)
             result = self._env.step(dict(zip(self._joints, self._targets, strict=True)))
             self.steps += 1
         self._publish(result.observation)

@@ -83,11 +83,9 @@ class RunnerOperator:
         node.create_subscription(
             Verdict, "verdict", self._on_verdict_topic, 10, callback_group=quick
         )
-        self._shield_client = (
-            node.create_client(Trigger, shield_clear_fault, callback_group=quick)
-            if shield_clear_fault
-            else None
-        )
+        self._quick = quick
+        self._shield_clients: list[Any] = []  # the clear_fault of each shield, in order
+        self.use_shields([shield_clear_fault] if shield_clear_fault else [])
         self._stop = threading.Event()
         self._watcher = threading.Thread(
             target=self._watch,
@@ -179,21 +177,34 @@ class RunnerOperator:
                 scene.clear_fault()
         response.success = True
         response.message = "e-stop cleared on the runner"
-        if self._shield_client is not None:
-            ok, detail = self._clear_shield()
-            response.success = ok
-            response.message += f"; shield: {detail}"
+        for client in list(self._shield_clients):
+            ok, detail = self._clear_shield(client)
+            response.success = response.success and ok
+            named = f" {client.srv_name}" if len(self._shield_clients) > 1 else ""
+            response.message += f"; shield{named}: {detail}"
         return response
 
-    def _clear_shield(self) -> tuple[bool, str]:
-        if not self._shield_client.wait_for_service(timeout_sec=1.0):
-            return True, f"no {self._shield_client.srv_name} service (no shield running)"
+    def use_shields(self, clear_fault_services: list[str]) -> None:
+        """clear_fault also calls these shields' clear_fault services, in order (the
+        runner's robot env commands through them; a client is made once per name)."""
+        made = {c.srv_name: c for c in self._shield_clients}
+        clients = []
+        for name in clear_fault_services:
+            client = made.get(name)
+            if client is None:
+                client = self._node.create_client(Trigger, name, callback_group=self._quick)
+            clients.append(client)
+        self._shield_clients = clients
+
+    def _clear_shield(self, client: Any) -> tuple[bool, str]:
+        if not client.wait_for_service(timeout_sec=1.0):
+            return True, f"no {client.srv_name} service (no shield running)"
         done = threading.Event()
-        future = self._shield_client.call_async(Trigger.Request())
+        future = client.call_async(Trigger.Request())
         future.add_done_callback(lambda _f: done.set())
         if not done.wait(3.0):
             future.cancel()
-            return False, f"{self._shield_client.srv_name} did not answer within 3 s"
+            return False, f"{client.srv_name} did not answer within 3 s"
         result = future.result()
         return bool(result.success), result.message
 
