@@ -42,6 +42,8 @@ exclude_patterns = [
     "robokernel_ros.*.rst",
     "__readme_include.rst",
     "standards.rst",
+    "standard_docs",
+    "user_docs",
     "interfaces",
     "generated",
     "sphinx_output",
