@@ -2,9 +2,11 @@
 
     from robokernel_ros.recording import BagMirror, load_bag_trace, recover_bag
 
-Importing this package teaches `kernel.load_trace` to read bag folders too.
+Importing this package teaches `kernel.load_trace` to read bag folders too, and the run
+directories `import-bag` makes (recording.importer).
 """
 
+from .importer_trace import register as _register_imported
 from .mirror import (
     BAG_DIR,
     DEFAULT_PREFIX,
@@ -18,6 +20,7 @@ from .reader import BagTrace, is_bag, iter_raw, load_bag_trace, register
 from .recover import RecoveryReport, recover_bag
 
 register()
+_register_imported()  # run directories made by import-bag: frames read from their bag
 
 __all__ = [
     "BAG_DIR",
