@@ -67,7 +67,6 @@ SUBCOMMAND_MODULES: list[str] = [
     "robokernel_ros.scoring.cli",
     "robokernel_ros.recording.cli",
     "robokernel_ros.recording.import_cli",  # import-bag, contract check (issue #35)
-    "robokernel_ros.recording.import_cli",  # import-bag, contract check (issue #35)
     "robokernel_ros.safety.cli",
     "robokernel_ros.cli_replay",
     "robokernel_ros.flywheel.cli",
