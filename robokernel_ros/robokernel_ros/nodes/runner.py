@@ -112,6 +112,7 @@ from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.qos import EVENTS_QOS, STATUS_QOS
 from robokernel_ros.ros.remote_policy import RemotePolicy
 from robokernel_ros.ros.requests import Refused
+from robokernel_ros.ros.shield_ledger import ShieldLedger, ShieldLink, shield_sink
 from robokernel_ros.ros.transport import ServerWatch, close_private_link
 from robokernel_ros.ros.wire import join, kernel_event_msg
 
@@ -134,6 +135,7 @@ class RunnerNode(LifecycleNode):
         self.cell: Any = None
         self.live_view: Any = None
         self.ros_env: Any = None
+        self.shield_ledger: ShieldLedger | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._active = False
         self._calls = 0
@@ -266,6 +268,23 @@ class RunnerNode(LifecycleNode):
             # one is paired 2.5-4 s after it starts (measured in full test runs), and a
             # shorter wait refused the first call after a restart
             "how long a call with policy_provider remote waits for a ready policy server",
+            min_value=0.0,
+            min_exclusive=True,
+        )
+        self.follow_tolerance = declare(
+            self,
+            "follow_tolerance",
+            0.3,
+            "ros: an episode ends error when a joint stays further than this from its "
+            "commanded target (rad, or the joint's unit) for follow_timeout_s: the robot does "
+            "not follow (0 = not checked)",
+            min_value=0.0,
+        )
+        self.follow_timeout_s = declare(
+            self,
+            "follow_timeout_s",
+            1.0,
+            "ros: how long a joint may stay beyond follow_tolerance",
             min_value=0.0,
             min_exclusive=True,
         )
@@ -497,6 +516,9 @@ class RunnerNode(LifecycleNode):
             close = getattr(cell, "close", None)
             if callable(close):
                 close()
+        if self.shield_ledger is not None:
+            self.shield_ledger.close()
+            self.shield_ledger = None
         if self.ros_env is not None:
             self.ros_env.close()
             self.ros_env = None
@@ -556,11 +578,47 @@ class RunnerNode(LifecycleNode):
         self.joints = list(self.ros_env.joints)
         if self.contract_file:  # clear_fault clears each of its shields
             self.operator.use_shields([s.clear_fault_service for s in self.ros_env.shields])
+        # What the shields did with the episode's commands (ros.shield_ledger) and whether
+        # the robot followed them (ros.checked_env): in every step's check, the episode's
+        # report, trace and score.
+        from robokernel_ros.ros.checked_env import CheckedRobotEnv
+
+        links = self._shield_links()
+        self.shield_ledger = ShieldLedger(self, links) if links else None
+        if self.shield_ledger is not None:
+            sinks.append(shield_sink(self.shield_ledger))
+        env = CheckedRobotEnv(
+            self.ros_env,
+            self.shield_ledger,
+            follow_tolerance=self.follow_tolerance,
+            follow_timeout_s=self.follow_timeout_s,
+            estopped=lambda: self.operator.latched,
+        )
         # The rollout API drives any scene with the MuJoCo scene's protocol: the ROS robot
         # is one, so every call (and every refusal) is the same as in simulation.
         return SimWorkcell(
-            scene=RosScene(self.robot_name, self.ros_env), trace_dir=trace_dir, episode_sinks=sinks
+            scene=RosScene(self.robot_name, env), trace_dir=trace_dir, episode_sinks=sinks
         )
+
+    def _shield_links(self) -> list[ShieldLink]:
+        """The shields the robot env commands through (its `shields`, else the one of
+        shield_state_topic and command_topic), keyed by the shield's full node name."""
+        env = self.ros_env
+
+        def sent() -> int:
+            return int(env.commands_sent)
+
+        routes = getattr(env, "shields", None)
+        if routes is not None:
+            return [
+                ShieldLink(r.name or r.state_topic.rsplit("/", 1)[0], r.state_topic,
+                           r.input_topic, sent)
+                for r in routes
+            ]  # fmt: skip
+        if not self.shield_state_topic:
+            return []
+        state = self.resolve_topic_name(self.shield_state_topic)
+        return [ShieldLink(state.rsplit("/", 1)[0], state, self.command_topic, sent)]
 
     # events ----------------------------------------------------------------------------------
 
@@ -618,6 +676,8 @@ class RunnerNode(LifecycleNode):
             # says what ran (its episode ended "stopped", stopped_reason the transition).
             text = f"{name} stopped by the runner's lifecycle ({stopped}) before it completed"
             out = {**out, "status": "error", "content": [{"text": text}, *out.get("content", [])]}
+        elif long:
+            out = requests.estopped_is_not_success(name, out)
         return requests.fill_response(response, out)
 
     def _not_active(self, name: str) -> str:
@@ -631,8 +691,12 @@ class RunnerNode(LifecycleNode):
         return self.control_hz if self.env_kind == "ros" else None
 
     def _guard_start(self, provider: str, config: dict[str, Any]) -> None:
-        """ROS-side refusals before the facade is called: latched e-stop, policy server not active."""
+        """ROS-side refusals before the facade is called: latched e-stop, a shield that does
+        not forward (inactive, waiting, latched: named with its reason), policy server not
+        active."""
         self.operator.check_start()
+        if self.shield_ledger is not None:
+            self.shield_ledger.check_ready()
         if provider == "remote":
             namespace = config.setdefault(
                 "namespace", self.get_namespace() if self.get_namespace() != "/" else ""

@@ -2,7 +2,7 @@
 
     command source --input_topic--> safety_shield --output_topic--> ros2_control controller
                                           ^  /joint_states (measured positions)
-                                          |  ~/estop (std_msgs/Bool, latched), operator
+                                          |  <ns>/estop (std_msgs/Bool, latched): the panel
 
 It speaks the controllers' own message types: `std_msgs/Float64MultiArray` for a
 forward_command_controller (`<ctrl>/commands`, values in `joints` order) or
@@ -27,9 +27,12 @@ timeout (interventions guard "watchdog", counter `timeouts`); the next valid com
 resumes.
 
 E-stop, a normally-closed circuit (robokernel_ros.safety.estop.EstopCircuit, where the
-choice of a heartbeat over DDS liveliness is argued): `~/estop` topic (std_msgs/Bool,
-true = pressed; reliable + transient_local depth 1, so a shield that starts or restarts
-receives the last value at once). With `estop_required:=true` (the default) nothing
+choice of a heartbeat over DDS liveliness is argued): the `estop_topic` topic (the
+shipped config files set `estop`, i.e. `<ns>/estop`: the one nodes/estop_panel.py
+publishes in the same namespace, so they work without a remap; the parameter's own
+default is `~/estop`, a source of this shield alone; std_msgs/Bool, true = pressed;
+reliable + transient_local depth 1, so a shield that starts or restarts receives the last
+value at once). With `estop_required:=true` (the default) nothing
 passes until a live source has said released: the source (nodes/estop_panel.py, or a
 hardware bridge) republishes its state every period; two samples make it live, the
 last one must be at most `estop_timeout_s` old. A source that goes silent latches the
@@ -52,7 +55,16 @@ silent, incompatible QoS).
 `command_sender` in `~/state` is the publisher (DDS GID) of the last command read,
 published when it changes: a sender that finds itself there knows that its commands
 arrive (RosRobotEnv's first reset waits for it; its publisher's own match says only
-that it found this reader).
+that it found this reader). `sender_read/passed/clipped/refused` count what became of
+that sender's commands (every lifecycle and e-stop state: a command read while inactive
+or waiting is refused, and counted), `last_refusal` says why the last one was refused;
+`~/state` is also published when these counts change (at most every 50 ms), so a sender
+learns within a moment what the shield did with its commands (the runner's report).
+
+Honesty: `~/state`'s `state` is `active` only while commands are forwarded; the
+lifecycle's `~/get_state` answers the primary state ACTIVE with the label
+`active (not forwarding: <reason>)` while the node waits (the e-stop source, a joint
+state) or is latched, and the log says "forwarding commands" only when it does.
 
 Lifecycle (rclpy.lifecycle): configure validates the parameters and loads the limits
 (`safety.limits`: a `limits_file` in the joint_limits layout of ros2_control, MoveIt or
@@ -196,6 +208,14 @@ class SafetyShieldNode(LifecycleNode):
         # that sees itself there knows DDS delivers its commands here (its own publisher's
         # match says only that it found this reader, not that this reader found it).
         self._command_sender = ""
+        # What became of each sender's commands: [read, passed, clipped, refused].
+        self._sender_counts: dict[str, list[int]] = {}
+        self._counts = self._sender_counts.setdefault("", [0, 0, 0, 0])
+        self._last_refusal = ""
+        self._published_counts: tuple[int, ...] = ()
+        self._forwarding_logged: bool | None = None  # the last "forwarding" state logged
+        # ~/get_state says whether the active node forwards (module docstring)
+        self._service_get_state.callback = self._on_get_state
 
         # Always present, whatever the lifecycle state.
         self._pub_state = self.create_publisher(ShieldState, "~/state", STATUS_QOS)
@@ -215,12 +235,13 @@ class SafetyShieldNode(LifecycleNode):
             use_global_arguments=False,
             start_parameter_services=False,
         )
+        estop_topic = self.get_parameter("estop_topic").value or "~/estop"
         self._estop_reader = DirectReader(
-            self._rx_node, Bool, self.resolve_topic_name("~/estop"), ESTOP_READER_QOS
+            self._rx_node, Bool, self.resolve_topic_name(estop_topic), ESTOP_READER_QOS
         )
         self._estop_sub = self.create_subscription(
             Bool,
-            "~/estop",
+            estop_topic,
             lambda _msg: self._take_estop(),
             ESTOP_QOS,
             event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_estop_qos),
@@ -357,6 +378,14 @@ class SafetyShieldNode(LifecycleNode):
             "arrived or this long passed (time for a latched e-stop to be delivered by DDS)",
             min_value=0.0,
             max_value=60.0,
+        )
+        declare(
+            self,
+            "estop_topic",
+            "~/estop",
+            "the e-stop source's topic (std_msgs/Bool, true = pressed); relative names are in "
+            "the node's namespace: 'estop' is <ns>/estop, the estop_panel's (the shipped "
+            "config files set it)",
         )
         declare(self, "executor", "events", "rclpy executor", choices=EXECUTORS)
         # ros2_control's joint_limits.<joint>.<key> parameters, for the joints named.
@@ -537,11 +566,9 @@ class SafetyShieldNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = True
         self._reset_motion()
-        self._logger.info(
-            "active: forwarding commands"
-            + ("" if self._have_js else " once a joint state for every joint has arrived")
-        )
-        self._publish_state()
+        self._forwarding_logged = None
+        self._logger.info("activated (lifecycle)")
+        self._publish_state()  # logs whether it forwards, and why not
         return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -643,26 +670,14 @@ class SafetyShieldNode(LifecycleNode):
             )
             return False
         if not self._have_js:
-            self.refused += 1
-            self._intervene(
-                "waiting",
-                "",
-                math.nan,
-                math.nan,
-                "refused",
-                "no joint state yet for every joint; nothing is forwarded",
-            )
+            detail = "no joint state yet for every joint; nothing is forwarded"
+            self._count_refusal(f"waiting: {detail}")
+            self._intervene("waiting", "", math.nan, math.nan, "refused", detail)
             return False
         if not forward:
-            self.refused += 1
-            self._intervene(
-                "waiting",
-                "",
-                math.nan,
-                math.nan,
-                "refused",
-                estop.reason(now, self._estop_sub.get_publisher_count()),
-            )
+            detail = estop.reason(now, self._estop_sub.get_publisher_count())
+            self._count_refusal(f"waiting: {detail}")
+            self._intervene("waiting", "", math.nan, math.nan, "refused", detail)
             return False
         if not self._review.seeded:
             self._review.seed()
@@ -687,6 +702,13 @@ class SafetyShieldNode(LifecycleNode):
     def _heard_from(self, sender: str) -> None:
         """A command of `sender` was read, whatever becomes of it (a lifecycle state or
         the e-stop may refuse it): a new sender is published in ~/state at once."""
+        counts = self._sender_counts.get(sender)
+        if counts is None:
+            if len(self._sender_counts) > 64:  # senders come and go: keep the recent ones
+                self._sender_counts.pop(next(iter(self._sender_counts)))
+            counts = self._sender_counts[sender] = [0, 0, 0, 0]
+        self._counts = counts
+        counts[0] += 1
         if sender != self._command_sender:
             self._command_sender = sender
             self._publish_state()
@@ -694,6 +716,7 @@ class SafetyShieldNode(LifecycleNode):
     def _on_array(self, msg: Float64MultiArray, sent: float) -> None:
         """One forward_command command, published at `sent` (monotonic seconds)."""
         if not self._active:
+            self._refused_inactive()
             return
         now = time.monotonic()
         if not self._gate(now):
@@ -704,9 +727,11 @@ class SafetyShieldNode(LifecycleNode):
         verdict = self._review.review_array(msg.data, sent)
         if verdict.action == "passed":
             self.passed += 1
+            self._counts[1] += 1
             self._pub_cmd.publish(msg)
         elif verdict.action == "clipped":
             self.clipped += 1
+            self._counts[2] += 1
             self._pub_cmd.publish(Float64MultiArray(data=verdict.values))
             self._publish_findings(verdict.findings)
         else:
@@ -716,6 +741,7 @@ class SafetyShieldNode(LifecycleNode):
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         if not self._active:
+            self._refused_inactive()
             return
         now = time.monotonic()
         if not self._gate(now):
@@ -732,6 +758,7 @@ class SafetyShieldNode(LifecycleNode):
         verdict = self._review.review_trajectory(msg.joint_names, points, now)
         if verdict.action == "passed":
             self.passed += 1
+            self._counts[1] += 1
             self._pub_cmd.publish(msg)
         elif verdict.action == "clipped":
             out = JointTrajectory()
@@ -754,6 +781,7 @@ class SafetyShieldNode(LifecycleNode):
                     point = new
                 out.points.append(point)
             self.clipped += 1
+            self._counts[2] += 1
             self._pub_cmd.publish(out)
             self._publish_findings(verdict.findings)
         else:
@@ -771,15 +799,28 @@ class SafetyShieldNode(LifecycleNode):
         self, now: float, guard: str, joint: str, value: float, limit: float, detail: str
     ) -> None:
         """Refused by the node itself (e-stop): one intervention, then the hold."""
-        self.refused += 1
+        self._count_refusal(f"{guard}: {detail}")
         self._intervene(guard, joint, value, limit, "refused", detail)
         self._send_hold(now)
 
     def _refused(self, verdict: Verdict) -> None:
         """Refused by the review, which has recorded its hold (`verdict.values`)."""
-        self.refused += 1
+        refusals = [f for f in verdict.findings if f.action == "refused"] or verdict.findings
+        self._count_refusal("; ".join(map(_finding_text, refusals[:3])) or "refused by the review")
         self._publish_findings(verdict.findings)
         self._publish_hold(verdict.values)
+
+    def _count_refusal(self, reason: str) -> None:
+        """A command of the current sender was not forwarded, for `reason`."""
+        self.refused += 1
+        self._counts[3] += 1
+        self._last_refusal = reason
+
+    def _refused_inactive(self) -> None:
+        """A command read while the node is not active (lifecycle): refused, counted."""
+        detail = "the shield is not active (lifecycle state inactive): nothing is forwarded"
+        self._count_refusal(f"inactive: {detail}")
+        self._intervene("inactive", "", math.nan, math.nan, "refused", detail)
 
     def _send_hold(self, now: float) -> None:
         """Send the hold command (needs a joint state for a position interface)."""
@@ -877,7 +918,10 @@ class SafetyShieldNode(LifecycleNode):
         now = time.monotonic()
         if self._estop.tick(now):
             self._latched_now()
-        elif self._estop.source_state(now) != self._published_estop[1]:
+        elif (
+            self._estop.source_state(now) != self._published_estop[1]
+            or self._count_key() != self._published_counts
+        ):
             self._publish_state()
 
     def _on_estop_qos(self, info: QoSRequestedIncompatibleQoSInfo) -> None:
@@ -989,7 +1033,52 @@ class SafetyShieldNode(LifecycleNode):
         msg.passed, msg.clipped, msg.refused = self.passed, self.clipped, self.refused
         msg.held, msg.timeouts = self.held, self.timeouts
         msg.command_sender = self._command_sender
+        counts = self._counts
+        msg.sender_read, msg.sender_passed, msg.sender_clipped, msg.sender_refused = counts
+        msg.last_refusal = self._last_refusal
+        self._published_counts = self._count_key()
         self._pub_state.publish(msg)
+        self._log_forwarding(msg.state, msg.reason)
+
+    def _count_key(self) -> tuple[int, ...]:
+        return (*self._counts, self.held, self.timeouts)
+
+    def _log_forwarding(self, state: str, reason: str) -> None:
+        """Say in the log when forwarding starts and stops (never that it forwards while
+        it waits)."""
+        if not self._active:
+            self._forwarding_logged = None
+            return
+        forwarding = state == "active"
+        if forwarding == self._forwarding_logged:
+            return
+        self._forwarding_logged = forwarding
+        if forwarding:
+            self._logger.info("forwarding commands")
+        else:
+            self._logger.warning(f"{state}: NOT forwarding commands: {reason}")
+
+    def _on_get_state(self, request: Any, response: Any) -> Any:
+        """lifecycle ~/get_state: the primary state; while ACTIVE its label says whether
+        commands are forwarded ('active') or why not ('active (not forwarding: ...)')."""
+        state_id, label = self._state_machine.current_state
+        response.current_state.id = state_id
+        if self._active:
+            state, reason = self._state_and_reason(time.monotonic())
+            if state != "active":
+                label = f"{label} (not forwarding: {state}: {reason})"
+        response.current_state.label = label
+        return response
+
+
+def _finding_text(f: Finding) -> str:
+    """'position shoulder_pan=2.5 (limit 1.92): <detail>' (what is known of it)."""
+    what = f.guard + (f" {f.joint}" if f.joint else "")
+    if math.isfinite(f.value):
+        what += f"={f.value:.4g}"
+    if math.isfinite(f.limit):
+        what += f" (limit {f.limit:.4g})"
+    return what + (f": {f.detail}" if f.detail else "")
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -154,6 +154,8 @@ class WorkcellClient:
             ListPoliciesRunning, self._name("list_policies_running")
         )
         self._goals: list[Any] = []  # goal handles in flight
+        self._triggers: dict[str, Any] = {}  # the operator's Trigger clients, by name
+        self._peers: dict[str, Any] = {}  # lifecycle clients, by node
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name="robokernel_client", daemon=True)
         self._thread.start()
@@ -307,6 +309,68 @@ class WorkcellClient:
 
     def list_policies_running(self) -> CallResult:
         return self._service("list_policies_running", {})
+
+    # -- the operator's calls --
+
+    def estop(self, pressed: bool, panel: str = "estop_panel") -> CallResult:
+        """Press (True) or release (False) the e-stop panel `<ns>/<panel>` (its ~/press,
+        ~/release). A release leaves the runner and the shields latched: clear_fault."""
+        return self.trigger(f"{panel}/{'press' if pressed else 'release'}")
+
+    def clear_fault(self) -> CallResult:
+        """The runner's clear_fault (which clears its shields' too), once released."""
+        return self.trigger("clear_fault")
+
+    def trigger(self, service: str, timeout_s: float = 10.0) -> CallResult:
+        """Call the std_srvs/Trigger service `<ns>/<service>` (absolute when it starts
+        with '/'); asked again while unanswered (these calls are harmless to repeat)."""
+        from std_srvs.srv import Trigger
+
+        name = service if service.startswith("/") else self._name(service)
+        with self._lock:
+            client = self._triggers.get(name)
+            if client is None:
+                client = self._triggers[name] = self._node.create_client(Trigger, name)
+        if not client.wait_for_service(timeout_sec=self.server_timeout_s):
+            raise TimeoutError(
+                f"no node answers the service {name} within {self.server_timeout_s:g} s"
+            )
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                reply = self._wait(client.call_async(Trigger.Request()), name, timeout_s=2.0)
+                return CallResult(bool(reply.success), "success" if reply.success else "error",
+                                  reply.message)  # fmt: skip
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name}: no answer within {timeout_s:g} s") from None
+
+    def lifecycle(self, node: str, transition: str, timeout_s: float = 10.0) -> CallResult:
+        """Trigger a lifecycle `transition` (configure, activate, deactivate, cleanup,
+        shutdown) of `<ns>/<node>`, or read its state (transition "get"); the answer says
+        the state the node is in afterwards."""
+        from .lifecycle import TRANSITIONS, LifecyclePeer
+
+        if transition not in (*TRANSITIONS, "get"):
+            raise ValueError(
+                f"transition={transition!r}: must be one of {', '.join((*TRANSITIONS, 'get'))}"
+            )
+        target = node if node.startswith("/") else self._name(node)
+        with self._lock:
+            peer = self._peers.get(target)
+            if peer is None:
+                peer = self._peers[target] = LifecyclePeer(self._node, target)
+        if transition == "get":
+            state = peer.state(timeout_s)
+            if state is None:
+                return CallResult(False, "error", peer.refusal(None, "reachable", timeout_s))
+            return CallResult(True, "success", f"{target}: {state}")
+        done = peer.change(transition, timeout_s)
+        state = peer.state(timeout_s)
+        where = f"{target} is {state}" if state is not None else f"{target} did not answer"
+        if done:
+            return CallResult(True, "success", f"{transition}: done; {where}")
+        return CallResult(False, "error", f"{transition}: refused or failed; {where}")
 
     # -- plumbing --
 

@@ -123,6 +123,12 @@ class RunnerOperator:
         if not ready:
             raise Refused(f"refused: {reason}")
 
+    @property
+    def latched(self) -> bool:
+        """Whether the runner's e-stop is latched now."""
+        with self._lock:
+            return self._estop.latched
+
     def apply_latch(self, scene: Any) -> None:
         """A scene built while the e-stop is latched is latched too."""
         with self._lock:

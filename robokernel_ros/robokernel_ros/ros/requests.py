@@ -177,6 +177,36 @@ def refusal(text: str) -> dict[str, Any]:
     return {"status": "error", "content": [{"text": text}]}
 
 
+#: Episode outcomes that make a call's answer an error (the robot was stopped by safety).
+NOT_COMPLETED = ("estopped",)
+
+
+def estopped_is_not_success(name: str, out: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A call whose episodes ended e-stopped did not do what was asked: its envelope with
+    status "error" and a first line saying which episodes (ok false over ROS)."""
+    if out.get("status") != "success":
+        return out
+    report = report_of(out)
+    if not isinstance(report, Mapping):
+        return out
+    episodes = report.get("episodes")
+    if not isinstance(episodes, list):
+        episodes = [report]
+    stopped = [
+        (i, e) for i, e in enumerate(episodes)
+        if isinstance(e, Mapping) and e.get("outcome") in NOT_COMPLETED
+    ]  # fmt: skip
+    if not stopped:
+        return out
+    which = ", ".join(
+        f"episode {e.get('episode', i)} {e.get('outcome')} after {e.get('steps_advanced', '?')} "
+        "steps"
+        for i, e in stopped
+    )
+    text = f"{name}: not completed: {which} (the e-stop held the robot)"
+    return {**out, "status": "error", "content": [{"text": text}, *out.get("content", [])]}
+
+
 def fill_response(response: Any, out: Mapping[str, Any]) -> Any:
     """ok (status was "success"), status, message (its text) and report_json (its JSON
     block) of a response or action result, from the API's envelope."""

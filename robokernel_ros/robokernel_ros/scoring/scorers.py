@@ -24,7 +24,10 @@ Definitions (the built-in scorers):
 - effective_control_hz: executed steps per second of wall-clock time (first to last
   action); nominal_control_hz: the env's control rate.
 - chunk_latency_p50_ms / p99_ms: the chunks' inference time.
-- shield_interventions: safety.intervention events.
+- shield_interventions: safety.intervention events (the kernel's in-process shield) plus
+  the commands a safety_shield node clipped or refused (its `shield.report` event, which
+  a runner over ROS appends to the episode's trace); shield_passed / shield_clipped /
+  shield_refused / shield_held: that node's counts (None without a report).
 - action_jerk_rms: root mean square of the third time derivative of the executed
   actions (finite differences at the control period), over all action keys.
 """
@@ -280,6 +283,16 @@ class TimingScorer:
         return out
 
 
+#: A safety_shield node's per-episode counts in the trace (ros.shield_ledger.SHIELD_REPORT).
+SHIELD_REPORT = "shield.report"
+_NODE_COUNTS = {
+    "shield_passed": "passed",
+    "shield_clipped": "clipped",
+    "shield_refused": "refused",
+    "shield_held": "held",
+}
+
+
 class SafetyScorer:
     """shield_interventions (and per guard)."""
 
@@ -291,7 +304,15 @@ class SafetyScorer:
         for e in events:
             guard = str(e.data.get("guard", "unknown"))
             by_guard[guard] = by_guard.get(guard, 0) + 1
-        return {"shield_interventions": len(events), "shield_interventions_by_guard": by_guard}
+        out: dict[str, Any] = {key: None for key in _NODE_COUNTS}
+        node = [e for e in trace.events if e.kind == SHIELD_REPORT]
+        total = len(events)
+        if node:
+            data = node[-1].data
+            for key, name in _NODE_COUNTS.items():
+                out[key] = int(data.get(name) or 0)
+            total += out["shield_clipped"] + out["shield_refused"]
+        return {"shield_interventions": total, "shield_interventions_by_guard": by_guard, **out}
 
     def aggregate(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
         total = sum(e.get("shield_interventions", 0) for e in episodes)

@@ -1,0 +1,103 @@
+"""The ROS robot env as the runner's episodes step it: every step checked against what the
+safety shield(s) did with the command and what the robot did.
+
+    env = CheckedRobotEnv(ros_env, ledger, follow_tolerance=0.3, follow_timeout_s=1.0,
+                          estopped=operator.latched)
+
+A step raises (the kernel then ends the episode `error`, category env_error, with this
+message) when:
+  - a shield refused one of the episode's commands, or stopped forwarding them (inactive,
+    waiting for its e-stop source, latched): `ShieldLedger.check`, its reason quoted;
+  - the robot did not follow: some joint stayed more than `follow_tolerance` (rad, or the
+    joint's unit) away from its commanded target for longer than `follow_timeout_s`
+    (a robot that lags by less, or catches up sooner, follows; ros2_control's
+    joint_trajectory_controller judges a path by a tolerance the same way). 0 disables.
+`reset` first asks the shields whether they forward (a shield that does not is named
+at once, not after the reset's timeout). Everything else is the wrapped env's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from robokernel_ros.ros.shield_ledger import ShieldLedger, ShieldRefusal
+
+
+class RobotNotFollowing(RuntimeError):
+    """The measured joints stayed away from the commanded targets (the message says which)."""
+
+
+class CheckedRobotEnv:
+    """See the module docstring. `env`: a RosRobotEnv (anything with its observe/step)."""
+
+    def __init__(
+        self,
+        env: Any,
+        ledger: ShieldLedger | None,
+        *,
+        follow_tolerance: float = 0.3,
+        follow_timeout_s: float = 1.0,
+        estopped: Callable[[], bool] | None = None,
+    ) -> None:
+        if not follow_tolerance >= 0:
+            raise ValueError(f"follow_tolerance={follow_tolerance!r}: must be >= 0")
+        if not follow_timeout_s > 0:
+            raise ValueError(f"follow_timeout_s={follow_timeout_s!r}: must be > 0")
+        self._env = env
+        self.ledger = ledger
+        self.follow_tolerance = float(follow_tolerance)
+        self.follow_timeout_s = float(follow_timeout_s)
+        self._estopped = estopped
+        self._away_since: float | None = None  # since when a joint is beyond the tolerance
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    def reset(self, seed: int | None = None) -> Any:
+        if self.ledger is not None:
+            self.ledger.begin()  # the reset's commands are the episode's too
+            try:
+                self.ledger.check_ready(wait_s=0.5)
+            except ValueError as exc:  # Refused: said as the episode's error
+                raise ShieldRefusal(str(exc).removeprefix("refused: ")) from None
+        self._away_since = None
+        return self._env.reset(seed=seed)
+
+    def hold_action(self, last: Mapping[str, float] | None) -> dict[str, float]:
+        return self._env.hold_action(last)
+
+    def step(self, action: Mapping[str, float]) -> Any:
+        result = self._env.step(action)
+        if self.ledger is not None:
+            self.ledger.check(self._estopped)
+        if self.follow_tolerance > 0:
+            self._check_following(result.observation)
+        return result
+
+    def _check_following(self, observation: Mapping[str, Any]) -> None:
+        measured = observation.get("joint_positions") or {}
+        targets = observation.get("actuator_targets") or {}
+        worst, joint = 0.0, ""
+        for name, target in targets.items():
+            position = measured.get(name)
+            if position is None:
+                continue
+            error = abs(float(position) - float(target))
+            if error > worst:
+                worst, joint = error, name
+        now = time.monotonic()
+        if worst <= self.follow_tolerance:
+            self._away_since = None
+            return
+        if self._away_since is None:
+            self._away_since = now
+            return
+        if now - self._away_since > self.follow_timeout_s:
+            raise RobotNotFollowing(
+                f"the robot did not follow its commands: {joint} measured at "
+                f"{float(measured[joint]):.3f}, commanded {float(targets[joint]):.3f} "
+                f"(|error| {worst:.3f} > follow_tolerance {self.follow_tolerance:g} for "
+                f"{now - self._away_since:.2f} s > follow_timeout_s {self.follow_timeout_s:g})"
+            )

@@ -1,0 +1,295 @@
+"""What the safety shield(s) did with the runner's own commands, episode by episode.
+
+    ledger = ShieldLedger(node, [ShieldLink("safety_shield", "safety_shield/state",
+                                            "safety_shield/commands", lambda: env.commands_sent)])
+    ledger.check_ready()            # Refused unless every shield says it forwards
+    ledger.begin()                  # an episode starts (its reset's commands count too)
+    ledger.check()                  # ShieldRefusal once a shield refused one of its commands
+    counts = ledger.end()           # {shield: {"passed", "clipped", "refused", "held", ...}}
+
+Each shield publishes `~/state` (robokernel_interfaces/ShieldState) with the counts of
+the last sender it read (`sender_read/passed/clipped/refused`, `last_refusal`), on
+change and when they change (within ~50 ms). A shield's counts are this runner's when
+`command_sender` is one of this runner's publishers on the shield's command topic
+(`transport.publisher_gids`); an episode's counts are the difference between its end
+and its start. `end` waits (up to `confirm_timeout_s`) until a shield has read as many
+of this runner's commands as the runner sent in the episode: `confirmed` false says
+that it did not (a command lost, or a shield that stopped publishing its state).
+`held` and `timeouts` are the shield's own hold commands and watchdog timeouts over the
+episode (whoever's commands they followed).
+
+Keyed by the shield's node name over a list of shields (an arm's and a gripper's:
+each has its own command topic and state topic). Reads on DirectReaders of the private
+link's rx node (no executor); thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from robokernel_interfaces.msg import ShieldState
+from robokernel_ros.ros.qos import STATUS_READER_QOS
+from robokernel_ros.ros.requests import Refused
+from robokernel_ros.ros.transport import DirectReader, acquire_link, publisher_gids, release_link
+
+#: How long `end` waits for a shield to confirm the episode's last commands.
+CONFIRM_TIMEOUT_S = 1.5
+#: How long a start waits for a first ~/state of a shield it has not heard yet.
+FIRST_STATE_WAIT_S = 5.0
+#: How long a shield's e-stop waits for the runner's own latch to agree (both hear the panel).
+ESTOP_AGREES_S = 0.5
+
+
+def _estop_cause(state: Any) -> bool:
+    """The shield holds because of an e-stop (latched, or its last refusal was one)."""
+    return state is not None and (
+        state.state == "estopped" or str(state.last_refusal).startswith("estop")
+    )
+
+
+class ShieldRefusal(RuntimeError):
+    """A shield refused this runner's commands (or does not forward them): the message
+    names the shield, the counts and its reason."""
+
+
+@dataclass(frozen=True)
+class ShieldLink:
+    """One shield the runner commands through: its node name (the report's key), its
+    ~/state topic, the command topic the runner publishes to (its input), and how many
+    commands the runner has published there (a counter read, never reset)."""
+
+    name: str
+    state_topic: str
+    command_topic: str
+    commands_sent: Callable[[], int]
+
+
+_COUNTS = ("read", "passed", "clipped", "refused")
+
+
+class _Shield:
+    def __init__(self, node: Any, link: ShieldLink, rx: Any) -> None:
+        self.link = link
+        self.node = node
+        self.topic = node.resolve_topic_name(link.state_topic)
+        self.reader = DirectReader(rx, ShieldState, self.topic, STATUS_READER_QOS)
+        self.last: Any = None  # the latest state
+        self.mine: tuple[int, int, int, int] = (0, 0, 0, 0)  # our counts, latest known
+        self.base: tuple[int, int, int, int] = (0, 0, 0, 0)
+        self.base_held = self.base_timeouts = 0
+        self.base_sent = 0
+        self._gids: set[str] = set()
+
+    def poll(self, timeout_s: float = 0.0) -> None:
+        for state in self.reader.take(timeout_s):
+            self.last = state
+            if state.command_sender and state.command_sender in self._senders():
+                self.mine = (
+                    int(state.sender_read),
+                    int(state.sender_passed),
+                    int(state.sender_clipped),
+                    int(state.sender_refused),
+                )
+
+    def _senders(self) -> set[str]:
+        if not self._gids:  # a publisher appears in its own node's graph once created
+            self._gids = publisher_gids(self.node, self.link.command_topic)
+        return self._gids
+
+    def begin(self) -> None:
+        self.poll()
+        self.base = self.mine
+        last = self.last
+        self.base_held = int(last.held) if last is not None else 0
+        self.base_timeouts = int(last.timeouts) if last is not None else 0
+        self.base_sent = self.link.commands_sent()
+
+    def counts(self) -> dict[str, Any]:
+        read, passed, clipped, refused = (m - b for m, b in zip(self.mine, self.base, strict=True))
+        last = self.last
+        sent = self.link.commands_sent() - self.base_sent
+        return {
+            "commands_sent": sent,
+            "read": read,
+            "passed": passed,
+            "clipped": clipped,
+            "refused": refused,
+            "held": (int(last.held) - self.base_held) if last is not None else 0,
+            "watchdog_timeouts": (int(last.timeouts) - self.base_timeouts)
+            if last is not None
+            else 0,
+            "confirmed": read >= sent,
+            "state": str(last.state) if last is not None else "unknown",
+            "reason": str(last.reason) if last is not None else "no ~/state received",
+            "last_refusal": str(last.last_refusal) if last is not None and refused > 0 else "",
+        }
+
+    def not_forwarding(self) -> str:
+        """'' while the shield says it forwards; else what it says (or that it is silent)."""
+        last = self.last
+        if last is None:
+            return (
+                f"no state from the safety shield on {self.topic} (is it running, on this "
+                "ROS_DOMAIN_ID?)"
+            )
+        if last.state == "active":
+            return ""
+        if last.state == "inactive":
+            return (
+                f"the safety shield {self.link.name} is inactive ({last.reason}): activate it "
+                f"(robokernel ros lifecycle {self.link.name} activate)"
+            )
+        return f"the safety shield {self.link.name} is {last.state}: {last.reason}"
+
+
+class ShieldLedger:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        node: Any,
+        links: Sequence[ShieldLink],
+        *,
+        confirm_timeout_s: float = CONFIRM_TIMEOUT_S,
+    ) -> None:
+        names = [link.name for link in links]
+        if len(set(names)) != len(names):
+            raise ValueError(f"shields={names!r}: names must be unique")
+        self._link = acquire_link()
+        rx = self._link.rx_node
+        self._shields = [_Shield(node, link, rx) for link in links]
+        for shield in self._shields:
+            self._link.readers.add(shield.reader)
+        self.confirm_timeout_s = float(confirm_timeout_s)
+        self._lock = threading.Lock()
+        self._open = False
+
+    @property
+    def names(self) -> list[str]:
+        return [s.link.name for s in self._shields]
+
+    def check_ready(self, wait_s: float = FIRST_STATE_WAIT_S) -> None:
+        """Refused (naming the shield and why) unless every shield says it forwards; a
+        shield not heard yet is waited for up to `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        with self._lock:
+            for shield in self._shields:
+                shield.poll()
+                while shield.last is None and time.monotonic() < deadline:
+                    shield.poll(min(0.1, max(0.0, deadline - time.monotonic())))
+            problems = [p for p in (s.not_forwarding() for s in self._shields) if p]
+        if problems:
+            raise Refused("refused: " + "; ".join(problems))
+
+    def begin(self) -> None:
+        """An episode starts: its counts start here."""
+        with self._lock:
+            for shield in self._shields:
+                shield.begin()
+            self._open = True
+
+    def check(self, estopped: Callable[[], bool] | None = None) -> None:
+        """ShieldRefusal when a shield refused a command of this episode or stopped
+        forwarding (deactivated, its e-stop latched, its source lost). `estopped`: the
+        runner's own e-stop latch; a shield's e-stop that the runner's latch follows
+        within `ESTOP_AGREES_S` is left to it (the episode then ends "estopped")."""
+        if not self._open:
+            return
+        with self._lock:
+            for shield in self._shields:
+                shield.poll()
+                counts = shield.counts()
+                problem = ""
+                if counts["refused"] > 0:
+                    problem = (
+                        f"the safety shield {shield.link.name} refused {counts['refused']} of "
+                        f"this episode's {counts['read']} commands it read: "
+                        f"{counts['last_refusal'] or counts['reason']}"
+                    )
+                elif shield.last is not None and shield.not_forwarding():
+                    problem = f"{shield.not_forwarding()} (the robot is held)"
+                if not problem:
+                    continue
+                if estopped is not None and _estop_cause(shield.last):
+                    deadline = time.monotonic() + ESTOP_AGREES_S
+                    while time.monotonic() < deadline:
+                        if estopped():
+                            return
+                        time.sleep(0.005)
+                raise ShieldRefusal(problem)
+
+    def end(self) -> dict[str, dict[str, Any]]:
+        """The episode's counts per shield, once each shield confirmed the episode's
+        commands (or `confirm_timeout_s` passed: then `confirmed` is false); {} when no
+        episode began."""
+        deadline = time.monotonic() + self.confirm_timeout_s
+        with self._lock:
+            if not self._open:
+                return {}
+            self._open = False
+            out = {}
+            for shield in self._shields:
+                shield.poll()
+                while (
+                    shield.counts()["read"] < shield.counts()["commands_sent"]
+                    and time.monotonic() < deadline
+                ):
+                    shield.poll(min(0.05, max(0.0, deadline - time.monotonic())))
+                out[shield.link.name] = shield.counts()
+        return out
+
+    def close(self) -> None:
+        for shield in self._shields:
+            shield.reader.close()
+        if self._link is not None:
+            self._link = None
+            release_link()
+
+
+#: The trace event a ShieldLedger's episode sink appends: {"shields": {name: counts},
+#: "passed", "clipped", "refused", "held"} (the totals over the shields).
+SHIELD_REPORT = "shield.report"
+
+
+def shield_sink(ledger: ShieldLedger) -> Callable[[Any], Callable[[Any], dict[str, Any]]]:
+    """An episode sink (rollout.sinks.EpisodeSink) whose finisher reports the episode's
+    shield counts: in the episode's result (`shield`), its trace (a SHIELD_REPORT event
+    appended after episode.end, and `shield` in meta.json) and on its bus (the runner's
+    ROS events topic). The bag, closed at episode.end, has the shields' interventions."""
+
+    def attach(context: Any) -> Callable[[Any], dict[str, Any]]:
+        def finish(record: Any) -> dict[str, Any]:
+            counts = ledger.end()
+            if not counts:
+                return {}
+            data = {"shields": counts, **totals(counts)}
+            _append(context, record, data)
+            return {"shield": data}
+
+        return finish
+
+    return attach
+
+
+def _append(context: Any, record: Any, data: dict[str, Any]) -> None:
+    from robokernel_ros.kernel.events import Event
+    from robokernel_ros.kernel.trace import append_event
+
+    event = Event(SHIELD_REPORT, int(record.steps), data, seq=int(record.events),
+                  run_id=str(record.run_id))  # fmt: skip
+    record.events += 1
+    if record.trace_path is not None:
+        append_event(record.trace_path, event, {"shield": data, "events": record.events})
+    context.bus.publish(event)
+
+
+def totals(counts: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """passed/clipped/refused/held summed over the shields (the report's one line)."""
+    return {
+        key: sum(int(c.get(key, 0)) for c in counts.values())
+        for key in ("passed", "clipped", "refused", "held")
+    }

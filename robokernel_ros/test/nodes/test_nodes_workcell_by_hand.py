@@ -1,0 +1,148 @@
+"""The workcell brought up by hand, node by node from the shipped config files, as
+docs/workcell_by_hand.md says (no launch file, no remap), and driven with the
+`robokernel ros` command: the robot moves and the report says what the shield did; an
+e-stopped evaluation is not a success; an inactive shield is named at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rclpy")
+
+from robokernel_ros.demo import config_dir  # noqa: E402
+from robokernel_ros.ros.lifecycle import LifecyclePeer, wait_active  # noqa: E402
+from robokernel_ros.ros.qos import STATUS_QOS  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from robokernel_interfaces.msg import ShieldState  # noqa: E402
+
+NS = "/robokernel"
+LIMITS = str(config_dir() / "joint_limits_so101.yaml")
+MOCK = 'policy_config={"amplitude": 0.1}'
+
+
+def _node(module: str, params_file: str, **params: str) -> list[str]:
+    """`python -m robokernel_ros.nodes.<module> --ros-args -r __ns:=/robokernel
+    --params-file config/<params_file> [-p k:=v ...]`: the docs' command line."""
+    argv = [sys.executable, "-m", f"robokernel_ros.nodes.{module}", "--ros-args",
+            "-r", f"__ns:={NS}", "--params-file", str(config_dir() / params_file)]  # fmt: skip
+    for key, value in params.items():
+        argv += ["-p", f"{key}:={value}"]
+    return argv
+
+
+def _robokernel_ros(*args: str) -> list[str]:
+    return [sys.executable, "-m", "robokernel_ros.cli", "ros", *args]
+
+
+@pytest.fixture
+def by_hand(processes, ros, tmp_path):
+    """sim_robot, safety_shield, estop_panel and runner, each from its config file."""
+    trace_dir = tmp_path / "runs"
+    procs = {
+        "sim_robot": processes.start(
+            "sim_robot", _node("sim_robot", "workcell_sim_robot_so101.yaml")
+        ),
+        "safety_shield": processes.start(
+            "safety_shield", _node("safety_shield", "shield_so101.yaml", limits_file=LIMITS)
+        ),
+        "estop_panel": processes.start("estop_panel", _node("estop_panel", "estop_panel.yaml")),
+        "runner": processes.start(
+            "runner",
+            _node("runner", "runner_ros_so101.yaml", trace_dir=str(trace_dir), limits_file=LIMITS),
+        ),
+    }
+    shield = ros.collect(ShieldState, f"{NS}/safety_shield/state", STATUS_QOS)
+    wait_active(ros.node, f"{NS}/runner", timeout_s=60)
+    # What a user would wait for (not asserted here: the tests say what went wrong).
+    ros.wait_until(lambda: shield and shield[-1].state == "active", 30)
+    return procs, shield, trace_dir
+
+
+def _joint_positions(trace_path: str) -> list[dict[str, float]]:
+    out = []
+    for line in (Path(trace_path) / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["kind"] == "observation":
+            out.append(event["data"]["obs"]["joint_positions"])
+    return out
+
+
+def _events(trace_path: str, kind: str) -> list[dict]:
+    lines = (Path(trace_path) / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["kind"] == kind]
+
+
+def test_a_workcell_brought_up_by_hand_moves_and_its_report_says_what_the_shield_did(
+    by_hand, processes
+) -> None:
+    procs, shield, _ = by_hand
+    # the mock policy within the SO-101's ranges (its default 0.3 rad takes the gripper
+    # below its -0.17 rad limit: refused, and the episode would end error saying so)
+    run = subprocess.run(_robokernel_ros("run_policy", "n_steps=100", MOCK, "--json"),
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    report = out["report"]
+    positions = _joint_positions(report["trace_path"])
+    moved = max(abs(p[j] - positions[0][j]) for p in positions for j in positions[0])
+    assert moved > 0.05, (
+        f"the robot did not move (largest joint change {moved:.4f}) while the call said "
+        f"ok={out['ok']}: {out['message']}\nshield: {shield[-1:]}\n"
+        + processes.log(procs["safety_shield"])[-2000:]
+    )
+    assert run.returncode == 0 and out["ok"], out["message"]
+    counts = report["shield"]
+    assert counts["refused"] == 0 and counts["passed"] + counts["clipped"] >= 100, counts
+    (name,) = counts["shields"]
+    assert name == f"{NS}/safety_shield" and counts["shields"][name]["confirmed"], counts
+    # the trace says it too (score reads traces only)
+    (event,) = _events(report["trace_path"], "shield.report")
+    assert event["data"]["passed"] == counts["passed"]
+    score = subprocess.run([sys.executable, "-m", "robokernel_ros.cli", "score",
+                            report["trace_path"], "--json"], capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+    assert score.returncode == 0, score.stderr
+    scored = json.loads(score.stdout)["episodes"][0]
+    assert scored["shield_interventions"] == counts["clipped"] + counts["refused"]
+    assert scored["shield_passed"] == counts["passed"]
+
+
+def test_an_evaluation_the_panel_estopped_answers_not_ok_and_the_command_exits_non_zero(
+    by_hand, processes, ros
+) -> None:
+    procs, shield, _ = by_hand
+    cli = processes.start(
+        "cli", _robokernel_ros("eval_policy", "n_episodes=2", "max_steps=2000", MOCK, "--json")
+    )
+    base = shield[-1].passed if shield else 0
+    assert ros.wait_until(lambda: shield[-1].passed > base + 50, 60), shield[-1:]
+    assert ros.call(Trigger, f"{NS}/estop_panel/press", timeout_s=10).success
+    assert cli.wait(timeout=60) != 0, processes.log(cli)
+    out = json.loads(processes.log(cli).strip().splitlines()[-1])
+    assert not out["ok"] and out["status"] == "error", out["message"]
+    assert "estopped" in out["message"], out["message"]
+    assert out["report"]["episodes"][0]["outcome"] == "estopped"
+
+
+def test_run_policy_with_the_shield_inactive_is_refused_at_once_naming_the_inactive_shield(
+    by_hand, ros
+) -> None:
+    _, shield, _ = by_hand
+    peer = LifecyclePeer(ros.node, f"{NS}/safety_shield")
+    assert peer.change("deactivate", timeout_s=10)
+    assert ros.wait_until(lambda: shield[-1].state == "inactive", 10), shield[-1:]
+    started = time.monotonic()
+    run = subprocess.run(_robokernel_ros("run_policy", "n_steps=50", "--json"),
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    took = time.monotonic() - started
+    out = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else {}
+    message = out.get("message", "") + run.stderr
+    assert run.returncode == 1 and "inactive" in message, message
+    assert "safety_shield" in message and "e-stop latched" not in message, message
+    assert took < 8.0, f"took {took:.1f} s: {message}"
