@@ -614,6 +614,21 @@ class _Episode:
         try:
             observation = r.env.reset(seed=self.seed)
         except Exception as exc:
+            # An env whose reset ends early on a stop or an e-stop (a robot's reset ramp:
+            # ros.ros_env's reset_interrupt) raises: the operator's call decides the outcome.
+            self.publish_operator_notices(0)
+            if op.estopped:
+                raise _EpisodeOver(
+                    EpisodeOutcome.ESTOPPED,
+                    f"estopped: e-stop during env.reset() ({exc}); call clear_fault() before "
+                    "the next run",
+                ) from exc
+            if op.stop_requested:
+                why = f" ({op.stop_reason})" if op.stop_reason else ""
+                raise _EpisodeOver(
+                    EpisodeOutcome.STOPPED,
+                    f"stopped: operator stop{why} during env.reset() ({exc})",
+                ) from exc
             raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
         r._last_observation = observation
         if needs_confirmation:

@@ -106,9 +106,9 @@ class _MonitoredEnv:
         self._state = None
         if self.carry_state and hasattr(self.env, "observe"):
             obs = self.env.observe()
+            self._stop_check()
         else:
-            obs = self.env.reset(seed=seed)
-        self._stop_check()
+            obs = self._reset_env(seed)
         if self.plan.stop_when:
             try:
                 ctx = self.context(obs)
@@ -122,6 +122,31 @@ class _MonitoredEnv:
                 self.fatal = CriterionError(c.name, self.episode, 0, exc)
                 raise self.fatal from exc
         return obs
+
+    def _reset_env(self, seed: int | None) -> Any:
+        """The env's reset; an env with a `reset_interrupt` hook (a robot's reset, which
+        ramps and holds for seconds: ros.ros_env) ends it at its next tick once the
+        rollout is stopped, cancelled, deactivated or e-stopped. The stop reaches the
+        operator either way, so the kernel names the outcome (stopped / estopped)."""
+        hooked = hasattr(self.env, "reset_interrupt")
+        if hooked:
+            self.env.reset_interrupt = self._reset_interrupted
+        try:
+            return self.env.reset(seed=seed)
+        finally:
+            if hooked:
+                self.env.reset_interrupt = None
+            self._stop_check()
+
+    def _reset_interrupted(self) -> str:
+        """Why the reset must end now ("" while it may go on)."""
+        op = self.operator
+        if (op is not None and op.estopped) or self.control.estopped:
+            return "e-stop"
+        if self.control.stop_requested or (op is not None and op.stop_requested):
+            reason = self.control.stop_reason or (op.stop_reason if op is not None else "")
+            return f"stop ({reason})" if reason else "stop"
+        return ""
 
     def step(self, action: Mapping[str, float]) -> Any:
         control = self.control

@@ -251,3 +251,48 @@ def test_operator_estop_is_a_latch_that_names_who_latched_it() -> None:
     assert op.estopped and op.estop_latch.latched and op.estop_latch.by == "panel"
     op.clear_fault()
     assert not op.estopped and not op.estop_latch.latched
+
+
+class InterruptedResetEnv(CountingEnv):
+    """A robot-like reset that an operator call ends early: `during(operator)` runs inside
+    reset (the call arriving mid-reset), then the reset gives up as ros_env's does."""
+
+    def __init__(self, during: Any) -> None:
+        super().__init__()
+        self.during = during
+        self.operator: OperatorChannel | None = None
+
+    def reset(self, seed: int | None = None) -> Any:
+        self.resets += 1
+        if self.during is not None:
+            self.during(self.operator)
+        raise RuntimeError("reset: ended by the operator's call before reset_positions")
+
+
+@pytest.mark.parametrize(
+    ("during", "outcome", "status"),
+    [
+        (lambda op: op.estop("panel"), EpisodeOutcome.ESTOPPED, "estopped: e-stop during env.reset()"),
+        (lambda op: op.stop("cancelled"), EpisodeOutcome.STOPPED,
+         "stopped: operator stop (cancelled) during env.reset()"),
+        (None, EpisodeOutcome.ERROR, "reset: ended by"),
+    ],
+    ids=["estop", "cancel", "no-operator-call"],
+)  # fmt: skip
+def test_a_reset_that_a_stop_or_estop_ends_early_names_that_outcome_with_a_complete_trace(
+    tmp_path: Path, during: Any, outcome: EpisodeOutcome, status: str
+) -> None:
+    env = InterruptedResetEnv(during)
+    runner = EpisodeRunner(env, ScriptedAgent(ramp), trace=TraceStore(tmp_path))
+    env.operator = runner.operator
+    record = runner.run(10)
+    assert record.outcome == outcome and status in record.status, record.status
+    assert record.steps == 0 and env.received == []
+    trace = load_trace(record.trace_path)
+    kinds = [e.kind for e in trace.events]
+    assert kinds[0] == "episode.start" and kinds[-1] == "episode.end", kinds
+    assert trace.meta["outcome"] == outcome.value
+    if during is None:
+        assert trace.of_kind("episode.end")[0].data["status"].startswith("error: env_error")
+    else:  # the operator's call is in the trace, before the end
+        assert any(k.startswith("operator.") for k in kinds), kinds
