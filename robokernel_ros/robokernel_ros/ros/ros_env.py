@@ -1,19 +1,31 @@
-"""The ROS robot environment: a kernel Environment over `/joint_states`, camera topics and
-the command topic the safety_shield guards.
+"""The ROS robot environment: a kernel Environment over the state sources and cameras a
+topic contract names, commanding each of the robot's controllers through a safety_shield
+of its own.
 
-    env = RosRobotEnv(node, joints=["j1", "j2"], command_topic="/robokernel/shield/commands",
-                      control_hz=50.0)
+    env = RosRobotEnv(node, RosEnvConfig.from_contract(contract, shields=["arm_shield",
+                      "gripper_shield"], control_hz=50.0))
+    env = RosRobotEnv(node, joints=["j1", "j2"], command_topic="/robokernel/safety_shield/commands")
+
+The configuration is a `RosEnvConfig` (ros/env_config.py); keyword arguments instead are
+its one-source, one-controller case (`RosEnvConfig.single`), today's runner parameters.
 
 Observations have the MuJoCo environments' layout (`joint_positions`,
 `joint_velocities` keyed by joint name, `images` keyed by camera name), so a policy
-runs on either unchanged. Actions are absolute joint position targets keyed by joint
-name; `step` publishes one command (a `std_msgs/Float64MultiArray` in `joints` order for
-a forward_command_controller, or a one-point `trajectory_msgs/JointTrajectory` for a
-joint_trajectory_controller) and returns at once with the latest observation: on a real
-robot the kernel's realtime wall-clock mode paces the loop. A joint that an action does
-not name keeps its last target. The shield on the command topic has the last word.
+runs on either unchanged. Every sensor_msgs/JointState source fills the joint entries
+(the joints each names, and every commanded joint must be reported by one); every other
+state source (WrenchStamped, PoseStamped, Imu, Float64MultiArray, ...) is read by the
+contract's field extraction into top-level numbers named by its stream names
+(`ft.force.x`, `ee_pose.position.z`), as a task's `goal.<joint>` numbers are, so a
+LeRobot binding and the export find them by name. Actions are absolute joint position
+targets keyed by joint name (every controller's joints); `step` publishes one command
+per controller (a `std_msgs/Float64MultiArray` in that controller's joint order for a
+forward_command_controller, or a one-point `trajectory_msgs/JointTrajectory` for a
+joint_trajectory_controller; ros/commands.py builds both) and returns at once with the
+latest observation: on a real robot the kernel's realtime wall-clock mode paces the
+loop. A joint that an action does not name keeps its last target. The shield on each
+command topic has the last word; `shields` lists them.
 
-Thread model: the episode loop that calls `observe`/`step` takes the joint states and
+Thread model: the episode loop that calls `observe`/`step` takes the state messages and
 camera frames itself. Its subscriptions are `DirectReader`s (ros/transport.py) on this
 process's private link's rx node, which no executor spins: each `observe`/`step` takes
 what has arrived since the last one, without waiting, so no executor's Python spin code
@@ -26,11 +38,11 @@ The kernel's wall-clock loop waits on it; `step` only guards it (`Pacer.guard`),
 caller that does not pace (a replay, a fast-mode rollout) is still held to the robot's
 rate, and a paced loop is not slept a second time. `control_priority` (0: normal) is the
 pacer's: the kernel's wall-clock loop runs under SCHED_FIFO at it (kernel.scheduling).
-`step` publishes the command before it takes the joint states and frames of the next
-observation, so their take is not work between the tick and the command.
+`step` publishes the commands before it takes the joint states and frames of the next
+observation, so their take is not work between the tick and the commands.
 
 The node is lent by its owner (the runner); the environment only creates and destroys
-its own readers and publisher. Nothing here is MuJoCo.
+its own readers and publishers. Nothing here is MuJoCo.
 """
 
 from __future__ import annotations
@@ -38,17 +50,26 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rclpy.node import Node
-from sensor_msgs.msg import CompressedImage, Image, JointState
+from sensor_msgs.msg import JointState
 
 from robokernel_interfaces.msg import ShieldState
 from robokernel_ros.kernel import Capabilities, EnvSpec, StepResult
 from robokernel_ros.kernel.motion import step_toward
 from robokernel_ros.kernel.scheduling import check_priority
 from robokernel_ros.kernel.timing import Pacer
+from robokernel_ros.ros.commands import CONTROLLERS, command_message, command_type
+from robokernel_ros.ros.env_config import (
+    ControllerRoute,
+    RosEnvConfig,
+    ShieldRoute,
+    StateSource,
+    message_class,
+)
 from robokernel_ros.ros.qos import COMMAND_QOS, SENSOR_QOS, STATUS_READER_QOS
 from robokernel_ros.ros.transport import (
     DirectReader,
@@ -56,152 +77,181 @@ from robokernel_ros.ros.transport import (
     publisher_gids,
     release_link,
 )
-from robokernel_ros.ros.wire import image_from_msg, is_compressed_topic
+from robokernel_ros.ros.wire import image_from_msg
 
-CONTROLLERS = ("forward_command", "joint_trajectory")
+__all__ = ["CONTROLLERS", "RosEnvConfig", "RosRobotEnv", "RosScene"]
+
+
+@dataclass
+class _Channel:
+    """One controller as the env drives it: its route, publisher and shield reader."""
+
+    route: ControllerRoute
+    topic: str  # resolved
+    publisher: Any
+    shield_reader: DirectReader | None
 
 
 class RosRobotEnv:
     """A robot behind ros2_control (or the sim_robot node), seen as a kernel Environment."""
 
-    def __init__(
-        self,
-        node: Node,
-        *,
-        joints: Sequence[str],
-        command_topic: str,
-        controller: str = "forward_command",
-        joint_states_topic: str = "/joint_states",
-        camera_topics: Mapping[str, str] | None = None,
-        control_hz: float = 50.0,
-        action_limits: Mapping[str, tuple[float, float]] | None = None,
-        state_timeout_s: float = 2.0,
-        discovery_timeout_s: float = 15.0,
-        reset_positions: Mapping[str, float] | None = None,
-        reset_tolerance: float = 0.05,
-        reset_timeout_s: float = 10.0,
-        motion_limits: Mapping[str, tuple[float | None, float | None]] | None = None,
-        reset_speed_scale: float = 0.5,
-        requires_reset_confirmation: bool = False,
-        pace: bool = True,
-        control_priority: int = 0,
-        shield_state_topic: str = "",
-    ) -> None:
-        joints = list(joints)
-        if not joints or not all(isinstance(j, str) and j for j in joints):
-            raise ValueError(f"joints={joints!r}: must be a non-empty list of joint names")
-        if len(set(joints)) != len(joints):
-            raise ValueError(f"joints={joints!r}: names must be unique")
-        if controller not in CONTROLLERS:
-            raise ValueError(f"controller={controller!r}: must be one of {list(CONTROLLERS)}")
-        if not (
-            isinstance(control_hz, int | float) and math.isfinite(control_hz) and control_hz > 0
-        ):
-            raise ValueError(f"control_hz={control_hz!r}: must be a positive finite number")
-        unknown = sorted(set(reset_positions or {}) - set(joints))
-        if unknown:
-            raise ValueError(f"reset_positions names joints that are not in joints: {unknown}")
-        unknown = sorted(set(motion_limits or {}) - set(joints))
-        if unknown:
-            raise ValueError(f"motion_limits names joints that are not in joints: {unknown}")
-        if not (
-            isinstance(discovery_timeout_s, int | float)
-            and math.isfinite(discovery_timeout_s)
-            and discovery_timeout_s >= 0
-        ):
-            raise ValueError(
-                f"discovery_timeout_s={discovery_timeout_s!r}: must be a finite number >= 0"
+    def __init__(self, node: Node, config: RosEnvConfig | None = None, **single: Any) -> None:
+        if config is None:
+            config = RosEnvConfig.single(**single)
+        elif single:
+            raise TypeError(
+                f"RosRobotEnv: give a config or keyword arguments, not both: {sorted(single)}"
             )
-        if not (0.0 < reset_speed_scale <= 1.0):
-            raise ValueError(f"reset_speed_scale={reset_speed_scale!r}: must be in (0, 1]")
+        for source in config.state:
+            if not source.type:
+                raise ValueError(
+                    f"state source {source.topic}: its message type is not known (give `type` "
+                    "in the contract, or resolve it on the graph first: ros.contract_live)"
+                )
         self.node = node
-        self.joints = tuple(joints)
-        self.controller = controller
-        self.command_topic = command_topic
-        self.shield_state_topic = shield_state_topic
-        self.joint_states_topic = joint_states_topic
-        self.control_hz = float(control_hz)
-        self.state_timeout_s = float(state_timeout_s)
-        self.discovery_timeout_s = float(discovery_timeout_s)
-        self.reset_positions = dict(reset_positions or {})
-        self.reset_tolerance = float(reset_tolerance)
-        self.reset_timeout_s = float(reset_timeout_s)
+        self.config = config
+        self.joints = config.joints
+        self.controller = config.controllers[0].kind
+        self.command_topic = config.controllers[0].topic
+        self.shield_state_topic = config.controllers[0].shield_state_topic
+        self.joint_states_topic = next(s.topic for s in config.state if s.is_joint_state)
+        self.control_hz = float(config.control_hz)
+        self.state_timeout_s = float(config.state_timeout_s)
+        self.discovery_timeout_s = float(config.discovery_timeout_s)
+        self.reset_positions = dict(config.reset_positions)
+        self.reset_tolerance = float(config.reset_tolerance)
+        self.reset_timeout_s = float(config.reset_timeout_s)
         # Who may end a reset early (the rollout sets it while its reset runs: its stop,
         # cancel, deactivate, e-stop): called at each reset tick; a non-empty reason ends
         # the reset there, before its next command (RuntimeError naming it).
         self.reset_interrupt: Any = None
-        self.motion_limits = dict(motion_limits or {})
-        self.reset_speed_scale = float(reset_speed_scale)
-        self.pace = bool(pace)
+        # Who may end a reset early (the rollout sets it while its reset runs: its stop,
+        # cancel, deactivate, e-stop): called at each reset tick; a non-empty reason ends
+        # the reset there, before its next command (RuntimeError naming it).
+        self.reset_interrupt: Any = None
+        self.motion_limits = dict(config.motion_limits)
+        self.reset_speed_scale = float(config.reset_speed_scale)
+        self.pace = bool(config.pace)
         self.pacer = Pacer(
-            1.0 / self.control_hz, priority=check_priority("control_priority", control_priority)
+            1.0 / self.control_hz,
+            priority=check_priority("control_priority", config.control_priority),
         )
-        cameras = dict(camera_topics or {})
+        cameras = dict(config.cameras)
         self.env_spec = EnvSpec(
             action_keys=self.joints,
             control="absolute",
             control_hz=self.control_hz,
-            action_limits=dict(action_limits or {}),
+            action_limits=dict(config.action_limits),
             capabilities=Capabilities(
-                images=bool(cameras), requires_reset_confirmation=bool(requires_reset_confirmation)
+                images=bool(cameras),
+                requires_reset_confirmation=bool(config.requires_reset_confirmation),
             ),
         )
+        # The joints observed: every JointState source's names, then the commanded joints.
+        observed = [j for s in config.state if s.is_joint_state for j in s.names]
+        self._observed = tuple(dict.fromkeys([*observed, *self.joints]))
         self._lock = threading.Lock()
         self._take_lock = threading.Lock()  # one thread takes from the readers at a time
         self._positions: dict[str, float] = {}
         self._velocities: dict[str, float] = {}
         self._state_at: float | None = None  # monotonic time the last joint state was taken
-        self._consumer_seen = False  # the command publisher has been matched once
+        self._consumer_seen = False  # every command publisher has been matched once
         self._frames: dict[str, Any] = {}  # camera: the latest message, converted on observe
         self._images: dict[str, Any] = {}  # camera: the latest frame as an array
+        self._values: dict[str, float] = {}  # the other state sources' numbers, by name
         self._target: dict[str, float] | None = None
         self._previous_target: dict[str, float] | None = None  # the command before _target
         self.commands_sent = 0
         self._link = acquire_link()
         rx = self._link.rx_node
-        self._joint_reader = DirectReader(
-            rx, JointState, node.resolve_topic_name(joint_states_topic), SENSOR_QOS
-        )
+        resolve = node.resolve_topic_name
+        joint_topics = dict.fromkeys(resolve(s.topic) for s in config.state if s.is_joint_state)
+        self._joint_readers = [DirectReader(rx, JointState, t, SENSOR_QOS) for t in joint_topics]
+        self._source_readers: list[tuple[StateSource, tuple[str, ...], DirectReader]] = []
+        for source in config.state:
+            if source.is_joint_state:
+                continue
+            from robokernel_ros.contract import stream_names
+
+            stream = replace(source.stream, type=source.type)
+            names = stream_names(stream)
+            self._source_readers.append(
+                (
+                    replace(source, stream=stream),
+                    names,
+                    DirectReader(rx, message_class(source.type), resolve(source.topic), SENSOR_QOS),
+                )
+            )
         self._camera_readers = {
-            name: DirectReader(
-                rx,
-                CompressedImage if is_compressed_topic(topic) else Image,
-                node.resolve_topic_name(topic),
-                SENSOR_QOS,
-            )
-            for name, topic in cameras.items()
+            name: DirectReader(rx, message_class(type_name), resolve(topic), SENSOR_QOS)
+            for name, (topic, type_name) in cameras.items()
         }
-        self._shield_reader = (
-            DirectReader(
-                rx, ShieldState, node.resolve_topic_name(shield_state_topic), STATUS_READER_QOS
+        self._channels: list[_Channel] = []
+        for route in config.controllers:
+            shield_reader = (
+                DirectReader(rx, ShieldState, resolve(route.shield_state_topic), STATUS_READER_QOS)
+                if route.shield_state_topic
+                else None
             )
-            if shield_state_topic
-            else None
-        )
-        for reader in (self._joint_reader, *self._camera_readers.values(), self._shield_reader):
-            if reader is not None:
-                self._link.readers.add(reader)  # closed with the link at shutdown
-        if controller == "forward_command":
-            from std_msgs.msg import Float64MultiArray
+            self._channels.append(
+                _Channel(
+                    route,
+                    resolve(route.topic),
+                    node.create_publisher(command_type(route.kind), route.topic, COMMAND_QOS),
+                    shield_reader,
+                )
+            )
+        for reader in self._readers():
+            self._link.readers.add(reader)  # closed with the link at shutdown
+        self._pub = self._channels[0].publisher  # the first controller's (tests ask its match)
 
-            self._pub = node.create_publisher(Float64MultiArray, command_topic, COMMAND_QOS)
-        else:
-            from trajectory_msgs.msg import JointTrajectory
+    def _readers(self) -> list[DirectReader]:
+        return [
+            *self._joint_readers,
+            *(r for _, _, r in self._source_readers),
+            *self._camera_readers.values(),
+            *(c.shield_reader for c in self._channels if c.shield_reader is not None),
+        ]
 
-            self._pub = node.create_publisher(JointTrajectory, command_topic, COMMAND_QOS)
+    @property
+    def shields(self) -> tuple[ShieldRoute, ...]:
+        """The safety_shield nodes this env commands through, one per controller that has
+        one (contract `commands` order), their names resolved against the owner's
+        namespace: input topic, `~/state`, `~/clear_fault`."""
+        resolve = self.node.resolve_topic_name
+        out = []
+        for c in self.config.controllers:
+            if c.shield is None:
+                continue
+            s = c.shield
+            out.append(
+                ShieldRoute(
+                    resolve(s.name) if s.name else "",
+                    resolve(s.input_topic),
+                    resolve(s.state_topic),
+                    resolve(s.clear_fault_service) if s.clear_fault_service else "",
+                )
+            )
+        return tuple(out)
 
     # readers -----------------------------------------------------------------------------------
 
     def _take(self, timeout_s: float = 0.0) -> None:
-        """Take every joint state and frame that has arrived (waiting up to `timeout_s` for
-        a joint state when none has): the calling thread's own rcl take, no executor."""
+        """Take every joint state, state message and frame that has arrived (waiting up to
+        `timeout_s` for a joint state when none has): the calling thread's own rcl take,
+        no executor."""
         if not self._take_lock.acquire(blocking=timeout_s > 0):
             return  # another thread is taking right now: what it takes is as fresh
         try:
-            states = self._joint_reader.take(timeout_s)
+            first, *others = self._joint_readers
+            states = first.take(timeout_s)
+            for reader in others:
+                states += reader.take(0.0)
+            sources = [(s, names, r.take(0.0)) for s, names, r in self._source_readers]
             frames = {name: r.take(0.0) for name, r in self._camera_readers.items()}
         finally:
             self._take_lock.release()
+        values = self._source_values(sources)
         with self._lock:
             for msg in states:
                 for i, name in enumerate(msg.name):
@@ -209,11 +259,32 @@ class RosRobotEnv:
                         self._positions[name] = float(msg.position[i])
                     if i < len(msg.velocity):
                         self._velocities[name] = float(msg.velocity[i])
-            if states and all(j in self._positions for j in self.joints):
+            if states and all(j in self._positions for j in self._observed):
                 self._state_at = time.monotonic()
+            self._values.update(values)
             for name, msgs in frames.items():
                 if msgs:
                     self._frames[name] = msgs[-1]
+
+    def _source_values(
+        self, sources: list[tuple[StateSource, tuple[str, ...], list[Any]]]
+    ) -> dict[str, float]:
+        """The latest message of each other state source, as numbers by name."""
+        from robokernel_ros.contract import extract
+
+        values: dict[str, float] = {}
+        for source, names, msgs in sources:
+            if not msgs:
+                continue
+            try:
+                vector = extract(source.stream, msgs[-1])
+            except ValueError as exc:
+                self.node.get_logger().warn(
+                    f"state {source.topic}: {exc}", throttle_duration_sec=5.0
+                )
+                continue
+            values.update(zip(names, (float(v) for v in vector), strict=False))
+        return values
 
     def _convert_frames(self) -> None:
         """The latest frame of each camera as an array (a compressed one decoded here)."""
@@ -240,10 +311,12 @@ class RosRobotEnv:
         with self._lock:
             obs: dict[str, Any] = {
                 "joint_positions": {
-                    j: self._positions[j] for j in self.joints if j in self._positions
+                    j: self._positions[j] for j in self._observed if j in self._positions
                 },
-                "joint_velocities": {j: self._velocities.get(j, 0.0) for j in self.joints},
+                "joint_velocities": {j: self._velocities.get(j, 0.0) for j in self._observed},
             }
+            if self._values:
+                obs.update(self._values)
             if self._target is not None:
                 obs["actuator_targets"] = dict(self._target)
             if self.env_spec.capabilities.images:
@@ -255,70 +328,79 @@ class RosRobotEnv:
         return math.inf if at is None else time.monotonic() - at
 
     def wait_for_consumer(self) -> None:
-        """Return once commands published now reach their consumer, waiting up to
-        discovery_timeout_s the first time; RuntimeError naming the topic otherwise.
+        """Return once commands published now reach every controller's consumer, waiting
+        up to discovery_timeout_s the first time; RuntimeError naming the topic otherwise.
         Commands are volatile: what is published before DDS has paired both ends is
         lost, and the episode would command a robot that does not move (full test runs
         saw 0.5-0.9 s of it, then the shield judging the first command that arrived as
         a jump from where the robot stood).
 
         The publisher's matched count says only that it found a reader, not that the
-        reader found it (full test runs measured 0.7-0.9 s between the two). So with
-        `shield_state_topic` the shield confirms: the pose the next command would start
-        from (the last command, else the measured pose) is sent once a period until the
-        shield's ~/state names this publisher as the sender of the last command it
-        read. Without one (a controller with no shield) the match is all there is."""
+        reader found it (full test runs measured 0.7-0.9 s between the two). So a
+        controller behind a shield is confirmed by that shield: the pose the next
+        command would start from (the last command, else the measured pose) is sent to
+        every controller once a period until each shield's ~/state names this
+        publisher as the sender of the last command it read. Without a shield (a
+        controller takes the commands) the match is all there is."""
         if self._consumer_seen:
             return
         deadline = time.monotonic() + self.discovery_timeout_s
-        # rclpy has no wait for a match: poll the publisher's matched count
-        while self._pub.get_subscription_count() == 0:
-            if time.monotonic() >= deadline:
-                raise RuntimeError(
-                    f"no subscriber on {self.command_topic} within {self.discovery_timeout_s:g} s "
-                    "(is the safety_shield or the controller running, on this ROS_DOMAIN_ID?)"
-                )
-            time.sleep(0.005)
-        if self._shield_reader is not None:
-            self._confirm_with_shield(deadline)
+        for channel in self._channels:
+            # rclpy has no wait for a match: poll the publisher's matched count
+            while channel.publisher.get_subscription_count() == 0:
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"no subscriber on {channel.topic} within {self.discovery_timeout_s:g} s "
+                        "(is the safety_shield or the controller running, on this ROS_DOMAIN_ID?)"
+                    )
+                time.sleep(0.005)
+        if any(c.shield_reader is not None for c in self._channels):
+            self._confirm_with_shields(deadline)
         self._consumer_seen = True
 
-    def _confirm_with_shield(self, deadline: float) -> None:
-        mine = publisher_gids(self.node, self.command_topic)
+    def _confirm_with_shields(self, deadline: float) -> None:
+        waiting = {id(c): c for c in self._channels if c.shield_reader is not None}
+        mine: dict[int, set[str]] = {k: set() for k in waiting}
+        last_state: dict[int, Any] = {}
         pose = self.hold_action(None)  # fixed: a sagging measured pose would make a motion
-        last_state = None
         # On the pacer's ticks: the command after the last one of these goes out a period
         # later (a restarted schedule starts no earlier), as the shield's rate guards expect.
         self.pacer.restart()
         while True:
             self.pacer.wait()
             self._publish(pose)
-            # (a publisher appears in its own node's graph when created; asked again if not)
-            mine = mine or publisher_gids(self.node, self.command_topic)
             next_tick = self.pacer.deadline() or time.monotonic()
-            for state in self._shield_reader.take(
-                max(0.0, min(next_tick, deadline) - time.monotonic())
-            ):
-                if state.command_sender in mine:
-                    return
-                last_state = state
+            for key, channel in list(waiting.items()):
+                # (a publisher appears in its own node's graph when created; asked again if not)
+                mine[key] = mine[key] or publisher_gids(self.node, channel.route.topic)
+                wait_s = max(0.0, min(next_tick, deadline) - time.monotonic())
+                for state in channel.shield_reader.take(wait_s if len(waiting) == 1 else 0.0):
+                    if state.command_sender in mine[key]:
+                        del waiting[key]
+                        break
+                    last_state[key] = state
+            if not waiting:
+                return
             if time.monotonic() >= deadline:
+                channel = next(iter(waiting.values()))
+                last = last_state.get(id(channel))
                 seen = (
-                    f"its last state: {last_state.state}"
-                    + (f" ({last_state.reason})" if last_state.reason else "")
-                    + f", last sender {last_state.command_sender or 'none'}"
-                    if last_state is not None
+                    f"its last state: {last.state}"
+                    + (f" ({last.reason})" if last.reason else "")
+                    + f", last sender {last.command_sender or 'none'}"
+                    if last is not None
                     else "no state from it at all: is the safety_shield running, on this "
                     "ROS_DOMAIN_ID? shield_state_topic '' when a controller takes the commands"
                 )
                 raise RuntimeError(
-                    f"the safety shield ({self.shield_state_topic}) did not confirm a command "
-                    f"from this process on {self.command_topic} within "
+                    f"the safety shield ({channel.route.shield_state_topic}) did not confirm a "
+                    f"command from this process on {channel.route.topic} within "
                     f"{self.discovery_timeout_s:g} s ({seen})"
                 )
 
     def wait_for_state(self) -> None:
-        """Return once a joint state at most state_timeout_s old has been taken. Until the
+        """Return once a joint state at most state_timeout_s old has been taken for every
+        observed joint (and a first message of every other state source). Until the
         first one this env ever took, wait up to discovery_timeout_s: a robot that started
         after this process is discovered by DDS seconds later on a loaded machine (another
         node having heard it proves nothing about this reader's pairing); after that,
@@ -329,17 +411,29 @@ class RosRobotEnv:
             timeout = self.state_timeout_s
         deadline = time.monotonic() + timeout
         self._take()
-        while self.joint_state_age_s() > self.state_timeout_s:
+        while self.joint_state_age_s() > self.state_timeout_s or self._sources_missing():
             left = deadline - time.monotonic()
             if left <= 0:
                 with self._lock:
                     seen = sorted(self._positions)
-                missing = [j for j in self.joints if j not in seen]
+                missing = [j for j in self._observed if j not in seen]
+                if self.joint_state_age_s() <= self.state_timeout_s:
+                    raise RuntimeError(
+                        f"no message on the state source(s) {self._sources_missing()} within "
+                        f"{timeout:g} s (is the sensor publishing, on this ROS_DOMAIN_ID?)"
+                    )
+                topics = ", ".join(s.topic for s in self.config.state if s.is_joint_state)
                 raise RuntimeError(
-                    f"no joint state for {list(self.joints)} on {self.joint_states_topic} within {timeout:g} s"
+                    f"no joint state for {list(self._observed)} on {topics} within {timeout:g} s"
                     + (f" (joints never seen: {missing})" if missing else " (the stream stopped)")
                 )
             self._take(left)
+
+    def _sources_missing(self) -> list[str]:
+        """The topics of the other state sources that have sent nothing yet."""
+        with self._lock:
+            have = set(self._values)
+        return [s.topic for s, names, _ in self._source_readers if not set(names) <= have]
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         """Bring the robot to reset_positions (none: start where it is) and return the
@@ -410,13 +504,18 @@ class RosRobotEnv:
             if error is None:
                 with self._lock:
                     error = max(abs(self._positions[j] - target[j]) for j in self.joints)
+            topics = ", ".join(c.topic for c in self._channels)
             raise RuntimeError(
                 f"reset: the robot did not reach reset_positions within {self.reset_timeout_s:g} s "
                 f"(largest error {error:.3f} > tolerance {self.reset_tolerance:g}); the commands "
-                f"went out on {self.command_topic}: a safety shield holding them (its e-stop "
+                f"went out on {topics}: a safety shield holding them (its e-stop "
                 "latched: see its ~/state) or a controller not following keeps the robot still"
             )
         self.pacer.wait()
+        interrupt = self.reset_interrupt
+        why = interrupt() if interrupt is not None else ""
+        if why:
+            raise RuntimeError(f"reset: ended by the operator's {why} before reset_positions")
         interrupt = self.reset_interrupt
         why = interrupt() if interrupt is not None else ""
         if why:
@@ -427,8 +526,8 @@ class RosRobotEnv:
             # Never faster than the robot's rate, whoever drives the loop: after the
             # kernel's wall clock waited on this pacer this returns at once.
             self.pacer.guard()
-        # The command first, then the joint states and frames (observe takes them): their
-        # take is not work between the tick and the command. The age is of the states taken
+        # The commands first, then the joint states and frames (observe takes them): their
+        # take is not work between the tick and the commands. The age is of the states taken
         # last (the previous step's observation), taken afresh before it ends the episode.
         age = self.joint_state_age_s()
         if age > self.state_timeout_s:
@@ -452,36 +551,27 @@ class RosRobotEnv:
             return {j: self._positions[j] for j in self.joints if j in self._positions}
 
     def _publish(self, target: Mapping[str, float]) -> None:
-        values = [float(target[j]) for j in self.joints]
-        if self.controller == "forward_command":
-            from std_msgs.msg import Float64MultiArray
-
-            msg = Float64MultiArray(data=values)
-        else:
-            from builtin_interfaces.msg import Duration
-            from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-
-            period = 1.0 / self.control_hz
-            msg = JointTrajectory(joint_names=list(self.joints))
-            msg.points = [
-                JointTrajectoryPoint(
-                    positions=values,
-                    time_from_start=Duration(sec=int(period), nanosec=int((period % 1.0) * 1e9)),
+        """One command per controller, each of its own joints' targets."""
+        period = 1.0 / self.control_hz
+        for channel in self._channels:
+            joints = channel.route.joints
+            channel.publisher.publish(
+                command_message(
+                    channel.route.kind, joints, [float(target[j]) for j in joints], period
                 )
-            ]
-        self._pub.publish(msg)
+            )
         with self._lock:
             self._previous_target = self._target
             self._target = dict(target)
             self.commands_sent += 1
 
     def close(self) -> None:
-        readers = [self._joint_reader, *self._camera_readers.values(), self._shield_reader]
+        readers = self._readers()
         self._camera_readers = {}
         for reader in readers:
-            if reader is not None:
-                reader.close()
-        self.node.destroy_publisher(self._pub)
+            reader.close()
+        for channel in self._channels:
+            self.node.destroy_publisher(channel.publisher)
         if self._link is not None:
             self._link = None
             release_link()
