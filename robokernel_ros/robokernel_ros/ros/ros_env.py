@@ -125,10 +125,6 @@ class RosRobotEnv:
         # cancel, deactivate, e-stop): called at each reset tick; a non-empty reason ends
         # the reset there, before its next command (RuntimeError naming it).
         self.reset_interrupt: Any = None
-        # Who may end a reset early (the rollout sets it while its reset runs: its stop,
-        # cancel, deactivate, e-stop): called at each reset tick; a non-empty reason ends
-        # the reset there, before its next command (RuntimeError naming it).
-        self.reset_interrupt: Any = None
         self.motion_limits = dict(config.motion_limits)
         self.reset_speed_scale = float(config.reset_speed_scale)
         self.pace = bool(config.pace)
@@ -512,10 +508,6 @@ class RosRobotEnv:
                 "latched: see its ~/state) or a controller not following keeps the robot still"
             )
         self.pacer.wait()
-        interrupt = self.reset_interrupt
-        why = interrupt() if interrupt is not None else ""
-        if why:
-            raise RuntimeError(f"reset: ended by the operator's {why} before reset_positions")
         interrupt = self.reset_interrupt
         why = interrupt() if interrupt is not None else ""
         if why:
