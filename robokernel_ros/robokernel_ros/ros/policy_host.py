@@ -37,10 +37,16 @@ the main thread infers, and the policy is loaded on a thread that ends with the 
 (`load_policy_on_a_passing_thread`; served mode's loader thread ends too). Not covered:
 the `get_action_chunk` service infers on the executor's thread (a client using both it
 and the topic makes two teams).
+
+A constructor that raises (a refused parameter, in PolicyHost's or a subclass's own
+`__init__`) destroys the node it had made before the exception leaves (its DDS
+participant would otherwise live on in a process that builds nodes, matched by every
+peer), and `destroy_node` works on a node that never started hosting.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import threading
@@ -69,8 +75,52 @@ class PolicyHost(Node):
     #: node's `main()` sets it for its process before building the node).
     infer_on_main_thread = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's own __init__ that raises destroys the node first (see the module
+        docstring): its destroy_node may need what the constructor did not get to make."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def guarded(self: PolicyHost, *args: Any, **kw: Any) -> None:
+            try:
+                init(self, *args, **kw)
+            except BaseException:
+                self._destroy_unbuilt()
+                raise
+
+        cls.__init__ = guarded  # type: ignore[method-assign]
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
+        # what destroy_node reads, before anything can raise
+        self._observations: DirectReader | None = None
+        self._rx_node: Node | None = None
+        self._worker: threading.Thread | None = None
+        self._stop_lock = threading.Lock()
+        self._stopped = False
+        self._stopping = False
+        self._unbuilt_destroyed = False
+        try:
+            self._declare_parameters()
+        except BaseException:
+            self._destroy_unbuilt()
+            raise
+
+    def _destroy_unbuilt(self) -> None:
+        """Destroy the node of a constructor that raised (once): the rclpy node and a
+        lifecycle mixin's state machine, nothing a subclass's destroy_node adds."""
+        if getattr(self, "_unbuilt_destroyed", True):
+            return  # done, or Node.__init__ itself raised (there is no node)
+        self._unbuilt_destroyed = True
+        from robokernel_ros.ros.lifecycle import release_state_machine
+
+        Node.destroy_node(self)
+        release_state_machine(self)
+
+    def _declare_parameters(self) -> None:
         self.provider = declare(
             self,
             "provider",
@@ -122,12 +172,8 @@ class PolicyHost(Node):
         self.chunks_served = 0
         self.load_s: float | None = None  # the last load's duration (s)
         self._bound = False  # the policy is bound to its action keys
-        self._stopping = False
-        self._worker: threading.Thread | None = None
         self._serving = threading.Event()  # the inference loop has started
         self._served_out = threading.Event()  # ... and left
-        self._stop_lock = threading.Lock()
-        self._stopped = False
         self._status_pub = self.create_publisher(PolicyServerStatus, "~/status", STATUS_QOS)
 
     def start_hosting(
@@ -259,6 +305,9 @@ class PolicyHost(Node):
             if self._stopped:
                 return
             self._stopping = True
+            if self._observations is None:  # never hosted: nothing runs
+                self._stopped = True
+                return
             self._observations.close()  # wakes the inference loop
             here = threading.current_thread()
             if self._worker is not None and self._worker is not here:
