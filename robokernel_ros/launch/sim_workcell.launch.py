@@ -1,12 +1,27 @@
-"""The simulated workcell: sim_robot + safety_shield + estop_panel + policy_server
-+ runner.
+"""The simulated workcell: sim_robot + two safety_shields + estop_panel + policy_server
++ runner, for an SO-101 whose arm and gripper are two controllers.
 
     ros2 launch robokernel_ros sim_workcell.launch.py [namespace:=robokernel]
         [policy_params:=<policy_server params file>] [trace_dir:=runs]
 
+One topic contract (config/contract_so101_arm_gripper.yaml) describes the robot: the
+state on /joint_states, the arm's command on /arm_controller/commands, the gripper's on
+/gripper_controller/commands. sim_robot serves those two controllers; the runner
+(contract_file, shields) observes the state and publishes each controller's command to
+the shield in front of it: safety_shield (the arm's five joints) and gripper_shield (the
+gripper), each with its own limits, watchdog and latch; the one estop_panel's <ns>/estop
+is heard by both shields and the runner, so one press holds both controllers.
+
+                       +--> safety_shield  --> /arm_controller/commands     --+
+    runner (contract) -|                                                      +--> sim_robot
+                       +--> gripper_shield --> /gripper_controller/commands --+
+         ^      ^                  ^ ^                                            |
+         |      +--- <ns>/estop ---+-+--- estop_panel                             |
+         +----------------------------- /joint_states <---------------------------+
+
 The policy_server and the runner are lifecycle nodes brought up in order by this file
 (configure, activate the policy_server; then configure, activate the runner); the
-safety_shield brings itself up (autostart in its parameter file). The same graph, from
+shields bring themselves up (autostart in their parameter files). The same graph, from
 the same config files, is what `make demo` and the node tests start as processes
 (robokernel_ros.demo.workcell_graph) on machines without `launch`; there every
 lifecycle node autostarts (`autostart: true` in the config files).
@@ -89,10 +104,35 @@ def generate_launch_description():
             {"trace_dir": LaunchConfiguration("trace_dir")},
             # the shield's limits: the reset ramps within them
             {"limits_file": os.path.join(config, "joint_limits_so101.yaml")},
+            # the robot: its state, and one command per controller, each to its shield
+            {"contract_file": os.path.join(config, "contract_so101_arm_gripper.yaml")},
+            {"shields": ["safety_shield", "gripper_shield"]},
             {"autostart": False},
         ],
         output="screen",
     )
+    limits = {"limits_file": os.path.join(config, "joint_limits_so101.yaml")}
+    shields = [
+        Node(
+            package="robokernel_ros",
+            executable="safety_shield",
+            name="safety_shield",  # the arm's five joints
+            namespace=namespace,
+            parameters=[os.path.join(config, "shield_so101_arm.yaml"), limits],
+            # Each shield's e-stop input is the workcell's one <ns>/estop topic.
+            remappings=[("~/estop", "estop")],
+            output="screen",
+        ),
+        Node(
+            package="robokernel_ros",
+            executable="safety_shield",
+            name="gripper_shield",  # the gripper
+            namespace=namespace,
+            parameters=[os.path.join(config, "shield_so101_gripper.yaml"), limits],
+            remappings=[("~/estop", "estop")],
+            output="screen",
+        ),
+    ]
     return LaunchDescription(
         [
             *_dds_profile(config),
@@ -112,23 +152,15 @@ def generate_launch_description():
                 executable="sim_robot",
                 name="sim_robot",
                 namespace=namespace,
-                parameters=[os.path.join(config, "workcell_sim_robot_so101.yaml")],
-                output="screen",
-            ),
-            Node(
-                package="robokernel_ros",
-                executable="safety_shield",
-                name="safety_shield",
-                namespace=namespace,
                 parameters=[
-                    os.path.join(config, "shield_so101.yaml"),
-                    {"limits_file": os.path.join(config, "joint_limits_so101.yaml")},
+                    os.path.join(config, "workcell_sim_robot_so101.yaml"),
+                    # the contract's two controllers (arm, gripper)
+                    {"contract_file": os.path.join(config, "contract_so101_arm_gripper.yaml")},
                 ],
-                # The shield's e-stop input is the workcell's <ns>/estop topic.
-                remappings=[("~/estop", "estop")],
                 output="screen",
             ),
-            # The operator e-stop: the shield and the runner hear only <ns>/estop and
+            *shields,
+            # The operator e-stop: both shields and the runner hear only <ns>/estop and
             # forward nothing until this source is live and released.
             Node(
                 package="robokernel_ros",

@@ -1,12 +1,18 @@
-"""The workcell next to a robot whose ros2_control is already up: safety_shield +
-estop_panel + policy_server + runner (no sim_robot).
+"""The workcell next to a robot whose ros2_control is already up, its arm and gripper on
+two controllers: two safety_shields + estop_panel + policy_server + runner (no sim_robot).
 
     ros2 launch robokernel_ros workcell.launch.py [namespace:=robokernel]
-        [shield_params:=...] [limits_file:=...] [policy_params:=...] [runner_params:=...]
-        [trace_dir:=runs]
+        [contract_file:=...] [arm_shield_params:=...] [gripper_shield_params:=...]
+        [limits_file:=...] [policy_params:=...] [runner_params:=...] [trace_dir:=runs]
 
-The shield forwards to the controller topic named in its parameter file (for the SO-101
-example, /forward_position_controller/commands). The policy_server and the runner are
+The topic contract (`contract_file`, the SO-101 example by default) names the robot's
+state topics and its two controllers' command topics; the runner publishes the arm's
+commands to `safety_shield` and the gripper's to `gripper_shield`, and each shield
+forwards to the controller topic named in its parameter file (for the SO-101 example,
+/arm_controller/commands and /gripper_controller/commands). The one estop_panel's
+<ns>/estop holds both. A robot with another layout (one controller, a bimanual pair)
+gets its own copy of this file: one shield Node per command of its contract, the
+runner's `shields` in the contract's order. The policy_server and the runner are
 lifecycle nodes brought up in order by this file (configure, activate the policy_server;
 then the runner); the shield brings itself up (autostart in its parameter file). The
 policy_server can run on another host (a GPU box) instead: start it there with the same
@@ -91,6 +97,9 @@ def generate_launch_description():
             {"trace_dir": LaunchConfiguration("trace_dir")},
             # the shield's limits: the reset ramps within them
             {"limits_file": LaunchConfiguration("limits_file")},
+            # the robot: its state, and one command per controller, each to its shield
+            {"contract_file": LaunchConfiguration("contract_file")},
+            {"shields": ["safety_shield", "gripper_shield"]},
             {"autostart": False},
         ],
         output="screen",
@@ -102,9 +111,19 @@ def generate_launch_description():
                 "namespace", default_value="robokernel", description="namespace of every name"
             ),
             DeclareLaunchArgument(
-                "shield_params",
-                default_value=os.path.join(config, "shield_so101.yaml"),
-                description="safety_shield parameter file (joints, controller, topics)",
+                "contract_file",
+                default_value=os.path.join(config, "contract_so101_arm_gripper.yaml"),
+                description="topic contract: state topics, one command per controller",
+            ),
+            DeclareLaunchArgument(
+                "arm_shield_params",
+                default_value=os.path.join(config, "shield_so101_arm.yaml"),
+                description="the arm's safety_shield parameter file (joints, controller, topics)",
+            ),
+            DeclareLaunchArgument(
+                "gripper_shield_params",
+                default_value=os.path.join(config, "shield_so101_gripper.yaml"),
+                description="the gripper's safety_shield parameter file",
             ),
             DeclareLaunchArgument(
                 "limits_file",
@@ -127,16 +146,28 @@ def generate_launch_description():
             Node(
                 package="robokernel_ros",
                 executable="safety_shield",
-                name="safety_shield",
+                name="safety_shield",  # the arm
                 namespace=namespace,
                 parameters=[
-                    LaunchConfiguration("shield_params"),
+                    LaunchConfiguration("arm_shield_params"),
                     {"limits_file": LaunchConfiguration("limits_file")},
                 ],
                 remappings=[("~/estop", "estop")],
                 output="screen",
             ),
-            # The operator e-stop: the shield and the runner hear only <ns>/estop and
+            Node(
+                package="robokernel_ros",
+                executable="safety_shield",
+                name="gripper_shield",  # the gripper
+                namespace=namespace,
+                parameters=[
+                    LaunchConfiguration("gripper_shield_params"),
+                    {"limits_file": LaunchConfiguration("limits_file")},
+                ],
+                remappings=[("~/estop", "estop")],
+                output="screen",
+            ),
+            # The operator e-stop: both shields and the runner hear only <ns>/estop and
             # forward nothing until this source is live and released.
             Node(
                 package="robokernel_ros",

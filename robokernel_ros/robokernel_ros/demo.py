@@ -3,18 +3,22 @@
     python -m robokernel_ros.demo [--episodes 3] [--trace-dir runs/demo] [--max-steps 300]
 
 1. Starts the graph of `launch/sim_workcell.launch.py` as processes, from the same
-   config files, on a private ROS_DOMAIN_ID: sim_robot (MuJoCo SO-101 standing in for
-   ros2_control), safety_shield (limits, watchdog, latched e-stop), policy_server
-   (the scripted reaching policy) and runner (env=ros: /joint_states in, commands to
-   the shield). The lifecycle nodes (shield, policy_server, runner) bring themselves up
-   (`autostart: true` in their config files); the demo waits until the policy server
-   and the runner say they are active (their ~/get_state) and the shield's ~/state
-   says it forwards.
+   config files, on a private ROS_DOMAIN_ID. The robot is described by one topic
+   contract (config/contract_so101_arm_gripper.yaml): an SO-101 whose arm and gripper
+   are two controllers. sim_robot (MuJoCo SO-101 standing in for ros2_control, serving
+   the contract's two controllers), one safety_shield per controller (safety_shield
+   for the arm, gripper_shield for the gripper: limits, watchdog, latched e-stop),
+   one estop_panel that both shields and the runner hear, policy_server (the scripted
+   reaching policy) and runner (env=ros, contract_file: /joint_states in, each
+   controller's command to its shield). The lifecycle nodes (shields, policy_server,
+   runner) bring themselves up (`autostart: true` in their config files); the demo
+   waits until the policy server and the runner say they are active (their
+   ~/get_state) and both shields' ~/state say they forward.
 2. Calls the runner's `eval_policy` service: the `remote` provider asks the policy
    server for chunks over ROS, the kernel runs in realtime mode (the robot keeps
    moving while the next chunk is computed), the shield gates every command.
 3. Prints one row per episode (success, steps, holds, interventions of the kernel's
-   shield, chunk round-trip latency) and the shield node's counters, with the run
+   shield, chunk round-trip latency) and each shield node's counters, with the run
    directories and bags written.
 4. Stops every process (SIGINT, then SIGKILL after a grace period) and checks none is
    left.
@@ -47,6 +51,10 @@ SO101_JOINTS = (
     "wrist_roll",
     "gripper",
 )
+#: the workcell's robot: an SO-101 whose arm and gripper are two controllers
+CONTRACT = "contract_so101_arm_gripper.yaml"
+#: one safety_shield node per command of the contract, in its order
+SHIELDS = ("safety_shield", "gripper_shield")
 
 
 def config_dir() -> Path:
@@ -101,21 +109,36 @@ class NodeProcess:
 def workcell_graph(
     *, trace_dir: str, sim: bool = True, policy_params: str = "policy_server_scripted_so101.yaml"
 ) -> list[NodeProcess]:
-    """The nodes of sim_workcell.launch.py (sim=True) or workcell.launch.py (sim=False)."""
+    """The nodes of sim_workcell.launch.py (sim=True) or workcell.launch.py (sim=False):
+    the contract's two controllers (arm, gripper), a shield in front of each, one panel."""
+    config = config_dir()
+    limits = str(config / "joint_limits_so101.yaml")
+    contract = str(config / CONTRACT)
     nodes = [
         NodeProcess(
-            "safety_shield", "safety_shield", ["shield_so101.yaml"],
-            {"limits_file": str(config_dir() / "joint_limits_so101.yaml")}, [("~/estop", "estop")],
+            "safety_shield", "safety_shield", ["shield_so101_arm.yaml"],
+            {"limits_file": limits}, [("~/estop", "estop")],
+        ),
+        NodeProcess(
+            "gripper_shield", "safety_shield", ["shield_so101_gripper.yaml"],
+            {"limits_file": limits}, [("~/estop", "estop")],
         ),
         NodeProcess("estop_panel", "estop_panel", ["estop_panel.yaml"]),  # <ns>/estop
         NodeProcess("policy_server", "policy_server", [policy_params]),
         NodeProcess(
             "runner", "runner", ["runner_ros_so101.yaml"],
-            {"trace_dir": trace_dir, "limits_file": str(config_dir() / "joint_limits_so101.yaml")},
+            {"trace_dir": trace_dir, "limits_file": limits, "contract_file": contract,
+             "shields": "[" + ",".join(SHIELDS) + "]"},
         ),
     ]  # fmt: skip
     if sim:
-        nodes.insert(0, NodeProcess("sim_robot", "sim_robot", ["workcell_sim_robot_so101.yaml"]))
+        nodes.insert(
+            0,
+            NodeProcess(
+                "sim_robot", "sim_robot", ["workcell_sim_robot_so101.yaml"],
+                {"contract_file": contract},
+            ),
+        )  # fmt: skip
     return nodes
 
 
@@ -220,10 +243,11 @@ def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
     thread = threading.Thread(target=spin, daemon=True)
     thread.start()
     try:
-        shield_state: list[Any] = []
-        node.create_subscription(
-            ShieldState, f"{NAMESPACE}/safety_shield/state", shield_state.append, STATUS_QOS
-        )
+        states: dict[str, list[Any]] = {name: [] for name in SHIELDS}
+        for name, received in states.items():
+            node.create_subscription(
+                ShieldState, f"{NAMESPACE}/{name}/state", received.append, STATUS_QOS
+            )
         client = node.create_client(EvalPolicy, f"{NAMESPACE}/eval_policy")
         # The graph is up when its lifecycle nodes say so: the policy server once its
         # policy is loaded and served, the runner once its robot binding is (autostart).
@@ -236,13 +260,14 @@ def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
         if not client.wait_for_service(timeout_sec=60):
             print(f"demo: the runner did not come up (logs in {log_dir})", file=sys.stderr)
             return 1
-        deadline = time.monotonic() + 60  # the shield forwards once the panel is live
-        while not (shield_state and shield_state[-1].state == "active"):
-            if time.monotonic() > deadline:
-                why = shield_state[-1].reason if shield_state else "no state"
-                print(f"demo: the shield is not active ({why}; logs in {log_dir})", file=sys.stderr)
-                return 1
-            time.sleep(0.05)
+        deadline = time.monotonic() + 60  # the shields forward once the panel is live
+        for name, shield_state in states.items():
+            while not (shield_state and shield_state[-1].state == "active"):
+                if time.monotonic() > deadline:
+                    why = shield_state[-1].reason if shield_state else "no state"
+                    print(f"demo: {name} is not active ({why}; logs in {log_dir})", file=sys.stderr)
+                    return 1
+                time.sleep(0.05)
         config = json.loads(_policy_config())
         final = config["targets"][-1]
         request = EvalPolicy.Request(
@@ -269,10 +294,11 @@ def _evaluate(args: argparse.Namespace, log_dir: Path) -> int:
         response = future.result()
         report = json.loads(response.report_json or "{}")
         print(_table(report))
-        if shield_state:
-            s = shield_state[-1]
-            print(f"safety_shield node: state={s.state} passed={s.passed} clipped={s.clipped} "
-                  f"refused={s.refused} held={s.held} timeouts={s.timeouts}")  # fmt: skip
+        for name, shield_state in states.items():
+            if shield_state:
+                s = shield_state[-1]
+                print(f"{name} node: state={s.state} passed={s.passed} clipped={s.clipped} "
+                      f"refused={s.refused} held={s.held} timeouts={s.timeouts}")  # fmt: skip
         print(
             f"success_rate={report.get('success_rate')}  ok={response.ok}  {response.message.splitlines()[0]}"
         )

@@ -42,6 +42,11 @@ def workcell(processes, tmp_path, ros):
     assert ros.wait_until(lambda: shield and shield[-1].state == "active", 30), processes.log(
         procs["safety_shield"]
     )
+    # the gripper's shield too: a start is refused while a shield of the robot does not forward
+    gripper = ros.collect(ShieldState, f"{NS}/gripper_shield/state", STATUS_QOS)
+    assert ros.wait_until(lambda: gripper and gripper[-1].state == "active", 30), processes.log(
+        procs["gripper_shield"]
+    )
     # Both start services answer this client (a refused request starts nothing).
     for srv, request in ((StartPolicy, StartPolicy.Request(robot_name="no_such_robot")),
                          (RunPolicy, RunPolicy.Request(robot_name="no_such_robot"))):  # fmt: skip
