@@ -183,6 +183,17 @@ class WorkcellClient:
         a killed one (test_nodes_lifecycle, one run in two)."""
         self._stop.set()
         self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            # A callback blocks: shutting the context down wakes the executor's wait and
+            # ends the loop (_spin) once the callback returns; the node is never destroyed
+            # under a thread that still spins it, and the thread is not left behind.
+            self._context.try_shutdown()
+            self._thread.join(timeout=30)
+            if self._thread.is_alive():
+                raise RuntimeError(
+                    "WorkcellClient.close: the spin thread did not end within 35 s (a callback "
+                    "blocks); the node is left undestroyed"
+                )
         self._executor.shutdown(timeout_sec=1)
         # An action client holds its node: left alive, destroy_node only asks for the
         # node's destruction, and the node and its DDS participant live on.
