@@ -332,9 +332,10 @@ class WorkcellClient:
         """The runner's clear_fault (which clears its shields' too), once released."""
         return self.trigger("clear_fault")
 
-    def trigger(self, service: str, timeout_s: float = 10.0) -> CallResult:
+    def trigger(self, service: str, timeout_s: float = 15.0) -> CallResult:
         """Call the std_srvs/Trigger service `<ns>/<service>` (absolute when it starts
-        with '/'); asked again while unanswered (these calls are harmless to repeat)."""
+        with '/'); asked again while unanswered (these calls are harmless to repeat), each
+        try waiting 5 s (the runner's clear_fault waits up to 3 s for its shields)."""
         from std_srvs.srv import Trigger
 
         name = service if service.startswith("/") else self._name(service)
@@ -349,7 +350,7 @@ class WorkcellClient:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                reply = self._wait(client.call_async(Trigger.Request()), name, timeout_s=2.0)
+                reply = self._wait(client.call_async(Trigger.Request()), name, timeout_s=5.0)
                 return CallResult(bool(reply.success), "success" if reply.success else "error",
                                   reply.message)  # fmt: skip
             except TimeoutError:

@@ -190,3 +190,33 @@ def test_an_episode_whose_robot_does_not_follow_its_commands_ends_error(
     assert code == 1 and out["report"]["outcome"] == "error", out["message"]
     assert "did not follow" in out["message"], out["message"]
     assert out["report"]["shield"]["refused"] == 0, out["report"]["shield"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(_robokernel_ros(*args), capture_output=True, text=True, timeout=60)
+
+
+def test_the_operators_calls_press_release_clear_fault_and_drive_the_shields_lifecycle(
+    by_hand, ros
+) -> None:
+    _, shield, _ = by_hand
+    got = _cli("lifecycle", "safety_shield", "get")
+    assert got.returncode == 0 and got.stdout.strip() == f"{NS}/safety_shield: active", got
+    assert _cli("estop", "press").returncode == 0
+    assert ros.wait_until(lambda: shield[-1].estop_latched, 10), shield[-1:]
+    assert (
+        _cli("lifecycle", "safety_shield", "get")
+        .stdout.strip()
+        .startswith(f"{NS}/safety_shield: active (not forwarding: estopped")
+    )
+    held = _cli("clear-fault")
+    assert held.returncode == 1 and "pressed" in held.stdout, held
+    assert _cli("estop", "release").returncode == 0
+    deadline = time.monotonic() + 15  # refused until no pressed sample within estop_timeout_s
+    while (cleared := _cli("clear-fault")).returncode != 0:
+        assert time.monotonic() < deadline and "pressed" in cleared.stdout, cleared
+        time.sleep(0.5)
+    assert ros.wait_until(lambda: shield[-1].state == "active", 10), shield[-1:]
+    off = _cli("lifecycle", "safety_shield", "deactivate")
+    assert off.returncode == 0 and "is inactive" in off.stdout, off
+    assert ros.wait_until(lambda: shield[-1].state == "inactive", 10), shield[-1:]
