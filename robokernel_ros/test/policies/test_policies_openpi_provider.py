@@ -192,3 +192,23 @@ def test_preflight_refuses_a_bad_config_naming_the_key() -> None:
     ):
         with pytest.raises(ValueError, match=key):
             OpenpiPolicy.preflight(config)
+
+
+def test_an_eval_through_the_rollout_api_runs_on_an_openpi_server(mini) -> None:
+    from robokernel_ros.rollout import SimWorkcell
+
+    server = mini()
+    cell = SimWorkcell(trace_dir=None)
+    try:
+        cell.add_robot("arm", "so101")
+        config = {"host": "127.0.0.1", "port": server.port}
+        result = cell.eval_policy("arm", policy_provider="openpi", policy_config=config,
+                                  n_episodes=2, max_steps=8)  # fmt: skip
+        assert result["status"] == "success", result
+        assert server.calls == 2 * 8 // HORIZON
+        refused = cell.eval_policy("arm", policy_provider="openpi", n_episodes=1, max_steps=8,
+                                   policy_config={**config, "mapping": {"image_layout": "x"}})  # fmt: skip
+        assert refused["status"] == "error" and "image_layout" in str(refused["content"])
+        assert server.calls == 2 * 8 // HORIZON  # the refused call sent nothing
+    finally:
+        cell.close()
