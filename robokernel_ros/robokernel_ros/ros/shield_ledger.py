@@ -38,8 +38,8 @@ from robokernel_ros.ros.transport import DirectReader, acquire_link, publisher_g
 
 #: How long `end` waits for a shield to confirm the episode's last commands.
 CONFIRM_TIMEOUT_S = 1.5
-#: How long a start waits for a first ~/state of a shield it has not heard yet.
-FIRST_STATE_WAIT_S = 5.0
+#: How long a start waits for a shield it has not heard yet, or that does not forward yet.
+FIRST_STATE_WAIT_S = 3.0
 #: How long a shield's e-stop waits for the runner's own latch to agree (both hear the panel).
 ESTOP_AGREES_S = 0.5
 
@@ -174,12 +174,13 @@ class ShieldLedger:
 
     def check_ready(self, wait_s: float = FIRST_STATE_WAIT_S) -> None:
         """Refused (naming the shield and why) unless every shield says it forwards; a
-        shield not heard yet is waited for up to `wait_s`."""
+        shield not heard yet, or whose last state says it does not forward, is waited for
+        up to `wait_s` (a state can reach this reader a moment after another node's)."""
         deadline = time.monotonic() + wait_s
         with self._lock:
             for shield in self._shields:
                 shield.poll()
-                while shield.last is None and time.monotonic() < deadline:
+                while shield.not_forwarding() and time.monotonic() < deadline:
                     shield.poll(min(0.1, max(0.0, deadline - time.monotonic())))
             problems = [p for p in (s.not_forwarding() for s in self._shields) if p]
         if problems:
