@@ -169,14 +169,14 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         chunk already computed, published again: a policy sees each observation once."""
         msg = messages[-1]
         if not self.ready:
-            self.get_logger().warn(
+            self.get_logger().warning(
                 f"observation of step {msg.step} ignored: {self.detail}",
                 throttle_duration_sec=2.0,
             )
             return
         key = (msg.run_id, int(msg.step))
         if key == self._answered:
-            self.get_logger().warn(
+            self.get_logger().warning(
                 f"observation of step {msg.step} (run {msg.run_id}) came again: its chunk had "
                 "not reached the client in time; published it again",
                 throttle_duration_sec=1.0,

@@ -627,7 +627,7 @@ class RunnerNode(LifecycleNode):
         if event.kind == EPISODE_END and event.data.get("outcome") in _LOGGED_OUTCOMES:
             # In the log too: the operator at the cell sees why an episode ended early.
             data = event.data
-            self.get_logger().warn(
+            self.get_logger().warning(
                 f"episode {event.run_id} ended {data['outcome']} after {data.get('steps')} "
                 f"steps: {data.get('status')}"
             )
@@ -654,13 +654,13 @@ class RunnerNode(LifecycleNode):
                     self._calls += 1
                 stops = self._stops
             if refused is not None:
-                self.get_logger().warn(refused)
+                self.get_logger().warning(refused)
                 return requests.fill_response(response, requests.refusal(refused))
         try:
             out = _in_own_thread(call, f"runner-control-{name}") if own_thread else call()
         except Refused as exc:
             # Said in the log too: the operator at the cell sees why nothing moved.
-            self.get_logger().warn(f"{name}: {exc}")
+            self.get_logger().warning(f"{name}: {exc}")
             out = requests.refusal(str(exc))
         except Exception as exc:  # noqa: BLE001 - every failure is answered, never raised into rclpy
             self.get_logger().error(f"{name} failed: {type(exc).__name__}: {exc}")

@@ -495,7 +495,7 @@ class ServedEndpoint(PolicyHost):
                 if self.session is not None:
                     self.session.operator.estop(self._estop.by)
         if msg.data:
-            self.get_logger().warn("served: e-stop latched; steps answer the hold action")
+            self.get_logger().warning("served: e-stop latched; steps answer the hold action")
 
     def _on_clear_fault(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         with self._cond:

@@ -163,7 +163,7 @@ class RunnerOperator:
         by = self._estop.latched_by
         if by == LOST:  # how long silent, and whether this process was late to check
             by += f" (silent {1000 * self._estop.lost_after_s:.0f} ms; {self._estop.lost_detail()})"
-        self._node.get_logger().warn(f"e-stop latched by {by}; every rollout ends estopped")
+        self._node.get_logger().warning(f"e-stop latched by {by}; every rollout ends estopped")
         # The workcell latches too: every in-flight episode ends "estopped" at once, the
         # rollouts stop (no further episodes) and new ones are refused until clear_fault.
         scene = self._scene()
@@ -242,4 +242,4 @@ class RunnerOperator:
     def _on_verdict_topic(self, msg: Verdict) -> None:
         ok, message = self._verdict(msg.outcome, msg.note)
         if not ok:
-            self._node.get_logger().warn(f"verdict refused: {message}")
+            self._node.get_logger().warning(f"verdict refused: {message}")

@@ -275,7 +275,7 @@ class RosRobotEnv:
             try:
                 vector = extract(source.stream, msgs[-1])
             except ValueError as exc:
-                self.node.get_logger().warn(
+                self.node.get_logger().warning(
                     f"state {source.topic}: {exc}", throttle_duration_sec=5.0
                 )
                 continue
@@ -290,7 +290,7 @@ class RosRobotEnv:
             try:
                 image = image_from_msg(msg)
             except ValueError as exc:
-                self.node.get_logger().warn(f"camera {name}: {exc}", throttle_duration_sec=5.0)
+                self.node.get_logger().warning(f"camera {name}: {exc}", throttle_duration_sec=5.0)
                 continue
             # Read-only: the same frame, handed out until a newer one arrives, is then
             # recorded once by the kernel (and nobody can change it in place).
