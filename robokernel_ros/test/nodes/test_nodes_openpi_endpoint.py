@@ -184,3 +184,26 @@ def test_a_bad_openpi_mapping_stops_the_server_naming_the_parameter(processes) -
     assert proc.wait(timeout=60) == 2
     log = processes.log(proc)
     assert "openpi_mapping" in log and "image_layout" in log, log
+
+
+def test_an_inactive_policy_server_refuses_openpi_clients_naming_its_state(processes) -> None:
+    port = _free_port()
+    proc = processes.python(
+        "policy_server_inactive", SERVER, "--ros-args", "-r", "__ns:=/openpi_inactive",
+        "-p", f"openpi_port:={port}", "-p", "openpi_host:=127.0.0.1",
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:  # listening, not serving: no autostart, so the lifecycle node is unconfigured
+        assert proc.poll() is None, processes.log(proc)
+        try:
+            status, text = _health(port)
+            break
+        except OSError:
+            assert time.monotonic() < deadline, processes.log(proc)
+            time.sleep(0.2)
+    assert status == 503 and "unconfigured" in text, text
+    with pytest.raises(InvalidStatus) as info:
+        openpi_client.WebsocketClientPolicy("127.0.0.1", port)
+    assert info.value.response.status_code == 503
+    with pytest.raises(ConnectionError, match="HTTP 503"):
+        create_policy("openpi", host="127.0.0.1", port=port)

@@ -150,3 +150,61 @@ def test_a_dead_server_is_refused_naming_the_address() -> None:
 def test_preflight_refuses_a_bad_config_naming_the_key(config, key) -> None:
     with pytest.raises(ValueError, match=key):
         LerobotAsyncPolicy.preflight(config)
+
+
+class _BadServicer:
+    """LeRobot's AsyncInference service answering GetActions with `answer` (bytes or None)."""
+
+    def __init__(self, answer: bytes | None) -> None:
+        from lerobot.transport import services_pb2
+
+        self.pb2, self.answer = services_pb2, answer
+
+    def Ready(self, request, context):  # noqa: N802 - gRPC's method names
+        return self.pb2.Empty()
+
+    def SendPolicyInstructions(self, request, context):  # noqa: N802
+        return self.pb2.Empty()
+
+    def SendObservations(self, request_iterator, context):  # noqa: N802
+        for _ in request_iterator:
+            pass
+        return self.pb2.Empty()
+
+    def GetActions(self, request, context):  # noqa: N802
+        if self.answer is None:
+            return self.pb2.Empty()
+        return self.pb2.Actions(data=self.answer)
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (b"\x80\x05 this is not a pickle", "answered garbage"),
+        (__import__("pickle").dumps([1, 2]), "not a list of TimedAction"),
+        (None, "answered no chunk"),
+    ],
+)
+def test_a_server_that_answers_garbage_ends_the_episode_before_any_step(
+    so101_env, answer: bytes | None, reason: str
+) -> None:
+    from concurrent import futures
+
+    import grpc
+    from lerobot.transport import services_pb2_grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    services_pb2_grpc.add_AsyncInferenceServicer_to_server(_BadServicer(answer), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        policy = create_policy("lerobot_async", server_address=f"127.0.0.1:{port}",
+                               path="/nowhere", actions_per_chunk=5)  # fmt: skip
+        try:
+            record, chunks = _episode(so101_env, policy, 10)
+        finally:
+            policy.close()
+    finally:
+        server.stop(grace=None).wait(5)
+    assert record.error is not None and reason in record.error["message"], record.error
+    assert record.steps == 0 and chunks == []
