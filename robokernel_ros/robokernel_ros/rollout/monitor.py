@@ -124,18 +124,18 @@ class _MonitoredEnv:
         return obs
 
     def _reset_env(self, seed: int | None) -> Any:
-        """The env's reset; an env with a `reset_interrupt` hook (a robot's reset, which
+        """The env's reset; an env with a `set_reset_interrupt` hook (a robot's reset, which
         ramps and holds for seconds: ros.ros_env) ends it at its next tick once the
         rollout is stopped, cancelled, deactivated or e-stopped. The stop reaches the
         operator either way, so the kernel names the outcome (stopped / estopped)."""
-        hooked = hasattr(self.env, "reset_interrupt")
-        if hooked:
-            self.env.reset_interrupt = self._reset_interrupted
+        hook = getattr(self.env, "set_reset_interrupt", None)
+        if hook is not None:
+            hook(self._reset_interrupted)
         try:
             return self.env.reset(seed=seed)
         finally:
-            if hooked:
-                self.env.reset_interrupt = None
+            if hook is not None:
+                hook(None)
             self._stop_check()
 
     def _reset_interrupted(self) -> str:

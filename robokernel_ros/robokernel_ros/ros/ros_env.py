@@ -536,6 +536,12 @@ class RosRobotEnv:
         self._publish(target)
         return StepResult(observation=self.observe(), info={"joint_state_age_s": age})
 
+    def set_reset_interrupt(self, check: Any) -> None:
+        """Who may end a reset early: `check()` is asked after each reset tick, and a
+        non-empty reason ends the reset there (RuntimeError naming it); None: nobody. A
+        method, so that a wrapper of this env (ros.checked_env) passes it on."""
+        self.reset_interrupt = check
+
     def hold_action(self, last: Mapping[str, float] | None) -> dict[str, float]:
         with self._lock:
             if self._target is not None:

@@ -118,7 +118,10 @@ def test_an_operator_call_during_the_reset_ends_it_with_its_outcome_and_a_comple
     trace = load_trace(run_dirs[0])
     assert trace.meta.get("outcome") == outcome
     kinds = [e.kind for e in trace.events]
-    assert kinds[0] == "episode.start" and kinds[-1] == "episode.end", kinds
+    # the episode's events; the runner's shield.report may follow episode.end
+    assert kinds[0] == "episode.start" and "episode.end" in kinds, kinds
+    episode = kinds[: kinds.index("episode.end") + 1]
+    assert set(kinds[len(episode) :]) <= {"shield.report"}, kinds
     assert ros.wait_until(lambda: not _running(ros), 15)  # the rollout closed its bag
     bag = load_trace(run_dirs[0] / "bag")
-    assert [e.kind for e in bag.events] == kinds
+    assert [e.kind for e in bag.events][: len(episode)] == episode
