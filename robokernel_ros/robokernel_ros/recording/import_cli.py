@@ -261,12 +261,13 @@ def _wrap_export() -> None:
                 # sources that are not joint states are top-level numbers of the
                 # observation (importer.py): they become observation.environment_state
                 imported = load_contract(Path(results[0].run_dir) / CONTRACT_FILE)
-                others = [
-                    n
-                    for st in imported.state
-                    if not (st.type == JOINT_STATE and (st.field or "position") != "effort")
-                    for n in stream_names(st)
-                ]
+                others: list[str] = []
+                for st in imported.state:
+                    fld = st.field or "position"
+                    if st.type == JOINT_STATE and fld == "position":
+                        continue  # observation.state
+                    suffix = ".vel" if st.type == JOINT_STATE and fld == "velocity" else ""
+                    others += [n + suffix for n in stream_names(st)]
                 args.env_state = ",".join(others) or None
             args.paths = [r.run_dir for r in results]
             return base.run(args)
