@@ -36,8 +36,15 @@ demo: setup
 shell: setup
 	@bash --rcfile <(echo 'source ~/.bashrc 2>/dev/null; source env.sh; PS1="(robokernel) $$PS1"') -i
 
+# Every bench (the files of bench/ with a __main__ block; the others are their modules)
+# with --quick; all run, then the ones that failed (exit status != 0: a failed verdict,
+# or an error) are named and make fails.
 bench: setup
-	@source env.sh && for b in bench/*.py; do echo "== $$b"; python $$b --quick || exit 1; done
+	@source env.sh && failed=""; for b in bench/*.py; do \
+	  grep -q '^if __name__ == "__main__":' $$b || continue; \
+	  echo "== $$b"; python $$b --quick || failed="$$failed $$b"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make bench: failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf build install log $(VENV)

@@ -44,6 +44,7 @@ from robokernel_ros.kernel.spec import Capabilities, EnvSpec, StepResult  # noqa
 from robokernel_ros.kernel.trace import TraceStore  # noqa: E402
 from robokernel_ros.recording import BagMirror, EpisodeBagMirror  # noqa: E402
 from robokernel_ros.recording import types as T  # noqa: E402
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 JOINTS = tuple(f"joint_{i}" for i in range(6))
 
@@ -364,7 +365,7 @@ def main() -> int:
         "sim_loop_on_vs_off_ratio>=0.9": figures["sim_loop_on_vs_off_ratio"] >= 0.9,
     }
     print(json.dumps(figures))
-    return 0
+    return exit_status(figures["verdicts"], "bag_mirror")
 
 
 if __name__ == "__main__":

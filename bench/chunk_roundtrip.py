@@ -32,6 +32,7 @@ from pathlib import Path
 
 from rclpy.executors import ExternalShutdownException
 from robokernel_ros.process import die_with_parent, stop_process_groups
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
 HORIZON = 8
@@ -275,9 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         return _echo(args.echo)
     seconds = 3.0 if args.quick else args.seconds
     n = int(seconds * args.hz)
-    os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(
-        1 + (os.getpid() + 37) % 100
-    )
+    from robokernel_ros.ros.domain import free_domain_id  # one no process here uses
+
+    os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(free_domain_id())
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     observation = {
@@ -335,9 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_p50_by_anchor": ratios,
         "target_ratio_p50": 1.2,
         "verdict_p50": "pass" if ratio <= 1.2 else "fail",
+        "verdicts": {"ratio_p50<=1.2": ratio <= 1.2},
     }
     print(json.dumps(result))
-    return 0
+    return exit_status(result["verdicts"], "chunk_roundtrip")
 
 
 if __name__ == "__main__":

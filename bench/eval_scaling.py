@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
+
 # The tiny checkpoints are test fixtures: robokernel_ros/test/fixtures/lerobot.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros" / "test"))
 
@@ -389,7 +391,7 @@ def main() -> int:
     f = figures
     if args.eval_only:
         print(json.dumps({"bench": "eval_scaling", **figures, "verdicts": verdicts}))
-        return 0
+        return exit_status(verdicts, "eval_scaling")
     verdicts[f"batch 8 >= {TARGET_BATCH8}x batch 1"] = f["batch8_vs_batch1"] >= TARGET_BATCH8
     verdicts[f"forward pass 8 >= {TARGET_BATCH8}x 1 (the ceiling of the target)"] = (
         f["forward8_vs_forward1"] >= TARGET_BATCH8
@@ -403,7 +405,7 @@ def main() -> int:
           f"(max_wait_ms {f['max_wait_ms']:g}); ACT's own forward pass {f['forward8_vs_forward1']:.2f}x "
           f"({f['forward_torch_threads']} torch thread(s), no Ray): the ceiling")  # fmt: skip
     print(json.dumps({"bench": "eval_scaling", **figures, "verdicts": verdicts}))
-    return 0
+    return exit_status(verdicts, "eval_scaling")
 
 
 if __name__ == "__main__":

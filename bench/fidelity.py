@@ -58,6 +58,7 @@ from robokernel_ros.demo import (  # noqa: E402
     workcell_graph,
 )
 from robokernel_ros.process import stop_process_groups  # noqa: E402
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 INSTRUCTION = "reach the three waypoints in order"
 RATE_HZ = 50.0  # the demo's (runner_ros_so101.yaml)
@@ -223,8 +224,13 @@ def main() -> int:
     )
     parser.add_argument("--episodes", type=int, default=5, help="episodes per side and latency")
     parser.add_argument("--max-steps", type=int, default=300, help="steps per episode (50 Hz)")
+    parser.add_argument("--quick", action="store_true", help="30 ms only, 2 episodes of 150 steps")
     args = parser.parse_args()
-    os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100)
+    if args.quick:
+        args.latencies, args.episodes, args.max_steps = "30", 2, 150
+    from robokernel_ros.ros.domain import free_domain_id  # one no process here uses
+
+    os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(free_domain_id())
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     use_dds_profile()
     rows = []
@@ -238,9 +244,10 @@ def main() -> int:
                    "load_before": before, "load_after": load()}  # fmt: skip
             print_row(row)
             rows.append(row)
+    judged = verdicts(rows)
     print(json.dumps({"bench": "fidelity", "rate_hz": RATE_HZ, "episodes": args.episodes,
-                      "rows": rows, "verdicts": verdicts(rows)}))  # fmt: skip
-    return 0
+                      "rows": rows, "verdicts": judged}))  # fmt: skip
+    return exit_status(judged, "fidelity")
 
 
 if __name__ == "__main__":

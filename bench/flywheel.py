@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros"))
 
 from robokernel_ros.flywheel import FlywheelConfig, run_flywheel  # noqa: E402
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 TARGET_TOTAL_S = 15 * 60
 TARGET_TRAINED = 0.8
@@ -86,10 +87,10 @@ def main() -> int:
         "total_under_15_min": total < TARGET_TOTAL_S,
         "trained_ge_80pct": rate["trained"] >= TARGET_TRAINED,
         "untrained_le_10pct": rate["untrained"] <= TARGET_UNTRAINED,
-        "quick": bool(args.quick),
     }
+    figures["quick"] = bool(args.quick)  # a setting, not a verdict
     print(json.dumps(figures))
-    return 0
+    return exit_status(figures["verdicts"], "flywheel")
 
 
 if __name__ == "__main__":

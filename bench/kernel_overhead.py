@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 from robokernel_ros.kernel import EnvSpec, EpisodeRunner, StepResult, TraceStore
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 TARGET_ADDED_US = 20.0
 TARGET_RSS_GROWTH_MIB = 20.0
@@ -120,7 +122,7 @@ def best_of(repeats: int, fn: Any, *args: Any) -> float:
     return min(fn(*args) for _ in range(repeats))
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -194,7 +196,8 @@ def main() -> None:
         f"load average {figures['load_avg_1min_start']} -> {figures['load_avg_1min_end']} on {figures['cpu_count']} CPUs"
     )
     print(json.dumps({**figures, "verdicts": verdicts}))
+    return exit_status(verdicts, "kernel_overhead")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

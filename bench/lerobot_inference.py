@@ -62,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robokernel_ros" / 
 from fixtures.lerobot import SO101_JOINTS, build_tiny_checkpoint  # noqa: E402
 from robokernel_ros.policies import create_policy  # noqa: E402
 from robokernel_ros.process import die_with_parent, stop_process_groups  # noqa: E402
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 ROS_TARGET_P50_MS = 2.0
 GRPC_RATIO_TARGET = 0.3  # the ROS path's overhead / LeRobot gRPC's, both over direct_chunk
@@ -460,9 +461,9 @@ def main() -> int:
         parser.error(f"--gap-ms={args.gap_ms}: must be in [0, 1000]")
     warmup = 10
     # A private domain (unless ROS_DOMAIN_ID is set): the children and this process only.
-    os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(
-        1 + (os.getpid() + 53) % 100
-    )
+    from robokernel_ros.ros.domain import free_domain_id  # one no process here uses
+
+    os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(free_domain_id())
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
     figures: dict[str, Any] = {
@@ -588,7 +589,7 @@ def main() -> int:
         f"RSS {figures['provider']['resident_rss_mb']:.0f} MiB"
     )
     print(json.dumps(figures))
-    return 0
+    return exit_status(figures["verdicts"], "lerobot_inference")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from typing import Any
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from robokernel_ros.rollout import SimWorkcell, envelope_json  # noqa: E402
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 STALL_MS = 10.0  # a step of the fast (virtual-time) loop takes ~0.1-0.3 ms: 10 ms is a stall
 TOPICS = (
@@ -175,7 +176,7 @@ def one_pass(cell: SimWorkcell, steps: int, episodes: int, live: bool,
     return result
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
     parser.add_argument("--client", type=int, default=None, help=argparse.SUPPRESS)
@@ -255,7 +256,8 @@ def main() -> None:
                       "client_received": live["received"], "messages_sent": live["sent"],
                       "recorder_cpu_us_per_step": round(recorder_us, 1),
                       "verdicts": verdicts}))  # fmt: skip
+    return exit_status(verdicts, "live_view")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

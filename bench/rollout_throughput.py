@@ -49,6 +49,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -62,6 +63,7 @@ import numpy as np  # noqa: E402
 from robokernel_ros.policies.base import PolicyAgent  # noqa: E402
 from robokernel_ros.policies.mock import MockPolicy  # noqa: E402
 from robokernel_ros.rollout import SimWorkcell, envelope_json  # noqa: E402
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 CONTROL_HZ = 50.0
 
@@ -346,7 +348,7 @@ def eval_seconds_per_step(
     return clock.per(report["total_steps"]), report
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
     args = parser.parse_args()
@@ -493,7 +495,8 @@ def main() -> None:
     print(json.dumps({"bench": "rollout_throughput", "quick": args.quick, "steps": steps, "episodes": episodes,
                       "repeats": repeats, "load_avg_1min": load, "cpu_count": os.cpu_count(), **figures,
                       "verdicts": verdicts}))  # fmt: skip
+    return exit_status(verdicts, "rollout_throughput")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from robokernel_ros.process import die_with_parent
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = ROOT / "robokernel_ros" / "config" / "joint_limits_panda.yaml"
@@ -256,7 +257,7 @@ def run_one(kind: str, executor: str, rate: float, seconds: float, warmup: float
     return result
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 s per run instead of 10 s")
     parser.add_argument("--role", choices=["relay", "probe"], help=argparse.SUPPRESS)
@@ -270,7 +271,9 @@ def main() -> None:
     if args.role == "probe":
         return role_probe(args.rate, args.seconds, args.warmup)
 
-    os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
+    from robokernel_ros.ros.domain import free_domain_id  # one no process here uses
+
+    os.environ.setdefault("ROS_DOMAIN_ID", str(free_domain_id()))
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     seconds = 3.0 if args.quick else 10.0
     figures: dict[str, dict] = {}
@@ -326,7 +329,8 @@ def main() -> None:
             }
         )
     )
+    return exit_status(verdicts, "shield_latency")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

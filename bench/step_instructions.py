@@ -139,7 +139,7 @@ def function_costs(out_file: str, perf_map: Path) -> dict[str, int]:
     return costs
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter episodes")
     parser.add_argument("--no-physics", action="store_true", help="mj_step a no-op")
@@ -152,7 +152,7 @@ def main() -> None:
     physics = not args.no_physics
     if args.child:
         child(args.child, args.robot, args.steps, physics)
-        return
+        return 0
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: this benchmark counts with callgrind")
     short, long = (10, 260) if args.quick else (10, 1010)
@@ -190,7 +190,8 @@ def main() -> None:
     figures["target_of_record"] = "rollout_throughput.py: sync >= 0.85x the floor, CPU time"
     figures["verdicts"] = {}
     print(json.dumps(figures))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

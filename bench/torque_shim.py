@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 from robokernel_ros.envs import MujocoScene
+from verdicts import exit_status  # noqa: E402 - bench/verdicts.py, beside this file
 
 KP, KD = 60.0, 2.0  # the Go2's packaged shim defaults
 STEPS = 250  # 5 s at 50 Hz
@@ -68,7 +70,7 @@ def apply_us(n: int = 20000) -> float:
     return 1e6 * (time.process_time() - start) / n
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one repeat")
     parser.add_argument("--repeats", type=int, default=7)
@@ -102,7 +104,8 @@ def main() -> None:
         },
     }
     print(json.dumps(figures))
+    return exit_status(figures["verdicts"], "torque_shim")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
