@@ -208,3 +208,29 @@ def test_a_server_that_answers_garbage_ends_the_episode_before_any_step(
         server.stop(grace=None).wait(5)
     assert record.error is not None and reason in record.error["message"], record.error
     assert record.steps == 0 and chunks == []
+
+
+def test_the_eval_command_runs_on_lerobots_policy_server(
+    lerobot_server, ckpt_act: Path, capsys
+) -> None:
+    import json
+
+    from robokernel_ros import cli
+
+    _proc, port = lerobot_server
+    reports = {}
+    for provider, config in (
+        ("lerobot_async", {"server_address": f"127.0.0.1:{port}", "path": str(ckpt_act),
+                           "connect_timeout_s": 60}),
+        ("lerobot", {"path": str(ckpt_act), "device": "cpu"}),
+    ):  # fmt: skip
+        argv = ["eval", "--robot", "so101", "--policy", provider, "--max-steps", "10",
+                "--no-trace", "--add-camera", "front", "--image-size", "64x64", "--json",
+                "--policy-config", json.dumps(config)]  # fmt: skip
+        assert cli.main(argv) == 0, capsys.readouterr().err
+        reports[provider] = json.loads(capsys.readouterr().out)
+    served, direct = reports["lerobot_async"]["episodes"][0], reports["lerobot"]["episodes"][0]
+    assert served["actions_applied"] == direct["actions_applied"] == 10
+    assert served["error"] is None and served["outcome"] == direct["outcome"]
+    for key in ("chunks", "holds", "safety_interventions", "total_reward"):
+        assert served[key] == direct[key], key
