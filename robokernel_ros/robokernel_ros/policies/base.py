@@ -1,7 +1,7 @@
 """The Policy protocol, the provider registry, and the adapter that makes a Policy a kernel Agent.
 
 A provider is a named factory of Policy objects (`mock`, `scripted`, `lerobot`,
-`remote`, or one a user registers). The rollout API builds policies through
+`remote`, `openpi`, `lerobot_async`, or one a user registers). The rollout API builds policies through
 `create_policy(provider, **policy_config)` after the provider's class-level
 `preflight(config)` has accepted the config, so a malformed request is refused
 before any robot is claimed.
