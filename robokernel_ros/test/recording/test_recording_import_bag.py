@@ -175,8 +175,10 @@ def test_replay_runs_the_imported_actions_on_the_robot_the_contract_names(
         assert cell.add_robot("so101", "so101")["status"] == "success"
         replayed = cell.replay_episode(str(run), "so101", trace_dir=None)
     assert replayed["status"] == "success", replayed
-    result = replayed["result"]
-    assert result["steps"] == len(_observations(trace)), result
+    result = next(c["json"] for c in replayed["content"] if "json" in c)
+    frames = len(_observations(trace))
+    assert result["steps"] == result["actions_applied"] == frames, result
+    assert result["actions_refused"] == 0
 
 
 def test_a_long_bag_is_split_at_gaps_and_at_markers(tmp_path: Path) -> None:
