@@ -68,6 +68,16 @@ if [ "${ROBOKERNEL_NO_BROWSER:-0}" != 1 ] && ! command -v chromium >/dev/null 2>
     > "$VENV/apt_chromium.out" 2>&1 || { cat "$VENV/apt_chromium.out"; echo "setup: chromium install failed"; exit 1; }
 fi
 
+# nftables and iproute2 (Debian's packages) build the lossy network of
+# test_nodes_network.py and bench/network.py (network namespaces, packet loss). Installed
+# when this runs as root with apt-get (CI); elsewhere that test says what is missing.
+if { ! command -v nft >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; } \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing nftables and iproute2 (Debian packages; the network namespaces test)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nftables iproute2; } \
+    > "$VENV/apt_nftables.out" 2>&1 || { cat "$VENV/apt_nftables.out"; echo "setup: nftables install failed"; exit 1; }
+fi
+
 h=$(stage_hash requirements/*.txt scripts/fix_ros_wheels_cmake.py)
 if ! up_to_date cmake_fixup "$h"; then
   "$VENV/bin/python" scripts/fix_ros_wheels_cmake.py
