@@ -23,9 +23,10 @@ class FakeClock:
 
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
+    """kernel.timing's own `time` name points at the fake (monotonic, sleep: all it reads);
+    the process's time module is untouched, so no other thread's clock is faked."""
     fake = FakeClock()
-    monkeypatch.setattr(timing.time, "monotonic", fake.monotonic)
-    monkeypatch.setattr(timing.time, "sleep", fake.sleep)
+    monkeypatch.setattr(timing, "time", fake)
     return fake
 
 

@@ -420,8 +420,11 @@ class _StallingAgent:
         return [tagged(observation, step, i) for i in range(4)]
 
 
+WORK_AFTER_COMMAND_S = 0.030
+
+
 class _SlowToObserveEnv(PointEnv):
-    """A PointEnv whose step() notes when it was called, then takes 0 or 12 ms (by turns)
+    """A PointEnv whose step() notes when it was called, then takes 0 or 30 ms (by turns)
     to return its observation, as a robot env taking joint states and frames after its
     command does."""
 
@@ -432,15 +435,17 @@ class _SlowToObserveEnv(PointEnv):
     def step(self, action: Any) -> Any:
         self.called_at.append(time.monotonic())
         if len(self.called_at) % 2:
-            time.sleep(0.012)
+            time.sleep(WORK_AFTER_COMMAND_S)
         return super().step(action)
 
 
 def test_an_action_event_is_stamped_when_its_command_is_handed_to_the_env() -> None:
     """The action events' spacing is the command period, not the command period plus the
-    env's varying work after it: their walls are spaced as the env.step calls were (within
-    1 ms), though each step returned 0 or 12 ms after its call."""
-    env = _SlowToObserveEnv(control_hz=25.0)
+    env's varying work after it: their walls are spaced as the env.step calls were, though
+    each step returned 0 or 30 ms after its call. The bound is half that work: a stamp
+    taken after the work is off by all of it, while a loaded machine's preemption between
+    the stamp and the call (the 1 ms bound this had) stays far below it."""
+    env = _SlowToObserveEnv(control_hz=20.0)
     runner = EpisodeRunner(env, ScriptedAgent(tagged, 4), timing=Timing(clock="wall"))
     events = record_events(runner)
     assert runner.run(8).steps == 8
@@ -448,7 +453,8 @@ def test_an_action_event_is_stamped_when_its_command_is_handed_to_the_env() -> N
     assert len(walls) == len(env.called_at) == 8
     for k in range(1, 8):
         spacing = walls[k] - walls[0]
-        assert abs(spacing - (env.called_at[k] - env.called_at[0])) < 0.001, (k, spacing)
+        off = abs(spacing - (env.called_at[k] - env.called_at[0]))
+        assert off < WORK_AFTER_COMMAND_S / 2, (k, spacing, off)
 
 
 def test_wall_clock_restarts_its_schedule_after_a_stall_instead_of_bursting() -> None:

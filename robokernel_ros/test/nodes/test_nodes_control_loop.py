@@ -79,5 +79,11 @@ def test_eval_on_the_robot_keeps_its_period_and_services_answer_meanwhile(
     # Absolute deadlines: late steps are made up by the next ones, so the median period is
     # the nominal 20 ms even on a loaded machine (a relative sleep would drift above it).
     assert abs(statistics.median(periods) - 0.02) < 0.002, statistics.median(periods)
+    # Late steps within a period are made up by the next ones; a step more than a period
+    # late restarts the schedule instead of bursting (kernel.timing.Pacer), so that gap is
+    # not made up, by design: it is taken out before the total is judged.
     total = walls[-1] - walls[0]
-    assert total < len(periods) * 0.02 * 1.15, f"{len(periods)} periods took {total:.3f} s"
+    restarts = sum(p - 0.02 for p in periods if p > 2 * 0.02)
+    assert total - restarts < len(periods) * 0.02 * 1.15, (
+        f"{len(periods)} periods took {total:.3f} s ({restarts:.3f} s of them restarts)"
+    )

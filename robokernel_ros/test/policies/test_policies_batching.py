@@ -141,6 +141,8 @@ def test_a_lone_caller_waits_no_longer_than_max_wait_ms(batch_actors):
     chunk = ray.get(client.get_actions.remote(observation(0)), timeout=30)
     stats = ray.get(server.stats.remote())
     assert len(chunk) == 5 and stats["batches"] == 1 and stats["max_batch_seen"] == 1
-    # held for the expected peer until max_wait_ms, then answered alone (+ a loaded wake-up)
-    assert 300 <= stats["queue_wait_p50_ms"] < 300 + 250
+    # held for the expected peer until max_wait_ms, then answered alone: at least 300 ms,
+    # and not until the peer that never comes (the call's 30 s); the 2 s margin is a loaded
+    # machine's late wake-up (250 ms was not always enough on a busy CI)
+    assert 300 <= stats["queue_wait_p50_ms"] < 300 + 2000
     ray.kill(server)
