@@ -93,3 +93,11 @@ def test_a_page_with_a_warning_fails_the_docs_build_and_only_that_page_warns(tmp
     assert "no_such_page" in result.stderr
     # The glob put the new page into the toctree: no "not included in any toctree" warning.
     assert "isn't included in any toctree" not in result.stderr
+
+
+def test_every_file_the_readme_links_to_exists():
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text)
+    assert any(t.startswith("docs/") for t in targets), targets
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
