@@ -26,6 +26,15 @@ is published on every transition. With `autostart:=true` the node configures and
 activates itself (for demos and tests; a configuration it refuses then ends the process
 with status 2); the launch files drive the transitions instead, in order.
 
+With env=ros the runner learns what its safety shield(s) did with each episode's
+commands (ros.shield_ledger: the shields' ~/state counts of this runner's own commands,
+matched to the episode) and puts them in the episode's result (`shield`), its trace (a
+`shield.report` event, read by `robokernel score`) and `robokernel ros`'s output; an
+episode whose commands a shield refused, or stopped forwarding, or whose robot did not
+follow them (`follow_tolerance` for `follow_timeout_s`), ends `error` with the reason
+(ros.checked_env); a start while a shield does not forward is refused naming it and
+why (inactive, waiting, latched). A call with an e-stopped episode answers ok false.
+
 A start with the `remote` provider first asks the policy server's lifecycle state
 (`<ns>/policy_server/get_state`, ros.lifecycle): it starts only while the server says
 it is active, and is refused naming the server and its state (or that it did not

@@ -2,7 +2,8 @@
 
     command source --input_topic--> safety_shield --output_topic--> ros2_control controller
                                           ^  /joint_states (measured positions)
-                                          |  <ns>/estop (std_msgs/Bool, latched): the panel
+                                          |  estop_topic (std_msgs/Bool, latched): the panel's
+                                          |  <ns>/estop in the shipped configs; operator
 
 It speaks the controllers' own message types: `std_msgs/Float64MultiArray` for a
 forward_command_controller (`<ctrl>/commands`, values in `joints` order) or
