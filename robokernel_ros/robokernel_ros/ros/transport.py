@@ -130,6 +130,11 @@ class DirectReader:
     `close` triggers. On a latency path this saves the executor's dispatch and the
     hand-over from the executor thread to the waiting one (bench/chunk_roundtrip.py).
     rclpy has no public API for it; this is what `rclpy.wait_for_message` does per call.
+
+    One thread takes at a time: a second caller waits until the first one's take returns.
+    An rcl wait set must not be waited on by two threads at once; the act thread of an
+    episode that ended while it waited for a chunk and the next episode's act thread did
+    so on one remote policy's reader, and the runner died of SIGSEGV (bench/soak.py).
     """
 
     def __init__(self, node: Any, msg_type: Any, topic: str, qos: Any) -> None:
@@ -138,6 +143,7 @@ class DirectReader:
         self._wake = GuardCondition(None, None, context=node.context)
         self._wait_set = _rclpy.WaitSet(1, 1, 0, 0, 0, 0, node.context.handle)
         self._closed = False
+        self._taking = threading.Lock()  # one taker of the wait set at a time
 
     @property
     def closed(self) -> bool:
@@ -171,7 +177,7 @@ class DirectReader:
         msg_type, raw = sub.msg_type, sub.raw
         messages = []
         waited = False
-        with handle, self._wake.handle:
+        with self._taking, handle, self._wake.handle:
             while not self._closed:
                 taken = handle.take_message(msg_type, raw)
                 if taken is not None:

@@ -1,0 +1,69 @@
+"""DirectReader (ros/transport.py) taken from two threads at once: one takes at a time,
+both get messages, and the process lives (an rcl wait set waited on by two threads
+killed the runner with SIGSEGV in the chaos soak, bench/soak.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("rclpy")
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, threading, time
+    import rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+    from robokernel_ros.ros.transport import DirectReader
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("direct_reader_threads", context=context)
+    qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    reader = DirectReader(node, String, "/direct_reader_threads", qos)
+    if sys.argv[1] == "unlocked":  # the reader before the fix, to show the test can fail
+        import contextlib
+        reader._taking = contextlib.nullcontext()
+    pub = node.create_publisher(String, "/direct_reader_threads", qos)
+    deadline = time.monotonic() + 10
+    while reader.publisher_count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    got = [0, 0]
+    stop = threading.Event()
+
+    def taker(i):
+        while not stop.is_set():
+            got[i] += len(reader.take(0.002))
+
+    threads = [threading.Thread(target=taker, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for k in range(3000):
+        pub.publish(String(data=str(k)))
+        if k % 50 == 0:
+            time.sleep(0.001)
+    time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join(5)
+    reader.close()
+    node.destroy_node()
+    rclpy.try_shutdown(context=context)
+    context.destroy()
+    print("taken", got[0], got[1], sum(got))
+    """
+)
+
+
+def test_two_threads_take_from_one_reader_and_the_process_lives() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "locked"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, (out.returncode, out.stdout[-2000:], out.stderr[-2000:])
+    taken = [int(x) for x in out.stdout.split("taken")[1].split()]
+    assert taken[0] > 0 and taken[1] > 0, taken
+    assert taken[2] == 3000, taken  # every message taken once, by one of the two
