@@ -406,15 +406,58 @@ def _duplicates(
 
 
 def robot_joints(robot: str) -> tuple[set[str], set[str]] | None:
-    """(actuator names, joint names) of a packaged robot; None when it is not one."""
+    """(actuator names, joint names) of a packaged robot; None when it is not one. Read
+    from the model file's XML when it names every joint and actuator itself (no include),
+    else from the compiled model (MuJoCo names the unnamed ones)."""
     from ..envs.models import PACKAGED_MODELS, resolve_model
 
     if robot not in PACKAGED_MODELS:
         return None
+    path = resolve_model(robot)
+    named = _named_in_xml(path)
+    if named is not None:
+        return named
     from ..envs.model_info import load_model_info
 
-    info = load_model_info(resolve_model(robot))
+    info = load_model_info(path)
     return set(info.actuators), set(info.scalar_joints) | set(info.actuators)
+
+
+def _named_in_xml(path: Path) -> tuple[set[str], set[str]] | None:
+    """(actuators, joints) named in an MJCF file, or None when the file includes others or
+    leaves a joint or an actuator unnamed (then only the compiled model knows)."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    if root.find(".//include") is not None:
+        return None
+    joints: set[str] = set()
+    actuators: set[str] = set()
+
+    def walk(node: ET.Element) -> bool:
+        for child in node:
+            if child.tag == "default":
+                continue  # class defaults, not elements
+            if child.tag == "joint":
+                if not child.get("name"):
+                    return False
+                joints.add(child.get("name", ""))
+            if child.tag in ("actuator",):
+                for act in child:
+                    if not act.get("name"):
+                        return False
+                    actuators.add(act.get("name", ""))
+                continue
+            if not walk(child):
+                return False
+        return True
+
+    if not walk(root) or not actuators:
+        return None
+    return actuators, joints | actuators
 
 
 def _robot(c: Contract, out: list[str]) -> None:

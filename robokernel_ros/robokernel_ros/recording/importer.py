@@ -84,7 +84,8 @@ class _Bag:
     contract: Contract  # types resolved against this bag
     types: dict[str, str]
     counts: dict[str, int]
-    bounds: list[tuple[int | None, int | None]]  # episodes: [start, end] stamps
+    # episodes' [start, end] stamps; None: split at gaps while importing
+    bounds: list[tuple[int | None, int | None]] | None
     outside: int = 0  # messages outside every episode
 
 
@@ -95,6 +96,60 @@ def header_stamp(raw: bytes | memoryview) -> int | None:
     sec, nsec = struct.unpack_from("<iI" if little else ">iI", raw, 4)
     ns = sec * 1_000_000_000 + nsec
     return ns or None
+
+
+class _JointStateReader:
+    """A JointState source's vector straight from the CDR bytes (little endian): the names
+    section is parsed once per distinct layout, the values are one frombuffer. Anything
+    else (big endian, a short message, a missing joint) goes through the deserialised
+    message and `extract`, which names what is wrong."""
+
+    _FIELDS = ("position", "velocity", "effort")
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.which = self._FIELDS.index(stream.field or "position")
+        self._layouts: dict[bytes, tuple[np.ndarray, int]] = {}
+
+    def __call__(self, raw: bytes | memoryview, decode: Callable[[], Any]) -> np.ndarray:
+        try:
+            if raw[1] != 1:
+                raise ValueError("big endian")
+            buf = memoryview(raw)[4:]
+            (flen,) = struct.unpack_from("<I", buf, 8)
+            names_at = (12 + flen + 3) & ~3
+            (count,) = struct.unpack_from("<I", buf, names_at)
+            pos = names_at + 4
+            for _ in range(count):
+                pos = (pos + 3) & ~3
+                (slen,) = struct.unpack_from("<I", buf, pos)
+                pos += 4 + slen
+            key = bytes(buf[names_at:pos])
+            layout = self._layouts.get(key)
+            if layout is None:
+                layout = self._layout(key, count, decode)
+            index, width = layout
+            for _ in range(self.which):  # skip the arrays before the field
+                pos = (pos + 3) & ~3
+                (n,) = struct.unpack_from("<I", buf, pos)
+                pos = ((pos + 4 + 7) & ~7) + 8 * n if n else pos + 4
+            pos = (pos + 3) & ~3
+            (n,) = struct.unpack_from("<I", buf, pos)
+            if n != width:
+                raise ValueError("not one value per name")
+            start = (pos + 4 + 7) & ~7
+            values = np.frombuffer(buf, dtype="<f8", count=n, offset=start)
+            return values[index]
+        except (ValueError, struct.error, IndexError):
+            return extract(self.stream, decode())
+
+    def _layout(self, key: bytes, count: int, decode: Callable[[], Any]) -> tuple[np.ndarray, int]:
+        msg = decode()
+        names = [str(n) for n in msg.name]
+        extract(self.stream, msg)  # a missing joint or value: FieldError, named
+        index = np.array([names.index(n) for n in self.stream.names], dtype=np.intp)
+        self._layouts[key] = (index, count)
+        return self._layouts[key]
 
 
 def _has_header(msgtype: str) -> bool:
@@ -118,34 +173,18 @@ def _stamp_of(align: str, with_header: bool) -> Callable[[bytes, int], int]:
     return lambda raw, log_ns: log_ns
 
 
-def _episode_bounds(reader: Any, contract: Contract) -> list[tuple[int | None, int | None]]:
-    """[(start, end)] stamps of the bag's episodes (None: open), from one pass over the
-    first state topic (split: gap) or the marker topic (split: marker) only."""
+def _episode_bounds(reader: Any, contract: Contract) -> list[tuple[int | None, int | None]] | None:
+    """[(start, end)] stamps of the bag's episodes (None: open). `split: marker`: one pass
+    over the marker topic only; `split: gap`: None (found while importing, in one pass)."""
     rule = contract.episodes
     if rule.rule == "none":
         return [(None, None)]
-    topic = contract.state[0].topic if rule.rule == "gap" else rule.topic
-    conns = [c for c in reader.connections if c.topic == topic]
+    if rule.rule == "gap":
+        return None
+    conns = [c for c in reader.connections if c.topic == rule.topic]
     stamp = _stamp_of(contract.align, _has_header(conns[0].msgtype))
-    stamps = [stamp(raw, ns) for _, ns, raw in reader.messages(connections=conns)]
-    stamps.sort()
-    if rule.rule == "marker":
-        return [
-            (s, (stamps[i + 1] - 1) if i + 1 < len(stamps) else None) for i, s in enumerate(stamps)
-        ]
-    gap_ns = round((rule.gap_s or 0.0) * 1e9)
-    bounds: list[tuple[int | None, int | None]] = []
-    start = prev = None
-    for s in stamps:
-        if start is None:
-            start = s
-        elif s - prev > gap_ns:
-            bounds.append((start, prev))
-            start = s
-        prev = s
-    if start is not None:
-        bounds.append((start, prev))
-    return bounds
+    stamps = sorted(stamp(raw, ns) for _, ns, raw in reader.messages(connections=conns))
+    return [(s, (stamps[i + 1] - 1) if i + 1 < len(stamps) else None) for i, s in enumerate(stamps)]
 
 
 def _check_first_messages(reader: Any, contract: Contract, bag: Path) -> list[str]:
@@ -198,6 +237,7 @@ class _RunDir:
         self.bag = bag
         self.contract = bag.contract
         self.episode = episode
+        self.split = bag.contract.episodes.rule != "none"
         path.mkdir(parents=True)
         (path / CONTRACT_FILE).write_text(contract_text)
         self._file = open(path / EVENTS_FILE, "wb", buffering=1 << 20)  # noqa: SIM115 - closed in close()
@@ -286,7 +326,7 @@ class _RunDir:
         end = {
             "outcome": "unknown",
             "status": f"imported: {steps} frames from {self.bag.path.name}"
-            + (f" episode {self.episode}" if len(self.bag.bounds) > 1 else ""),
+            + (f" episode {self.episode}" if self.split else ""),
             "steps": steps,
             "holds": 0,
             "chunks": 0,
@@ -311,9 +351,10 @@ def _contract_text(contract: Contract, path: Path | None) -> str:
     return header + yaml.safe_dump(contract_mapping(contract), sort_keys=False)
 
 
-def run_id_for(bag: Path, episode: int, n_episodes: int) -> str:
+def run_id_for(bag: Path, episode: int | None) -> str:
+    """The run directory's name: the bag's, with `-ep000`... for an episode of a split bag."""
     name = bag.name if bag.is_dir() else bag.stem
-    return name if n_episodes == 1 else f"{name}-ep{episode:03d}"
+    return name if episode is None else f"{name}-ep{episode:03d}"
 
 
 def import_bags(
@@ -339,20 +380,24 @@ def import_bags(
     if out.exists() and not out.is_dir():
         raise ValueError(f"out={str(out)!r}: exists and is not a folder")
     opened = [_open_bag(Path(b), contract) for b in bags]
-    planned: list[tuple[_Bag, int, Path]] = []
+    seen: set[str] = set()
     for bag in opened:
-        for i in range(len(bag.bounds)):
-            planned.append((bag, i, out / run_id_for(bag.path, i, len(bag.bounds))))
-    seen: set[Path] = set()
-    for _, _, run in planned:
-        if run.exists() or run in seen:
+        split = bag.contract.episodes.rule != "none"
+        name = run_id_for(bag.path, 0 if split else None)
+        prefix = name[: -len("000")] if split else name
+        clash = [p.name for p in out.iterdir() if p.name.startswith(prefix)] if out.is_dir() else []
+        clash = [c for c in clash if c == name or (split and c[len(prefix) :].isdigit())]
+        if clash or prefix in seen:
             raise ValueError(
-                f"out={str(out)!r}: {run.name} already exists (an import never overwrites; "
-                "choose another --out or remove it)"
+                f"out={str(out)!r}: {(clash or [name])[0]} already exists (an import never "
+                "overwrites; choose another --out or remove it)"
             )
-        seen.add(run)
-    if not planned:
-        raise ValueError(f"bags={[str(b) for b in bags]!r}: no episode found")
+        seen.add(prefix)
+        if bag.bounds == []:
+            raise ValueError(
+                f"bags={str(bag.path)!r}: no message on the marker topic "
+                f"{bag.contract.episodes.topic}: no episode to import"
+            )
     made: list[Path] = []
     results: list[EpisodeImport] = []
     try:
@@ -373,6 +418,104 @@ def _progress(total: int, label: str, enabled: bool | None) -> Any:
     return tqdm(total=total, desc=label, unit="msg", disable=not enabled, leave=False)
 
 
+class _Episodes:
+    """The episodes of one bag as it is read: their aligners and run directories, made as
+    each episode begins. Known bounds (none, marker) route a message by its stamp; with
+    `split: gap` an episode ends when the first state topic pauses for more than gap_s,
+    and messages stamped past the last state message + gap_s wait until the next state
+    message says whether they open a new episode."""
+
+    def __init__(self, bag: _Bag, out: Path, made: list[Path], n_streams: int, slack_ns: int,
+                 emit: Callable[[int, list[Frame]], None]) -> None:  # fmt: skip
+        self.bag, self.out, self.made = bag, out, made
+        self.n_streams, self.slack_ns, self.emit = n_streams, slack_ns, emit
+        self.contract = bag.contract
+        self.text = _contract_text(bag.contract, None)
+        self.split = bag.contract.episodes.rule != "none"
+        self.aligners: list[HoldAligner] = []
+        self.runs: list[_RunDir] = []
+        self.bounds: list[list[int | None]] = []
+        self.outside = 0
+        self.gap_ns = (
+            round((bag.contract.episodes.gap_s or 0.0) * 1e9) if bag.bounds is None else None
+        )
+        self.primary = bag.contract.state[0].topic
+        self.last_primary: int | None = None
+        self.pending: list[tuple[int, int, Any, int]] = []
+        if bag.bounds is not None:
+            for start, end in bag.bounds:
+                self._open(start, end)
+            self.starts = [b[0] if b[0] is not None else -(1 << 62) for b in bag.bounds]
+
+    def _open(self, start: int | None, end: int | None) -> None:
+        i = len(self.runs)
+        run = _RunDir(self.out / run_id_for(self.bag.path, i if self.split else None), self.bag,
+                      i, self.text)  # fmt: skip
+        self.made.append(run.path)
+        self.runs.append(run)
+        self.aligners.append(
+            HoldAligner(
+                self.n_streams,
+                self.contract.fps,
+                slack_ns=self.slack_ns,
+                start_ns=start,
+                end_ns=end,
+            )  # fmt: skip
+        )
+        self.bounds.append([start, end])
+
+    def push(self, topic: str, k: int, stamp: int, payload: Any, log_ns: int) -> None:
+        if self.gap_ns is None:
+            e = bisect.bisect_right(self.starts, stamp) - 1
+            end = self.bag.bounds[e][1] if e >= 0 and self.bag.bounds else None
+            if e < 0 or (end is not None and stamp > end):
+                self.outside += 1
+            else:
+                self.emit(e, self.aligners[e].push(k, stamp, payload, log_ns))
+            return
+        if topic == self.primary and k == 0:
+            self._primary(stamp)
+        if self.last_primary is not None and stamp <= self.last_primary + self.gap_ns:
+            self._route(k, stamp, payload, log_ns)
+        else:
+            self.pending.append((k, stamp, payload, log_ns))
+
+    def _route(self, k: int, stamp: int, payload: Any, log_ns: int) -> None:
+        e = len(self.aligners) - 1
+        start = self.bounds[e][0]
+        if start is not None and stamp < start:
+            self.outside += 1  # before this episode (in the gap before it)
+            return
+        self.emit(e, self.aligners[e].push(k, stamp, payload, log_ns))
+
+    def _primary(self, stamp: int) -> None:
+        assert self.gap_ns is not None
+        if self.last_primary is None or stamp - self.last_primary > self.gap_ns:
+            if self.aligners:  # the episode before ends: its frames are final now
+                self.aligners[-1].end_ns = self.last_primary
+                self.bounds[-1][1] = self.last_primary
+                self.emit(len(self.aligners) - 1, self.aligners[-1].finish())
+            self._open(stamp, None)
+            self.last_primary = stamp
+            waiting, self.pending = self.pending, []
+            for entry in waiting:
+                if entry[1] <= stamp + self.gap_ns:
+                    self._route(*entry)
+                else:
+                    self.pending.append(entry)
+        self.last_primary = max(stamp, self.last_primary)
+
+    def finish(self) -> None:
+        if self.gap_ns is not None:
+            self.outside += len(self.pending)
+            self.pending = []
+            if self.aligners:
+                self.aligners[-1].end_ns = self.last_primary
+                self.bounds[-1][1] = self.last_primary
+        for i, aligner in enumerate(self.aligners):
+            self.emit(i, aligner.finish())
+
+
 def _import_one(
     bag: _Bag, out: Path, made: list[Path], slack_s: float, progress: bool | None
 ) -> list[EpisodeImport]:
@@ -385,21 +528,9 @@ def _import_one(
         topics.setdefault(s.topic, []).append(i)
     for j, (_, img) in enumerate(cameras):
         topics.setdefault(img.topic, []).append(len(numeric) + j)
-    n_streams = len(numeric) + len(cameras)
+    fast = {k: _JointStateReader(s) for k, s in enumerate(numeric) if s.type == JOINT_STATE}
     stampers = {t: _stamp_of(c.align, _has_header(bag.types[t])) for t in topics}
-    starts = [b[0] if b[0] is not None else -(1 << 62) for b in bag.bounds]
-    slack_ns = round(slack_s * 1e9)
-    aligners = [
-        HoldAligner(n_streams, c.fps, slack_ns=slack_ns, start_ns=b[0], end_ns=b[1])
-        for b in bag.bounds
-    ]
-    text = _contract_text(c, None)
     runs: list[_RunDir] = []
-    for i in range(len(bag.bounds)):
-        run = _RunDir(out / run_id_for(bag.path, i, len(bag.bounds)), bag, i, text)
-        made.append(run.path)
-        runs.append(run)
-    msgs: dict[str, int] = dict.fromkeys(topics, 0)
 
     def emit(episode: int, frames: list[Frame]) -> None:
         run = runs[episode]
@@ -414,8 +545,11 @@ def _import_one(
             }
             run.frame(frame, state, action, images)
 
-    outside = 0
+    episodes = _Episodes(bag, out, made, len(numeric) + len(cameras), round(slack_s * 1e9), emit)
+    runs = episodes.runs  # the same list: episodes add their run directories to it
+    msgs: dict[str, int] = dict.fromkeys(topics, 0)
     total = sum(bag.counts.get(t, 0) for t in topics)
+    n_numeric = len(numeric)
     with _reader(bag.path) as reader, _progress(total, bag.path.name, progress) as bar:
         conns = [x for x in reader.connections if x.topic in topics]
         for conn, log_ns, raw in reader.messages(connections=conns):
@@ -423,24 +557,26 @@ def _import_one(
             topic = conn.topic
             msgs[topic] += 1
             stamp = stampers[topic](raw, log_ns)
-            e = bisect.bisect_right(starts, stamp) - 1
-            end = bag.bounds[e][1] if e >= 0 else None
-            if e < 0 or (end is not None and stamp > end):
-                outside += 1
-            else:
-                payload: Any = None
-                for k in topics[topic]:
-                    if k >= len(numeric):
-                        payload = log_ns  # a camera: the frame stays in the bag
-                    else:
-                        s = numeric[k]
-                        if payload is None:
-                            msg = reader.deserialize(raw, conn.msgtype)
-                        payload = msg if s.type == JOINT_TRAJECTORY else extract(s, msg)
-                    emit(e, aligners[e].push(k, stamp, payload, log_ns))
+            decoded: list[Any] = []
+
+            def decode(raw: Any = raw, msgtype: str = conn.msgtype, box: list = decoded) -> Any:
+                if not box:
+                    box.append(reader.deserialize(raw, msgtype))
+                return box[0]
+
+            for k in topics[topic]:
+                if k >= n_numeric:
+                    payload: Any = log_ns  # a camera: the frame stays in the bag
+                elif k in fast:
+                    payload = fast[k](raw, decode)
+                elif numeric[k].type == JOINT_TRAJECTORY:
+                    payload = decode()
+                else:
+                    payload = extract(numeric[k], decode())
+                episodes.push(topic, k, stamp, payload, log_ns)
+        episodes.finish()
     results = []
-    for i, (aligner, run) in enumerate(zip(aligners, runs, strict=True)):
-        emit(i, aligner.finish())
+    for i, (aligner, run) in enumerate(zip(episodes.aligners, runs, strict=True)):
         result = EpisodeImport(
             run_dir=str(run.path),
             bag=str(bag.path),
@@ -452,26 +588,26 @@ def _import_one(
             end_ns=aligner.frame_time(aligner.kept + aligner.dropped_leading - 1)
             if aligner.start_ns is not None and (aligner.kept + aligner.dropped_leading)
             else None,
-            messages={t: n for t, n in msgs.items()},
+            messages=dict(msgs),
         )
         run.close(
             result,
             {
                 "bag": str(bag.path.resolve()),
                 "episode": i,
-                "episodes": len(bag.bounds),
-                "bounds_ns": list(bag.bounds[i]),
+                "episodes": len(runs),
+                "bounds_ns": list(episodes.bounds[i]),
                 "fps": c.fps,
                 "align": c.align,
                 "cameras": {cam: {"topic": s.topic, "type": s.type} for cam, s in cameras},
                 "frames": result.frames,
                 "dropped_leading_frames": result.dropped_leading,
                 "late_messages": result.late_messages,
-                "messages_outside_episodes": outside,
+                "messages_outside_episodes": episodes.outside,
             },
         )
         results.append(result)
-    bag.outside = outside
+    bag.outside = episodes.outside
     return results
 
 
