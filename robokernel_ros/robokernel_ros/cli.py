@@ -96,16 +96,35 @@ API_FLAGS = {
     "n_steps": "--max-steps",
     "async_rtc": "--async-rtc",
 }
+# positional arguments' API names (the positional's own dest maps to its metavar)
+# (and path=, in any subcommand's messages, is its first positional)
+API_FLAGS.update({"repo_id": "PATH"})
+# a dict entry of the API that the shell gives as a flag of its own
+FIELD_FLAGS = {
+    "video['fps']": "--video-fps",
+    "video['camera']": "--camera",
+    "video['path']": "--video",
+}
 _flags: dict[str, str] = {}  # the running subcommand's parameter name -> flag
+_switches: set[str] = set()  # its flags that take no value (store_true)
 
 
 def flag_names(text: str) -> str:
     """An error message with the running subcommand's parameter names (`model=...`,
-    `trace_dir=...`) spelled as its CLI flags (`--robot=...`, `--trace-dir=...`)."""
+    `trace_dir=...`, `video['fps']=...`) spelled as its CLI flags (`--robot=...`,
+    `--trace-dir=...`, `--video-fps=...`); a switch's `=True` / `=False` as the shell says
+    it (`--batch-inference` / `without --batch-inference`), never a form argparse refuses."""
     if not _flags:
         return text
+    for field_name, flag in FIELD_FLAGS.items():
+        if flag in _flags.values():
+            text = text.replace(field_name, flag)
     pattern = r"(?<![\w\-.\[\'\"])(" + "|".join(map(re.escape, _flags)) + r")(?==)"
-    return re.sub(pattern, lambda m: _flags[m.group(1)], text)
+    text = re.sub(pattern, lambda m: _flags[m.group(1)], text)
+    for switch in _switches:
+        text = re.sub(re.escape(switch) + r"=True\b", switch, text)
+        text = re.sub(re.escape(switch) + r"=False\b", f"without {switch}", text)
+    return text
 
 
 def _parser_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -116,7 +135,20 @@ def _parser_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
         # messages about it give both spellings (rollout.cameras)
         if longs and action.dest not in ("help", "cameras"):
             flags[action.dest] = longs[0]
+        elif not action.option_strings and action.dest not in ("help", "command"):
+            flags[action.dest] = str(action.metavar or action.dest.upper())  # a positional
+            flags.setdefault("path", flags[action.dest])
     return {**flags, **{k: v for k, v in API_FLAGS.items() if v in flags.values()}}
+
+
+def _parser_switches(parser: argparse.ArgumentParser) -> list[str]:
+    return [
+        o
+        for a in parser._actions
+        if isinstance(a, argparse._StoreTrueAction)
+        for o in a.option_strings
+        if o.startswith("--")
+    ]
 
 
 def json_arg(text: str) -> Any:
@@ -160,11 +192,14 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
         type=json_arg,
         default=None,
         metavar="JSON",
-        help="provider config as JSON",
+        help="the provider's config, a JSON object (default {})",
     )
-    p.add_argument("--episodes", type=int, default=1, help="number of episodes (default 1)")
+    p.add_argument("--episodes", type=int, default=1, help="number of episodes, >= 1 (default 1)")
     p.add_argument(
-        "--seed", type=int, default=None, help="base seed (episode i runs with seed + i)"
+        "--seed",
+        type=int,
+        default=None,
+        help="base seed, a whole number (episode i runs with seed + i; default 0)",
     )
     p.add_argument(
         "--video",
@@ -175,10 +210,14 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
         help="one MP4 per episode: DIR/<command>_<id>_ep<i>.mp4 (<id> unique per call), "
         "or FILE_ep<i>.mp4 for FILE.mp4",
     )
-    p.add_argument("--video-fps", type=float, default=30.0)
-    p.add_argument("--camera", default=None, help="camera to record (default: the free camera)")
+    p.add_argument("--video-fps", type=float, default=30.0,
+                   help="frames per second of --video, > 0 (default 30; at most the control rate)")  # fmt: skip
+    p.add_argument("--camera", default=None,
+                   help="with --video: a camera of the scene to record (default: the free camera)")  # fmt: skip
     p.add_argument(
-        "--trace-dir", default=TRACE_DIR_DEFAULT, help="run directories go here (default runs/)"
+        "--trace-dir",
+        default=TRACE_DIR_DEFAULT,
+        help="a folder (made if missing) the run directories go to (default runs/)",
     )
     p.add_argument("--no-trace", action="store_true", help="record no trace")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
@@ -189,13 +228,19 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wbc-gains", type=json_arg, default=None, metavar="JSON",
                    help='shim gains {joint: {"kp": .., "kd": ..}} over the model\'s defaults')  # fmt: skip
     p.add_argument("--live", nargs="?", type=_live_port, const=8765, default=None, metavar="PORT",
-                   help="serve a live Foxglove view on ws://127.0.0.1:PORT (default 8765; 0: any)")  # fmt: skip
+                   help="serve a live Foxglove view on ws://127.0.0.1:PORT, a TCP port 0..65535 (bare --live: 8765; "
+                        "0: a free one, printed)")  # fmt: skip
+    p.add_argument("--live-wait", type=_positive_seconds, default=None, metavar="SECONDS",
+                   help="with --live: wait up to SECONDS (> 0) for a viewer before the first episode")  # fmt: skip
+    p.add_argument("--realtime", action="store_true",
+                   help="pace the episodes at the control rate (wall clock), as a robot runs; "
+                        "default: as fast as the simulation goes")  # fmt: skip
     p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
-                   help="run the episodes on N Ray workers (default: in this process, no Ray)")  # fmt: skip
+                   help="run the episodes on N Ray workers, N >= 1 (default: in this process, no Ray)")  # fmt: skip
     p.add_argument("--ray-address", default=None, metavar="ADDR",
-                   help="a Ray cluster to run the workers on ('auto', 'ray://head:10001'; default: a local Ray)")  # fmt: skip
+                   help="with --workers: a Ray cluster to run the workers on ('auto', 'ray://head:10001'; default: a local Ray)")  # fmt: skip
     p.add_argument("--batch-inference", action="store_true",
-                   help="with --workers: one policy actor batches every worker's inference")  # fmt: skip
+                   help="with --workers N (N >= 2): one policy actor batches every worker's inference")  # fmt: skip
     p.add_argument("--max-batch", type=_positive_int, default=None, metavar="B",
                    help="with --batch-inference: observations per forward pass at most "
                         "(default: eval_policy's max_batch)")  # fmt: skip
@@ -208,6 +253,16 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: must be a positive whole number")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be seconds, a number > 0")
     return value
 
 
@@ -231,8 +286,21 @@ def usage_error(command: str, message: str) -> int:
 
 
 def _flag_conflict(args: argparse.Namespace) -> str | None:
+    """A flag that only means something with another one: refused by name (nothing runs)."""
     if args.camera is not None and not args.video:
         return f"--camera={args.camera!r}: chooses the camera --video records; give --video too"
+    if args.max_batch is not None and not args.batch_inference:
+        return (
+            f"--max-batch={args.max_batch}: the batch size of --batch-inference; "
+            "give --batch-inference (and --workers N, N >= 2) too"
+        )
+    if args.live_wait is not None and args.live is None:
+        return f"--live-wait={args.live_wait}: waits for a viewer of --live; give --live too"
+    if args.ray_address is not None and args.workers is None:
+        return (
+            f"--ray-address={args.ray_address!r}: the Ray cluster --workers runs on; "
+            "give --workers N too"
+        )
     return None
 
 
@@ -253,10 +321,14 @@ def _common_kwargs(args: argparse.Namespace, label: str) -> dict[str, Any]:
             kwargs[name] = getattr(args, name)
     if args.wbc_gains is not None:
         kwargs["wbc_gains"] = args.wbc_gains
+    if args.realtime:
+        kwargs["fast_mode"] = False
     if args.live is not None:
-        kwargs["live"] = args.live
+        kwargs["live"] = (
+            args.live if args.live_wait is None else {"port": args.live, "wait_s": args.live_wait}
+        )
         where = (
-            f"ws://127.0.0.1:{args.live}" if args.live else "a free port (the report's live.url)"
+            f"ws://127.0.0.1:{args.live}" if args.live else "a free port (printed once it listens)"
         )
         print(
             f"live view: {where} (Foxglove: Open connection > Foxglove WebSocket)", file=sys.stderr
@@ -300,15 +372,21 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
         "--robot-name", default=None, help="name of the robot in the scene (default: from --robot)"
     )
     _add_policy_args(p)
-    p.add_argument("--max-steps", type=int, default=300, help="steps per episode (default 300)")
-    p.add_argument("--control-frequency", type=float, default=50.0)
-    p.add_argument("--action-horizon", type=int, default=8)
+    p.add_argument(
+        "--max-steps", type=int, default=300, help="steps per episode, >= 1 (default 300)"
+    )
+    p.add_argument("--control-frequency", type=float, default=50.0,
+                   help="control steps per second, > 0 (default 50)")  # fmt: skip
+    p.add_argument("--action-horizon", type=int, default=8,
+                   help="actions of a chunk executed before the next inference, >= 1 (default 8)")  # fmt: skip
     p.add_argument(
         "--async-rtc",
         action="store_true",
         help="overlap inference with execution (realtime, virtual clock)",
     )
-    p.add_argument("--instruction", default="")
+    p.add_argument(
+        "--instruction", default="", help="the task's text for the policy (default none)"
+    )
     p.add_argument(
         "--output",
         metavar="DIR",
@@ -360,7 +438,9 @@ def _eval_run(args: argparse.Namespace) -> int:
     from robokernel_ros.rollout import SimWorkcell
 
     if args.resume:
-        refused = load_resume(args)
+        defaults = argparse.ArgumentParser(add_help=False)
+        _eval_arguments(defaults)
+        refused = load_resume(args, vars(defaults.parse_args([])))
         if refused:
             return refused
     if not args.robot:
@@ -411,27 +491,29 @@ def _eval_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             return usage_error("eval", str(exc))
         outs = []
-        with interruptible(cell) as state, json_stdout(args.json):
-            for first, count in blocks:  # --resume: the episodes that did not finish
-                kwargs.update(n_episodes=count, seed=(args.seed or 0) + first)
-                outs.append(
-                    cell.eval_policy(
-                        name,
-                        max_steps=args.max_steps,
-                        control_frequency=args.control_frequency,
-                        action_horizon=args.action_horizon,
-                        async_rtc=bool(args.async_rtc),
-                        instruction=args.instruction,
-                        **kwargs,
+        with interruptible(cell) as state:
+            with json_stdout(args.json):
+                for first, count in blocks:  # --resume: the episodes that did not finish
+                    # numbered on from `first` (seed + first ...), as in the first invocation
+                    kwargs.update(n_episodes=count, seed=args.seed or 0, first_episode=first)
+                    outs.append(
+                        cell.eval_policy(
+                            name,
+                            max_steps=args.max_steps,
+                            control_frequency=args.control_frequency,
+                            action_horizon=args.action_horizon,
+                            async_rtc=bool(args.async_rtc),
+                            instruction=args.instruction,
+                            **kwargs,
+                        )
                     )
-                )
-                if state["interrupted"] or outs[-1]["status"] != "success":
-                    break
-        code = 0
-        for out in outs:
-            code = _emit_interruptible(out, state, as_json=args.json) or code
-        if out_dir is not None:
-            write_output(out_dir, outs, args, kwargs)
+                    if state["interrupted"] or outs[-1]["status"] != "success":
+                        break
+            code = 0
+            for out in outs:
+                code = _emit_interruptible(out, state, as_json=args.json) or code
+            if out_dir is not None:  # a Ctrl-C now waits for eval_info.json (a second aborts)
+                write_output(out_dir, outs, args, kwargs, interrupted=state["interrupted"])
         return 130 if state["interrupted"] else code
 
 
@@ -476,6 +558,13 @@ def _benchmark_run(args: argparse.Namespace) -> int:
             return emit(out, as_json=args.json)
         spec: Any = args.name
         path = Path(args.name)
+        if (path.suffix == ".json" or "/" in args.name) and not path.is_file():
+            print(
+                f"error: NAME={args.name!r}: no such file (a spec file; or a shipped "
+                "benchmark's name, see --list)",
+                file=sys.stderr,
+            )
+            return 1
         if path.suffix == ".json" and path.is_file():
             try:
                 spec = json.loads(path.read_text())
@@ -520,8 +609,23 @@ def build_parser() -> argparse.ArgumentParser:
             command.name, help=command.help, description=command.help, epilog=EXIT_STATUS
         )
         command.add_arguments(p)
-        p.set_defaults(_run=command.run, _flags=_parser_flags(p))
+        p.set_defaults(_run=command.run, _flags=_parser_flags(p), _switches=_parser_switches(p))
     return parser
+
+
+LIVE_LOGGER = "robokernel_ros.live.view"
+
+
+def _live_lines() -> logging.Handler:
+    """With --live, the view's own lines (the URL with the port it got, waiting for a
+    viewer) go to stderr as they are, without -v; its warnings keep the usual format."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.INFO)
+    handler.addFilter(lambda record: record.levelno < logging.WARNING)
+    logger = logging.getLogger(LIVE_LOGGER)
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    return handler
 
 
 class _NoTraceback(logging.Filter):
@@ -550,13 +654,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             handler.addFilter(quiet_tracebacks)
     _flags.clear()
     _flags.update(args._flags)
+    _switches.clear()
+    _switches.update(args._switches)
+    live_lines = _live_lines() if getattr(args, "live", None) is not None else None
     try:
         return int(args._run(args))
+    except BrokenPipeError:
+        # `robokernel ... --json | head`: the reader left; say nothing more (Python's
+        # advice: point stdout at devnull so the interpreter's final flush stays quiet)
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a reader that left
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        folder = getattr(args, "output", None) if args.command == "eval" else None
+        hint = (
+            f": `robokernel eval --resume {folder}` runs the episodes that did not finish and "
+            "writes its eval_info.json and report"
+            if folder
+            else ""
+        )
+        print(f"interrupted{hint}", file=sys.stderr)
         return 130
     finally:
         _flags.clear()
+        _switches.clear()
+        if live_lines is not None:
+            logging.getLogger(LIVE_LOGGER).removeHandler(live_lines)
         if quiet_tracebacks is not None:
             for handler in logging.getLogger().handlers:
                 handler.removeFilter(quiet_tracebacks)

@@ -55,9 +55,27 @@ def json_stdout(as_json: bool) -> Any:
         yield
 
 
-def load_resume(args: argparse.Namespace) -> int:
-    """--resume DIR: the options of the evaluation in DIR (its eval_config.json)."""
-    from robokernel_ros.tasks.eval_output import EVAL_CONFIG
+# What --resume takes as given on its command line: how and where the episodes run and
+# what is printed, never what an episode is (that stays as eval_config.json has it).
+RESUME_TAKES = (
+    "json",
+    "progress",
+    "live",
+    "workers",
+    "ray_address",
+    "batch_inference",
+    "max_batch",
+)
+
+
+def load_resume(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
+    """--resume DIR: the options of the evaluation in DIR (its eval_config.json).
+
+    `defaults`: the eval parser's defaults. A flag given with another value than the saved
+    one is refused by name (exit 2, nothing runs), but those in RESUME_TAKES, which are
+    taken as given."""
+    from robokernel_ros.cli import _flags, usage_error
+    from robokernel_ros.tasks.eval_output import EVAL_CONFIG, VIDEOS_DIR
 
     path = Path(args.resume) / EVAL_CONFIG
     if not path.is_file():
@@ -68,12 +86,35 @@ def load_resume(args: argparse.Namespace) -> int:
         )
         return 1
     saved = json.loads(path.read_text())
+    videos = str(Path(args.resume) / VIDEOS_DIR)
+    conflicts = []
+    if args.output is not None and Path(args.output) != Path(args.resume):
+        conflicts.append(f"--output={args.output!r} (it is {args.resume!r})")
+    for key, default in defaults.items():
+        if key in (*RESUME_TAKES, "resume", "output", "verbose") or key.startswith("_"):
+            continue
+        given, kept = getattr(args, key, default), saved.get(key, default)
+        if isinstance(given, tuple):
+            given = list(given)
+        if key == "video" and given == "" and kept == videos:
+            continue  # bare --video: the folder's videos/, as saved
+        if given != default and given != kept:
+            flag = _flags.get(key, "--" + key.replace("_", "-"))
+            conflicts.append(f"{flag}={given!r} (it has {kept!r})")
+    if conflicts:
+        takes = ", ".join(_flags.get(k, "--" + k.replace("_", "-")) for k in RESUME_TAKES)
+        return usage_error(
+            "eval",
+            f"--resume={args.resume!r} continues the evaluation as its {EVAL_CONFIG} has it: "
+            f"{', '.join(conflicts)} differ; drop them, or start a new evaluation with "
+            f"--output NEW_DIR (--resume takes {takes} as given)",
+        )
     for key, value in saved.items():
-        if key not in ("resume", "json", "progress", "verbose", "output"):
+        if key not in (*RESUME_TAKES, "resume", "verbose", "output"):
             setattr(args, key, value)
     args.output = str(args.resume)
     args.trace_dir = TRACE_DIR_DEFAULT  # set again from --output
-    if isinstance(args.video, str) and Path(args.video) == Path(args.resume) / "videos":
+    if isinstance(args.video, str) and Path(args.video) == Path(videos):
         args.video = ""
     return 0
 
@@ -90,6 +131,14 @@ def episodes_to_run(args: argparse.Namespace, out_dir: Path | None) -> list[tupl
         (out_dir / "unfinished").mkdir(exist_ok=True)
         run_dir.rename(out_dir / "unfinished" / run_dir.name)
     missing = [i for i in range(args.episodes) if i not in done]
+    # an unfinished episode's video (episode n: *_ep<n>.mp4, the folder's own videos/) is
+    # partial: it goes; the episode runs again and records a new one
+    from robokernel_ros.tasks.eval_output import VIDEOS_DIR
+
+    videos = out_dir / VIDEOS_DIR
+    for i in missing:
+        for partial in sorted(videos.glob(f"*_ep{i}.mp4")) if videos.is_dir() else []:
+            partial.unlink()
     blocks: list[tuple[int, int]] = []
     for i in missing:
         if blocks and blocks[-1][0] + blocks[-1][1] == i:
@@ -113,9 +162,16 @@ def output_conflict(args: argparse.Namespace) -> str | None:
 
 
 def write_output(
-    out_dir: Path, outs: list[dict[str, Any]], args: argparse.Namespace, kwargs: Any
+    out_dir: Path,
+    outs: list[dict[str, Any]],
+    args: argparse.Namespace,
+    kwargs: Any,
+    *,
+    interrupted: bool = False,
 ) -> None:
-    """DIR/eval_info.json over every finished episode; says where everything was written."""
+    """DIR/eval_info.json over every finished episode (eval_s: this invocation's seconds plus
+    the earlier ones' its eval_info.json had); says where everything was written and, when
+    episodes are missing, that --resume runs them."""
     from robokernel_ros.rollout import envelope_json
     from robokernel_ros.tasks.eval_output import (
         EVAL_INFO,
@@ -135,8 +191,11 @@ def write_output(
         if e.get("run_id")
     }
     previous = out_dir / EVAL_INFO  # --resume: the kept episodes' videos stay linked
+    earlier_s = 0.0  # the seconds of the invocations before this one
     if previous.is_file():
-        for rec in json.loads(previous.read_text()).get("per_episode", []):
+        before = json.loads(previous.read_text())
+        earlier_s = float((before.get("aggregated") or {}).get("eval_s") or 0.0)
+        for rec in before.get("per_episode", []):
             if rec.get("run_id") and rec.get("video_path"):
                 videos.setdefault(rec["run_id"], rec["video_path"])
     if args.no_trace:
@@ -148,7 +207,7 @@ def write_output(
             rec["video_path"] = videos.get(rec["run_id"]) or rec["video_path"]
     config = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     config["policy_config"] = kwargs.get("policy_config")
-    path = write_json(out_dir / EVAL_INFO, eval_info(records, config, reports))
+    path = write_json(out_dir / EVAL_INFO, eval_info(records, config, reports, earlier_s=earlier_s))
     report_page = None
     if not args.no_trace and records:
         from robokernel_ros.scoring.pictures import write_report
@@ -170,4 +229,11 @@ def write_output(
         + (f", 95% CI [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
         + f"; wrote {path} ({', '.join(where)})"
     )
+    missing = args.episodes - agg["n_episodes"]
+    if missing:
+        summary += (
+            f"; `robokernel eval --resume {out_dir}` runs the {missing} unfinished episode(s)"
+        )
+    elif interrupted:
+        summary += "; interrupted after the last episode: the evaluation is complete"
     print(summary, file=sys.stderr if args.json else sys.stdout)

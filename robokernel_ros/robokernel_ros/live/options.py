@@ -3,6 +3,7 @@
     live_option("live", True)        -> LiveOptions(port=8765)
     live_option("live", 0)           -> LiveOptions(port=0)   (a free port, see LiveView.port)
     live_option("live", {"port": 9000, "image_hz": 5})
+    live_option("live", {"port": 0, "wait_s": 30})   (the first episode waits for a viewer)
     live_option("live", None / False) -> None                  (no live view)
 
 A refused value raises ValueError naming the parameter, the value and its domain; it
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_PORT = 8765  # Foxglove's own default for a WebSocket connection
-KEYS = ("port", "host", "queue_size", "image_hz", "display_hz", "mcap")
+KEYS = ("port", "host", "queue_size", "image_hz", "display_hz", "mcap", "wait_s")
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,9 @@ class LiveOptions:
     each time; a loop paced at real time (or slower) sends every step whatever its rate.
     None: every step, always (the loop's process then queues every step of a fast eval).
     mcap: also write the channels to <run_dir>/foxglove.mcap of each recorded episode,
-    every event at full rate (a pooled child process writes it: live.recorder)."""
+    every event at full rate (a pooled child process writes it: live.recorder).
+    wait_s: once the server listens, the first episode waits up to this many seconds for
+    a viewer (a client that subscribes to a channel) before it starts; None: no wait."""
 
     port: int = DEFAULT_PORT
     host: str = "127.0.0.1"
@@ -39,6 +42,7 @@ class LiveOptions:
     image_hz: float = 10.0
     display_hz: float | None = 60.0
     mcap: bool = True
+    wait_s: float | None = None
 
 
 def _port(name: str, value: Any) -> int:
@@ -105,6 +109,13 @@ def live_option(name: str, value: Any) -> LiveOptions | None:
     mcap = value.get("mcap", out.mcap)
     if not isinstance(mcap, bool):
         raise ValueError(f"{name}['mcap']={mcap!r}: must be a boolean")
+    wait = value.get("wait_s")
+    if wait is not None and (
+        isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 < wait < math.inf
+    ):
+        raise ValueError(
+            f"{name}['wait_s']={wait!r}: must be seconds, a finite number > 0, or None"
+        )
     options = LiveOptions(port=port, host=host, queue_size=queue, image_hz=hz, display_hz=display,
-                          mcap=mcap)  # fmt: skip
+                          mcap=mcap, wait_s=None if wait is None else float(wait))  # fmt: skip
     return _free(name, value, options)

@@ -128,12 +128,14 @@ class _Listener:
         self.lock = threading.Lock()
         self.subscriptions: dict[int, set[str]] = {}
         self.clients_seen = 0
+        self.subscribed = threading.Event()  # set by the first subscription
 
     def on_subscribe(self, client: Any, channel: Any) -> None:
         with self.lock:
             if client.id not in self.subscriptions:
                 self.clients_seen += 1
             self.subscriptions.setdefault(client.id, set()).add(channel.topic)
+        self.subscribed.set()
 
     def on_unsubscribe(self, client: Any, channel: Any) -> None:
         with self.lock:
@@ -216,6 +218,20 @@ class LiveView:
         self._thread.start()
         _log.info("live view: %s (Foxglove: open connection, Foxglove WebSocket)", self.url)
         return self
+
+    def wait_for_viewer(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` seconds for a client to subscribe to a channel (True) or
+        go on without one (False, logged); the server must have been started."""
+        if self._listener.subscribed.is_set():
+            return True
+        _log.info("live view: waiting up to %.0f s for a viewer at %s", timeout_s, self.url)
+        if self._listener.subscribed.wait(timeout_s):
+            _log.info("live view: a viewer is connected; starting")
+            return True
+        _log.warning(
+            "live view: no viewer at %s after %.0f s; starting without one", self.url, timeout_s
+        )
+        return False
 
     def close(self) -> None:
         """Drain, stop the sender, close an open MCAP, stop the server (frees the port)."""

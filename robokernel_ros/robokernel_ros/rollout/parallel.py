@@ -324,7 +324,8 @@ class _ParallelEval:
             self.pending.appendleft(episode)
         else:
             self.lost.append(episode)
-            self.results[episode] = _lost_episode(episode, (self.plan.seed or 0) + episode, error)
+            n = self.plan.first_episode + episode  # the session numbers episodes so
+            self.results[episode] = _lost_episode(n, (self.plan.seed or 0) + n, error)
 
     def close(self) -> None:
         import ray

@@ -48,6 +48,7 @@ class RolloutPlan:
     fast_mode: bool = True
     reset_between: bool = True
     n_episodes: int = 1
+    first_episode: int = 0  # an eval's episodes are numbered first_episode + i (seed + that)
     trace_dir: Path | None = None
     safety: dict[str, Any] | None = None
     progress: bool | None = None

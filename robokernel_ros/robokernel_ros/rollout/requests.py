@@ -11,15 +11,17 @@ asked; `__post_init__` refuses a bad value by name with the checks of rollout.va
 that exists) and replaces each field by its normalised value (a Path, a dict, compiled
 criteria: each field's comment says what it holds once checked). `plan(robots=...)` adds
 the checks that need the scene (the robot name, a benchmark spec) and returns the
-RolloutPlan the runner executes. An unknown parameter is a TypeError naming it. A checked
+RolloutPlan the runner executes. An unknown parameter is a ValueError naming it, the
+nearest valid field, and every valid field (`unknown_fields`). A checked
 request is not checked again: build a new one from the caller's values to change one.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +233,7 @@ class EvalRequest(_Outputs, _OneRobot):
     batch_inference: bool = False
     max_batch: int = DEFAULT_MAX_BATCH
     max_wait_ms: float = DEFAULT_MAX_WAIT_MS
+    first_episode: int = 0  # episodes first_episode.. of an evaluation (a resumed one)
     call: str = "eval_policy"
 
     def __post_init__(self) -> None:
@@ -239,6 +242,7 @@ class EvalRequest(_Outputs, _OneRobot):
         v.check_flag("reset_between", self.reset_between)
         v.check_flag(torque.FLAG, self.wbc_install_torque_control)
         self.n_episodes = v.positive_int("n_episodes", self.n_episodes)
+        self.first_episode = v.non_negative_int("first_episode", self.first_episode)
         parallel = v.parallel_options(workers=self.workers, ray_address=self.ray_address,
                                       batch_inference=self.batch_inference, max_batch=self.max_batch,
                                       max_wait_ms=self.max_wait_ms, policy_object=self.policy_object,
@@ -301,6 +305,7 @@ class EvalRequest(_Outputs, _OneRobot):
             workers=self.workers, ray_address=self.ray_address,
             batch_inference=self.batch_inference, max_batch=self.max_batch,
             max_wait_ms=self.max_wait_ms, latency_s=self.latency_s,
+            first_episode=self.first_episode,
         )  # fmt: skip
 
 
@@ -380,19 +385,39 @@ class MultiRequest(_Outputs):
         )
 
 
+def unknown_fields(request: type, kwargs: Mapping[str, Any], call: str, *,
+                   also: Sequence[str] = ()) -> None:  # fmt: skip
+    """Refuse keyword arguments that are no field of `request` (nor in `also`) in one line:
+    the unknown name, the nearest valid one, and every valid field."""
+    valid = sorted({f.name for f in fields(request) if f.name != "call"} | set(also))
+    unknown = sorted(k for k in kwargs if k not in valid and k != "call")  # call: internal
+    if not unknown:
+        return
+    name = unknown[0]
+    near = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    more = f" (and {unknown[1:]})" if len(unknown) > 1 else ""
+    raise ValueError(
+        f"{call}: unknown field {name!r}{hint}{more}; its fields are: {', '.join(valid)}"
+    )
+
+
 def plan_run(robot_name: Any, *, robots: Sequence[str], **kwargs: Any) -> RolloutPlan:
     """Check a run_policy / start_policy request (raises ValueError naming the parameter)."""
+    unknown_fields(RunRequest, kwargs, str(kwargs.get("call") or "run_policy"))
     return RunRequest(robot_name=robot_name, **kwargs).plan(robots=robots)
 
 
 def plan_eval(robot_name: Any = None, *, robots: Sequence[str],
               registry: BenchmarkRegistry | None = None, **kwargs: Any) -> RolloutPlan:  # fmt: skip
     """Check an eval_policy / evaluate_benchmark request (raises ValueError naming the parameter)."""
+    unknown_fields(EvalRequest, kwargs, str(kwargs.get("call") or "eval_policy"))
     return EvalRequest(robot_name=robot_name, **kwargs).plan(robots=robots, registry=registry)
 
 
 def plan_multi(policies: Any, *, robots: Sequence[str], **kwargs: Any) -> RolloutPlan:
     """Check a run_multi_policy request: policies={robot: Policy | provider | {provider, config}}."""
+    unknown_fields(MultiRequest, kwargs, str(kwargs.get("call") or "run_multi_policy"))
     return MultiRequest(policies=policies, **kwargs).plan(robots=robots)
 
 

@@ -28,8 +28,8 @@ from .progress import Progress
 class EvalSession:
     """One eval's env and policy, built once and shared by its episodes.
 
-    episode(i, control) runs episode i of the plan (seed = plan.seed + i, as on the serial
-    path) and returns its result; the first episode of a session carries the policy's load
+    episode(i, control) runs the plan's i-th episode, numbered n = plan.first_episode + i
+    (seed = plan.seed + n, video _ep<n>, as on the serial path) and returns its result; the first episode of a session carries the policy's load
     report, later ones report the cache hit. close() frees the policy built here."""
 
     def __init__(self, outlet: EpisodeOutlet, plan: RolloutPlan, scene: Any) -> None:
@@ -48,9 +48,10 @@ class EvalSession:
 
     def episode(self, i: int, control: RolloutControl) -> EpisodeResult:
         plan = self.plan
-        video_path = v.episode_video_path(plan.video["path"], i) if plan.video else None
-        result = run_episode(plan, control, self.parts, self.outlet, episode=i,
-                             seed=(plan.seed or 0) + i, video_path=video_path,
+        n = plan.first_episode + i  # a resumed evaluation numbers its episodes on
+        video_path = v.episode_video_path(plan.video["path"], n) if plan.video else None
+        result = run_episode(plan, control, self.parts, self.outlet, episode=n,
+                             seed=(plan.seed or 0) + n, video_path=video_path,
                              carry_state=(not plan.reset_between) and i > 0)  # fmt: skip
         # the same policy object, reused after the first episode: nothing was loaded for it
         first = self.episodes_run == 0

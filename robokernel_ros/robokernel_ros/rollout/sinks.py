@@ -45,6 +45,8 @@ def attach_live(bus: EventBus, plan: RolloutPlan, episode: int) -> Callable[[Any
         from robokernel_ros.live import LiveView
 
         plan.live_view = LiveView(plan.live).start()
+        if plan.live.wait_s is not None:  # live={"wait_s": s}: a viewer sees the first step
+            plan.live_view.wait_for_viewer(plan.live.wait_s)
     detach = plan.live_view.attach(bus, run_dir=plan.trace_dir, n_steps=plan.n_steps,
                                    n_episodes=plan.n_episodes, episode=episode)  # fmt: skip
     return lambda record: {"live": detach(wait=False)}

@@ -42,6 +42,11 @@ def optional_positive_int(name: str, value: Any) -> int | None:
     return None if value is None else positive_int(name, value)
 
 
+def non_negative_int(name: str, value: Any) -> int:
+    """A whole number >= 0 (bools refused)."""
+    return 0 if value == 0 and not isinstance(value, bool) else positive_int(name, value)
+
+
 def timeout_seconds(name: str, value: Any) -> float | None:
     """Positive finite seconds, or None to wait without a deadline."""
     if value is None:

@@ -11,7 +11,9 @@
 
 DIR/eval_config.json holds the call's options, written before the first episode, so that
 `--resume DIR` after a crash or a Ctrl-C runs the episodes that did not finish (a
-stopped episode is run again) and the aggregate covers them all.
+stopped episode is run again, numbered as before; its partial video is removed) and the
+aggregate covers them all; eval_s adds up the invocations' seconds (those of one killed
+with SIGKILL, which wrote no eval_info.json, are not known).
 """
 
 from __future__ import annotations
@@ -124,14 +126,17 @@ def eval_info(
     per_episode: list[dict[str, Any]],
     config: Mapping[str, Any],
     reports: list[Mapping[str, Any]],
+    *,
+    earlier_s: float = 0.0,
 ) -> dict[str, Any]:
-    """lerobot-eval's eval_info.json layout; the aggregate covers every record."""
+    """lerobot-eval's eval_info.json layout; the aggregate covers every record. eval_s:
+    the reports' seconds plus `earlier_s` (a resumed evaluation's earlier invocations)."""
     per_episode = sorted(per_episode, key=lambda r: r["episode_ix"])
     n = len(per_episode)
     successes = sum(1 for r in per_episode if r["success"])
     rewards = [float(r["sum_reward"]) for r in per_episode if r["sum_reward"] is not None]
     max_rewards = [r["max_reward"] for r in per_episode if r["max_reward"] is not None]
-    elapsed = sum(float(r.get("elapsed_s") or 0.0) for r in reports)
+    elapsed = earlier_s + sum(float(r.get("elapsed_s") or 0.0) for r in reports)
     return {
         "per_episode": per_episode,
         "aggregated": {
