@@ -35,6 +35,7 @@ class RosClient:
         self.executor.add_node(self.node)
         self.spinner = Spinner(self.executor, name)
         self._clients: dict[str, Any] = {}
+        self._subscriptions: dict[str, list[Any]] = {}  # topic: what collect() made
         self._closed = False
 
     def client(self, srv_type: Any, name: str) -> Any:
@@ -75,10 +76,22 @@ class RosClient:
 
     def collect(self, msg_type: Any, topic: str, qos: Any = 100) -> list[Any]:
         received: list[Any] = []
-        self.spinner.run(
+        sub = self.spinner.run(
             lambda: self.node.create_subscription(msg_type, topic, received.append, qos)
         )
+        self._subscriptions.setdefault(topic, []).append(sub)
         return received
+
+    def wait_matched(self, topic: str, timeout_s: float = 20.0) -> None:
+        """Return once every subscription `collect` made on `topic` has matched a
+        publisher (what a publisher sends from then on reaches it): the handshake that
+        replaces a sleep after the publisher appears in the graph. AssertionError else."""
+        subs = self._subscriptions.get(topic, [])
+        assert subs, f"no collect() on {topic}"
+        matched = self.wait_until(
+            lambda: all(sub.get_publisher_count() >= 1 for sub in subs), timeout_s
+        )
+        assert matched, f"{topic}: no publisher matched within {timeout_s:g} s"
 
     def wait_until(self, predicate: Any, timeout_s: float, period_s: float = 0.05) -> bool:
         """Poll `predicate` until true (True) or `timeout_s` (False); AssertionError at

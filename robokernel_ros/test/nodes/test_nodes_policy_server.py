@@ -190,8 +190,7 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
     server = _server(processes, ns, "mock", {"execution_horizon": 8})
     wire_chunks = ros.collect(ActionChunk, f"{ns}/action_chunk", CHUNK_QOS)
     wait_active(ros.node, f"{ns}/policy_server", timeout_s=30)
-    assert ros.wait_until(lambda: ros.node.count_publishers(f"{ns}/action_chunk") >= 1, 10)
-    time.sleep(0.5)  # the collector matches the server's publisher
+    ros.wait_matched(f"{ns}/action_chunk")  # the collector matched the server's publisher
     cell = SimWorkcell(trace_dir=tmp_path / "runs", bag=False)
     try:
         cell.add_robot("arm", "so101")

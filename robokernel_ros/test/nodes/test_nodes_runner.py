@@ -45,7 +45,7 @@ def test_run_policy_answers_with_the_report_trace_bag_and_live_events(
 
     events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
     assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), processes.log(proc)
-    time.sleep(0.5)  # let the events subscription match
+    ros.wait_matched(f"{NS}/events")  # the runner's events reach the collector
     response = ros.call(RunPolicy, f"{NS}/run_policy", _run(n_steps=25, seed=3, instruction="wave"))
     assert response.ok and response.status == "success", response.message
     report = json.loads(response.report_json)

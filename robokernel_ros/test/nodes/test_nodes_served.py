@@ -79,7 +79,8 @@ class Harness:
             ),
             20,
         ), processes.log(proc)
-        time.sleep(0.3)  # the status and events subscriptions match too
+        for topic in ("episode_status", "events", "action_chunk"):  # the collectors matched
+            self.ros.wait_matched(f"{self.ns}/served/{topic}")
 
     def status(self, episode_id: str, state: str, after: int = 0, timeout_s: float = 10.0) -> dict:
         """The first status of `episode_id` in `state` among those from index `after` on."""
