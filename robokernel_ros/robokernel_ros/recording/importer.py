@@ -400,12 +400,15 @@ def import_bags(
             )
     made: list[Path] = []
     results: list[EpisodeImport] = []
+    out_existed = out.exists()
     try:
         for bag in opened:
             results.extend(_import_one(bag, out, made, slack_s, progress))
     except BaseException:
         for run in made:
             shutil.rmtree(run, ignore_errors=True)
+        if not out_existed:
+            shutil.rmtree(out, ignore_errors=True)
         raise
     return results
 

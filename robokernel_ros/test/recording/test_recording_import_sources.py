@@ -35,7 +35,9 @@ def _vec(x: float, y: float, z: float) -> object:
     return TY["geometry_msgs/msg/Vector3"](x=x, y=y, z=z)
 
 
-def write_ur_bag(path: Path, seconds: float = 2.0) -> dict[str, list[tuple[int, int, float]]]:
+def write_ur_bag(
+    path: Path, seconds: float = 2.0, *, finger_until_s: float | None = None
+) -> dict[str, list[tuple[int, int, float]]]:
     """{topic: [(header ns, log ns, value t)]}: joint states 100 Hz, wrench 200 Hz, pose 50
     Hz, trajectories 5 Hz (two points, 0 and 0.1 s), gripper commands 10 Hz, a camera."""
     import cv2
@@ -52,9 +54,11 @@ def write_ur_bag(path: Path, seconds: float = 2.0) -> dict[str, list[tuple[int, 
         ns = T0 + k * 10_000_000
         t = k / 100
         names = [*reversed(ARM), "finger_joint"]
+        if finger_until_s is not None and t > finger_until_s:
+            names = names[:6]  # the gripper's driver went away mid-session
         add("/joint_states", "sensor_msgs/msg/JointState", ns, TY["sensor_msgs/msg/JointState"](
-            header=_header(ns), name=names, position=np.array([t + i for i in range(7)]),
-            velocity=np.zeros(7), effort=np.zeros(7)))  # fmt: skip
+            header=_header(ns), name=names, position=np.array([t + i for i in range(len(names))]),
+            velocity=np.zeros(len(names)), effort=np.zeros(len(names))))  # fmt: skip
     for k in range(int(seconds * 200) + 1):
         ns = T0 + k * 5_000_000
         t = k / 200
@@ -155,3 +159,15 @@ def test_a_ur_style_bag_imports_wrench_pose_trajectory_and_gripper(tmp_path: Pat
     obs = observations[3].data["obs"]
     assert np.allclose(item["observation.environment_state"].numpy(), [obs[n] for n in env_names])
     assert features["action"]["names"][-1] == "finger_joint"
+
+
+def test_a_joint_that_vanishes_mid_bag_is_named_and_the_import_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_ur_bag(tmp_path / "ur", finger_until_s=1.0)
+    out = tmp_path / "runs"
+    args = ["import-bag", str(tmp_path / "ur"), "--contract", str(CONTRACT), "--out", str(out)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "topic /joint_states: joint 'finger_joint' is not in the message" in err, err
+    assert not out.exists()
