@@ -167,14 +167,24 @@ def export_lerobot(
         raise ValueError(
             f"root={str(root)!r}: already exists and is not empty (a dataset is never overwritten)"
         )
-    sources = expand_paths(paths)
-    if not sources:
+    found = expand_paths(paths)
+    if not found:
         raise ValueError(f"paths={list(map(str, paths))!r}: no episodes found")
-    # First pass: the shape every episode must share (events only, no frames).
+    # First pass: the shape every episode must share (events only, no frames). An episode
+    # that executed no step (stopped before its first) has no frame to give: skipped.
     shape: dict[str, Any] | None = None
     frame_shapes: dict[str, tuple[int, ...]] = {}
-    for src in sources:
+    sources: list[Path] = []
+    for src in found:
         trace = load_episode(src)  # an unreadable or empty recording refuses the export
+        if not any(e.kind == ACTION for e in trace.events):
+            if len(found) == 1:
+                raise ValueError(
+                    f"path={str(src)!r}: the episode has no executed step: nothing to export"
+                )
+            _log.warning("%s: the episode has no executed step; skipped", src)
+            continue
+        sources.append(src)
         if trace.truncated:
             _log.warning("%s: the recording is cut short; exporting the steps it holds", src)
         this = _episode_shape(trace)
@@ -192,7 +202,10 @@ def export_lerobot(
             raise ValueError(
                 f"path={str(src)!r}: its state keys, action keys, cameras or control rate differ from {str(sources[0])!r}"
             )
-    assert shape is not None
+    if shape is None:
+        raise ValueError(
+            f"paths={list(map(str, paths))!r}: no episode has an executed step: nothing to export"
+        )
     hz = shape["hz"]
     if fps is None and convention != "default":
         fps = LEROBOT_RECORD_FPS
@@ -263,11 +276,14 @@ def export_lerobot(
             f"root={str(root)!r}: cannot create the dataset folder ({exc.strerror or exc})"
         ) from None
     frames_total = 0
+    written = 0
     with _scheduling_kept():
         try:
             for src in sources:
                 trace = load_trace(src)
-                frames_total += _add_episode(dataset, trace, shape)
+                frames = _add_episode(dataset, trace, shape)
+                frames_total += frames
+                written += 1 if frames else 0
         finally:
             dataset.finalize()
     from lerobot.datasets.dataset_metadata import CODEBASE_VERSION
@@ -275,7 +291,7 @@ def export_lerobot(
     return ExportReport(
         repo_id=repo_id,
         root=str(root),
-        episodes=len(sources),
+        episodes=written,
         frames=frames_total,
         fps=fps,
         state_names=state_names,

@@ -60,10 +60,15 @@ class RecoveryReport:
             f"{self.path}: {state} ({self.storage})",
             f"  messages: {self.messages}",
             *(f"    {topic}: {count}" for topic, count in sorted(self.topics.items())),
-            f"  kernel events: {self.events} (seq {self.first_seq}..{self.last_seq})",
-            f"  last event: {self.last_kind} at step {self.last_step}, t={self.last_t}",
-            f"  episode ended: {'yes' if self.episode_ended else 'no'}",
         ]
+        if self.events:
+            lines += [
+                f"  kernel events: {self.events} (seq {self.first_seq}..{self.last_seq})",
+                f"  last event: {self.last_kind} at step {self.last_step}, t={self.last_t}",
+            ]
+        else:
+            lines.append("  kernel events: none")
+        lines.append(f"  episode ended: {'yes' if self.episode_ended else 'no'}")
         if not self.complete:
             lines.append(
                 f"  readable: {self.read_bytes} of {self.file_bytes} bytes; reading stopped: {self.stopped}"

@@ -18,7 +18,10 @@ from typing import Any
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="+", metavar="PATH", help="run directories, bags, or folders of them (runs/)"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="run directories, bags, folders of them (runs/), or eval --output folders",
     )
     parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     parser.add_argument(
@@ -79,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
                 "scored the steps it holds",
                 file=sys.stderr,
             )
+    for folder in result.get("ignored", []):
+        print(
+            f"robokernel score: note: {folder}: holds no recorded episode; left out",
+            file=sys.stderr,
+        )
     for skipped in result["skipped"]:
         print(f"robokernel score: error: skipped {skipped['error']}", file=sys.stderr)
     return 1 if result["skipped"] else 0
@@ -117,13 +125,17 @@ def _compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from .compare import compare, format_comparison, load_episodes
+    from .compare import compare, format_comparison, horizon_warnings, load_episodes
 
     try:
-        result = compare(load_episodes(args.a), load_episodes(args.b))
+        records_a, records_b = load_episodes(args.a), load_episodes(args.b)
+        result = compare(records_a, records_b)
+        result["warnings"] = horizon_warnings(args.a, args.b, records_a, records_b)
     except ValueError as exc:
         print(f"robokernel compare: error: {exc}", file=sys.stderr)
         return 1
+    for warning in result["warnings"]:
+        print(f"robokernel compare: warning: {warning}", file=sys.stderr)
     print(json.dumps(result) if args.json else format_comparison(result, args.a, args.b))
     return 0
 

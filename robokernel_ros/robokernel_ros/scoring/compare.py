@@ -71,6 +71,39 @@ def load_episodes(path: str | Path) -> list[dict[str, Any]]:
     return found
 
 
+def horizon(path: str | Path, episodes: Sequence[Mapping[str, Any]] | None = None) -> int | None:
+    """An evaluation's steps per episode: its eval_config.json / eval_info.json's max_steps,
+    else the length of its episodes that ran out of steps (outcome truncated); None when
+    neither says."""
+    from ..tasks.eval_output import EVAL_CONFIG, EVAL_INFO
+
+    folder = Path(path)
+    for name, key in ((EVAL_CONFIG, None), (EVAL_INFO, "config")):
+        try:
+            data = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        config = data.get(key) if key else data
+        if isinstance(config, Mapping) and isinstance(config.get("max_steps"), int):
+            return int(config["max_steps"])
+    steps = [e.get("steps") for e in episodes or () if e.get("outcome") == "truncated"]
+    steps = [s for s in steps if isinstance(s, int)]
+    return max(steps) if steps else None
+
+
+def horizon_warnings(a: str | Path, b: str | Path, records_a: Sequence[Mapping[str, Any]],
+                     records_b: Sequence[Mapping[str, Any]]) -> list[str]:  # fmt: skip
+    """A warning when A and B ran different steps per episode (their pairs then compare
+    episodes of different lengths)."""
+    ha, hb = horizon(a, records_a), horizon(b, records_b)
+    if ha is None or hb is None or ha == hb:
+        return []
+    return [
+        f"A ran max_steps={ha} and B max_steps={hb} per episode: the paired episodes had "
+        "different horizons, so their success and return are not like for like"
+    ]
+
+
 def compare(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The paired comparison of two lists of per-episode records (see the module doc)."""
     by_seed_a = {r["seed"]: r for r in a}

@@ -7,7 +7,8 @@ directories or bags. Every figure is computed from the traces by the scorers:
     success_rate.png    success rate per evaluation with its 95 % (Wilson) interval
     returns.png         return and episode length across episodes, per evaluation
     latency_holds.png   histograms of chunk inference latency and of holds per episode
-    interventions.png   shield interventions per episode, per evaluation
+    interventions.png   shield interventions per episode, per evaluation (left out, with
+                        a sentence on the page, when the shield intervened in no episode)
     episode_<run>.png   the executed actions over time of the chosen episodes (`plot_episode`)
     index.html          all of the above, with the aggregate table
 """
@@ -88,7 +89,24 @@ def plot_success(evals: Sequence[dict[str, Any]], out: Path) -> Path:
     return _save(fig, out)
 
 
-def plot_returns(evals: Sequence[dict[str, Any]], out: Path) -> Path:
+# the page's heading of each picture (its file name is the key)
+TITLES = {
+    "success_rate": "Success rate",
+    "returns": "Return and episode length",
+    "latency_holds": "Inference latency and holds",
+    "interventions": "Shield interventions",
+}
+
+
+def _whole_episodes(ax: Any) -> None:
+    """Episode axes count episodes: whole-number ticks only."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def returns_figure(evals: Sequence[dict[str, Any]]) -> Any:
+    """The figure of plot_returns (unsaved, open: the caller closes it)."""
     plt = _plt()
     fig, (ax_r, ax_l) = plt.subplots(1, 2, figsize=(10, 4))
     for i, ev in enumerate(evals):
@@ -103,7 +121,13 @@ def plot_returns(evals: Sequence[dict[str, Any]], out: Path) -> Path:
     ax_r.set(title="return per episode", xlabel="episode", ylabel="return")
     ax_l.set(title="episode length", xlabel="episode", ylabel="executed steps")
     ax_r.legend(fontsize=8)
-    return _save(fig, out)
+    _whole_episodes(ax_r)
+    _whole_episodes(ax_l)
+    return fig
+
+
+def plot_returns(evals: Sequence[dict[str, Any]], out: Path) -> Path:
+    return _save(returns_figure(evals), out)
 
 
 def plot_latency_holds(evals: Sequence[dict[str, Any]], out: Path) -> Path:
@@ -118,6 +142,9 @@ def plot_latency_holds(evals: Sequence[dict[str, Any]], out: Path) -> Path:
                   label=ev["name"])  # fmt: skip
     ax_c.set(title="chunk inference latency", xlabel="ms", ylabel="chunks")
     ax_h.set(title="holds per episode", xlabel="hold steps", ylabel="episodes")
+    from matplotlib.ticker import MaxNLocator
+
+    ax_h.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count of episodes
     ax_h.legend(fontsize=8)
     return _save(fig, out)
 
@@ -132,6 +159,7 @@ def plot_interventions(evals: Sequence[dict[str, Any]], out: Path) -> Path:
         ax.bar(xs, counts, width=width, color=PALETTE[i % len(PALETTE)], label=ev["name"])
     ax.set(title="shield interventions per episode", xlabel="episode", ylabel="interventions")
     ax.legend(fontsize=8)
+    _whole_episodes(ax)
     return _save(fig, out)
 
 
@@ -154,14 +182,21 @@ def write_report(
         plot_success(evals, folder / "success_rate.png"),
         plot_returns(evals, folder / "returns.png"),
         plot_latency_holds(evals, folder / "latency_holds.png"),
-        plot_interventions(evals, folder / "interventions.png"),
     ]
+    titles = {p.stem: TITLES[p.stem] for p in pngs}
+    intervened = any(e.get("shield_interventions") for ev in evals for e in ev["episodes"])
+    if intervened:
+        pngs.append(plot_interventions(evals, folder / "interventions.png"))
+        titles["interventions"] = TITLES["interventions"]
+    else:  # an all-zero plot says less than a sentence
+        (folder / "interventions.png").unlink(missing_ok=True)
     for ev in evals:
         for i in episodes:
             if 0 <= i < len(ev["episodes"]):
                 source = ev["episodes"][i]["_source"]
                 name = f"episode_{ev['name']}_{i}.png".replace("/", "_")
                 pngs.append(plot_episode(load_trace(source), folder / name))
+                titles[Path(name).stem] = f"Episode {i} of {ev['name']}: executed actions"
     rows = []
     for ev in evals:
         n = len(ev["episodes"])
@@ -180,7 +215,12 @@ def write_report(
         "<th>successes</th><th>success rate [95 % interval]</th><th>mean return</th></tr>"
         + "".join(rows)
         + "</table>"
-        + "".join(f"<h2>{html.escape(p.stem)}</h2>{_img(p)}" for p in pngs)
+        + (
+            ""
+            if intervened
+            else "<p>Shield interventions: none (no shield intervention in any episode).</p>"
+        )
+        + "".join(f"<h2>{html.escape(titles[p.stem])}</h2>{_img(p)}" for p in pngs)
         + "</body></html>\n"
     )
     index = folder / "index.html"

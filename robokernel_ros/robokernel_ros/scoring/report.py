@@ -21,25 +21,46 @@ def _is_trace(path: Path) -> bool:
     return is_bag(path) or is_bag(path / BAG_DIR)  # a run directory left with its bag only
 
 
-def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Each PATH is a run directory, a bag, or a folder of them (e.g. runs/): the episodes, in order.
+def _episodes_folder(path: Path) -> Path:
+    """An `eval --output` folder's runs/ (its eval_config.json or eval_info.json beside it);
+    any other path as it is."""
+    from ..tasks.eval_output import EVAL_CONFIG, EVAL_INFO, RUNS_DIR
 
-    A run directory that also holds its bag counts once (the run directory).
+    runs = path / RUNS_DIR
+    if runs.is_dir() and ((path / EVAL_CONFIG).is_file() or (path / EVAL_INFO).is_file()):
+        return runs
+    return path
+
+
+def expand_paths(paths: Iterable[str | Path], skipped: list[str] | None = None) -> list[Path]:
+    """Each PATH is a run directory, a bag, a folder of them (e.g. runs/), or an
+    `eval --output` folder (its runs/): the episodes, in order.
+
+    A run directory that also holds its bag counts once (the run directory). Among several
+    paths (a shell's `runs/*`), a folder that holds no episode (the report's runs/report/,
+    a demo's logs/) is left out, and named in `skipped` when given; one path alone, or
+    paths that hold no episode at all, are refused (ValueError naming the path).
     """
+    raws = list(paths)
     found: list[Path] = []
-    for raw in paths:
+    empty: list[str] = []
+    for raw in raws:
         p = Path(raw)
         if not p.exists():
             raise ValueError(f"path={str(raw)!r}: does not exist")
         if _is_trace(p) or p.is_file():
             found.append(p)
             continue
+        p = _episodes_folder(p)
         children = sorted(c for c in p.iterdir() if c.is_dir() and _is_trace(c))
         if not children:
-            raise ValueError(
-                f"path={str(raw)!r}: neither a run directory, a bag, nor a folder of them"
-            )
+            empty.append(str(raw))
+            continue
         found.extend(children)
+    if empty and (len(raws) == 1 or not found):
+        raise ValueError(f"path={empty[0]!r}: neither a run directory, a bag, nor a folder of them")
+    if skipped is not None:
+        skipped.extend(empty)
     return found
 
 
@@ -64,13 +85,16 @@ def load_episode(path: str | Path) -> Trace:
 def score_paths(
     paths: Sequence[str | Path], scorers: Sequence[Scorer] | None = None
 ) -> dict[str, Any]:
-    """{"episodes": [per-episode figures], "aggregate": {...}, "skipped": [...]} for the
-    episodes under `paths`. An unreadable or empty recording is left out of both and
-    listed in "skipped" as {"path", "error"}."""
+    """{"episodes": [per-episode figures], "aggregate": {...}, "skipped": [...],
+    "ignored": [...]} for the episodes under `paths`. An unreadable or empty recording is
+    left out of both and listed in "skipped" as {"path", "error"}; a folder among several
+    paths that holds no episode at all (runs/report/) is listed in "ignored"."""
     chosen = list(scorers) if scorers is not None else get_scorers()
     episodes = []
     skipped: list[dict[str, str]] = []
-    for path in expand_paths(paths):
+    ignored: list[str] = []
+    sources = expand_paths(paths, ignored)
+    for path in sources:
         try:
             trace = load_episode(path)
         except ValueError as exc:
@@ -81,6 +105,7 @@ def score_paths(
         "episodes": [public(e) for e in episodes],
         "aggregate": aggregate(episodes, chosen),
         "skipped": skipped,
+        "ignored": ignored,
     }
 
 
