@@ -1,7 +1,21 @@
-"""bag_recorder: records a live graph's episodes to bags in the in-process mirror's layout.
+"""bag_recorder: records a live graph's episodes to bags in the in-process mirror's layout,
+or (`contract_file`) the topics a topic contract names, as `ros2 bag record` would.
 
     python -m robokernel_ros.nodes.bag_recorder --ros-args \\
         --params-file config/bag_recorder_so101.yaml -p trace_dir:=recorded
+    python -m robokernel_ros.nodes.bag_recorder --ros-args -p trace_dir:=recorded \\
+        -p contract_file:=config/contract_so101_arm_gripper.yaml -p bag_name:=teleop-1
+
+Contract mode (`contract_file` set). A teleop session on machines without `ros2 bag`:
+every state, action and image topic of the contract, each command's topic and the
+episode marker topic are recorded, their messages as they were on the wire (serialised
+bytes, header stamps inside, logged at their receipt time), to one bag
+`<trace_dir>/<bag_name>` (default `contract-<local time>`) from the node's start to its
+end (ros.contract_recorder). `robokernel import-bag BAG --contract FILE` makes run
+directories of it (split into episodes by the contract's `episodes` rule). A contract
+with a mistake, or a stream without a type whose topic is not on the graph within 10 s,
+ends the node with status 2 and a line naming `contract_file`. The parameters below
+about events and cameras are not used in this mode.
 
 Subscribes to `<namespace>/events` (robokernel_interfaces/msg/KernelEvent, the runner's
 `~/events`) and to the workcell's camera topics, and writes each episode to
@@ -96,6 +110,15 @@ class BagRecorderNode(Node):
         ns = declare(self, "namespace", "/robokernel", "the runner's namespace (<ns>/events)")
         trace_dir = declare(self, "trace_dir", "runs", "bags go to <trace_dir>/<run_id>/bag")
         storage = declare(self, "storage", "mcap", "bag storage", choices=STORAGES)
+        contract_file = declare(
+            self, "contract_file", "", "record the topics of this contract instead ('' = events)"
+        )
+        bag_name = declare(
+            self,
+            "bag_name",
+            "",
+            "contract_file: the bag's folder in trace_dir ('' = contract-<time>)",
+        )
         names = list(
             declare(self, "camera_names", [], "cameras to record, by name", array_type=str)
         )
@@ -131,6 +154,11 @@ class BagRecorderNode(Node):
             ) from exc
         if not trace_dir:
             raise ParameterError("trace_dir", trace_dir, "must be a non-empty folder path")
+        self.sink: Any = None
+        self.contract_recorder: Any = None
+        if contract_file:
+            self._record_contract(contract_file, Path(trace_dir), bag_name, storage, flush)
+            return
         if len(names) != len(topics):
             raise ParameterError(
                 "camera_topics", topics, f"must have one topic per camera name ({names})"
@@ -189,6 +217,32 @@ class BagRecorderNode(Node):
             f"recording {ns.rstrip('/')}/events"
             + "".join(f", camera {n} <- {t}" for n, t in zip(names, topics, strict=True))
             + f" to {trace_dir}/<run_id>/bag ({storage})"
+        )
+
+    def _record_contract(
+        self, contract_file: str, trace_dir: Path, bag_name: str, storage: str, flush: float
+    ) -> None:
+        """Contract mode (see the module docstring)."""
+        from robokernel_ros.contract import ContractError, load_contract
+        from robokernel_ros.ros.contract_recorder import ContractRecorder
+
+        name = bag_name or time.strftime("contract-%Y%m%d-%H%M%S")
+        path = trace_dir / name
+        if "/" in name or name in (".", ".."):
+            raise ParameterError("bag_name", bag_name, "must be a folder name (no '/')")
+        if path.exists():
+            raise ParameterError("bag_name", name, f"{path} exists already: give another")
+        try:
+            contract = load_contract(contract_file)
+            self.contract_recorder = ContractRecorder(
+                self, contract, path, storage=storage, flush_interval_s=flush
+            )
+        except (ContractError, ValueError) as exc:
+            raise ParameterError("contract_file", contract_file, str(exc)) from None
+        self.get_logger().info(
+            f"recording the {len(self.contract_recorder.topics)} topics of {contract_file} to "
+            f"{path} ({storage}): "
+            + ", ".join(f"{t} ({k})" for t, k in self.contract_recorder.topics.items())
         )
 
     def _on_events_matched(self, status: Any) -> None:
@@ -304,7 +358,11 @@ class BagRecorderNode(Node):
         return images
 
     def destroy_node(self) -> None:
-        self.sink.close()  # an episode cut short keeps a complete bag (metadata.yaml)
+        # (also called on a node whose constructor refused a parameter: nothing built yet)
+        if getattr(self, "contract_recorder", None) is not None:
+            self.contract_recorder.close()  # a complete bag (metadata.yaml)
+        if getattr(self, "sink", None) is not None:
+            self.sink.close()  # an episode cut short keeps a complete bag (metadata.yaml)
         super().destroy_node()
 
 

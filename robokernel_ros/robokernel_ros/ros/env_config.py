@@ -59,19 +59,21 @@ def message_class(type_name: str) -> Any:
 
 @dataclass(frozen=True)
 class StateSource:
-    """One source of the observation. A JointState source fills `joint_positions` and
-    `joint_velocities` by joint name (`names`: the joints it must report); any other
-    type is read by the contract's field extraction (`stream`) into the observation's
-    `state` entry, under `names`. `type` '' = found on the graph when the env starts."""
+    """One source of the observation. A JointState source (of position or velocity) fills
+    `joint_positions` and `joint_velocities` by joint name (`names`: the joints it must
+    report); any other (and a JointState's effort) is read by the contract's field
+    extraction (`stream`) into top-level numbers named by the stream's names, as
+    import-bag writes them. `type` '' = not known yet (resolve it on the graph first)."""
 
     topic: str
     type: str = JOINT_STATE
     names: tuple[str, ...] = ()
     stream: Any = None  # the contract's Stream (for fields.extract); None for JointState
+    field: str | None = None
 
     @property
     def is_joint_state(self) -> bool:
-        return full_type_name(self.type) == JOINT_STATE
+        return full_type_name(self.type) == JOINT_STATE and self.field != "effort"
 
 
 @dataclass(frozen=True)
@@ -274,7 +276,9 @@ def _sources(state: Any) -> list[Any]:
 def _state_source(stream: Any) -> StateSource:
     type_name = full_type_name(getattr(stream, "type", None) or "")
     names = tuple(getattr(stream, "names", None) or ())
-    return StateSource(stream.topic, type_name, names, None if type_name == JOINT_STATE else stream)
+    field = getattr(stream, "field", None)
+    by_joint = type_name == JOINT_STATE and field != "effort"
+    return StateSource(stream.topic, type_name, names, None if by_joint else stream, field)
 
 
 def _image_type(topic: str) -> str:
