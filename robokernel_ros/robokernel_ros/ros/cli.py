@@ -17,7 +17,8 @@ with their domains, read from the interface's own file); a VALUE is read as JSON
 parses (numbers, true/false, objects) and as a string otherwise. A field the call does
 not have is refused here, naming the closest ones, before anything is sent. The call's
 report (its text, then what each shield did with each episode's commands) goes to
-stdout whether it succeeded, failed or was cancelled; errors to stderr. Episodes are
+stdout whether it succeeded, failed or was cancelled; a refusal (nothing ran) and
+errors go to stderr. Episodes are
 numbered from 0, in the progress line as in the report. Exit status: 0 ok; 1 refused,
 failed, or not completed (an episode e-stopped); 2 bad usage; 130 cancelled by Ctrl-C.
 Works where no `ros2` command is installed (robokernel_ros.ros.client.WorkcellClient).
@@ -256,7 +257,10 @@ def _print_result(result: Any, as_json: bool) -> None:
             )
         )
         return
-    print(result.message)
+    if not result.ok and not result.report:  # refused before anything ran: an error line
+        print(f"robokernel ros: error: {result.message}", file=sys.stderr)
+        return
+    print(result.message)  # the report, whether the call succeeded, failed or was cancelled
     for line in shield_lines(result.report):
         print(line)
 
@@ -300,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"robokernel ros: error: {exc}", file=sys.stderr)
             return 1
     _print_result(result, args.json)
-    if not result.ok and not args.json:
+    if not result.ok and result.report and not args.json:
         print(f"robokernel ros: {args.call}: {result.status}", file=sys.stderr)
     return 0 if result.ok else 1
 
