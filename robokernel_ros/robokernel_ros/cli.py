@@ -616,14 +616,22 @@ def build_parser() -> argparse.ArgumentParser:
 LIVE_LOGGER = "robokernel_ros.live.view"
 
 
+class _LiveFormat(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        if record.levelno < logging.WARNING:
+            return record.getMessage()  # "live view: ws://127.0.0.1:PORT ..."
+        return f"{record.levelname} {record.name}: {record.getMessage()}"
+
+
 def _live_lines() -> logging.Handler:
     """With --live, the view's own lines (the URL with the port it got, waiting for a
-    viewer) go to stderr as they are, without -v; its warnings keep the usual format."""
+    viewer) go to stderr as they are, without -v; its warnings keep the usual format.
+    The view's logger then logs here only (removed again by main)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setLevel(logging.INFO)
-    handler.addFilter(lambda record: record.levelno < logging.WARNING)
+    handler.setFormatter(_LiveFormat())
     logger = logging.getLogger(LIVE_LOGGER)
     logger.setLevel(logging.INFO)
+    logger.propagate = False
     logger.addHandler(handler)
     return handler
 
@@ -681,7 +689,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _flags.clear()
         _switches.clear()
         if live_lines is not None:
-            logging.getLogger(LIVE_LOGGER).removeHandler(live_lines)
+            live_logger = logging.getLogger(LIVE_LOGGER)
+            live_logger.removeHandler(live_lines)
+            live_logger.propagate = True
+            live_logger.setLevel(logging.NOTSET)
         if quiet_tracebacks is not None:
             for handler in logging.getLogger().handlers:
                 handler.removeFilter(quiet_tracebacks)
