@@ -167,7 +167,10 @@ def export_lerobot(
         raise ValueError(
             f"root={str(root)!r}: already exists and is not empty (a dataset is never overwritten)"
         )
-    found = expand_paths(paths)
+    ignored: list[str] = []
+    found = expand_paths(paths, ignored)
+    for folder in ignored:  # among several paths (runs/*): runs/report/, a demo's logs/
+        _log.warning("%s: holds no recorded episode; left out", folder)
     if not found:
         raise ValueError(f"paths={list(map(str, paths))!r}: no episodes found")
     # First pass: the shape every episode must share (events only, no frames). An episode
