@@ -17,7 +17,8 @@ shared machine the export and its anchor, minutes each, may run under different 
    LeRobot's writer and video encoder), against lerobot_write_s: LeRobotDataset.create
    with the same features, the same frames (decoded from the bag in one pass) given to
    add_frame, save_episode per episode. Target: export_s <= 1.3x lerobot_write_s.
-3. peak memory (max RSS) of each of the four, each measured in its own process.
+3. peak memory (max RSS) of each of the four, each measured in its own process, next to
+   what importing LeRobot's dataset writer alone takes (torch included).
    Target: import and export under 1 GiB.
 
 The last line is one JSON object with every figure and each target's verdict; exit 1 when
@@ -293,6 +294,13 @@ def phase_lerobot(runs: Path, root: Path) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t0, "frames": frames}
 
 
+def phase_floor() -> dict[str, Any]:
+    """What importing LeRobot's dataset writer alone costs in memory (torch included)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: F401
+
+    return {"seconds": 0.0}
+
+
 def _child(argv: list[str]) -> dict[str, Any]:
     """Run one phase in a fresh interpreter: its figures, its peak RSS (MiB) and the
     1-minute load average when it started and ended."""
@@ -315,6 +323,7 @@ def _run_phase(args: argparse.Namespace) -> int:
         "import": lambda: phase_import(paths[0], paths[1], paths[2]),
         "export": lambda: phase_export(paths[0], paths[1]),
         "lerobot": lambda: phase_lerobot(paths[0], paths[1]),
+        "floor": phase_floor,
     }[name]()
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(json.dumps(figures))
@@ -352,10 +361,12 @@ def main() -> int:
         anchor = _child(["lerobot", str(work / "runs"), str(work / "anchor")])
         exp = _child(["export", str(work / "runs"), str(work / "dataset")])
         ratio_export = exp["seconds"] / anchor["seconds"]
+        floor = _child(["floor"])
         print(f"export: {exp['seconds']:.2f} s ({exp['frames']} frames), peak {exp['peak_rss_mb']:.0f} MiB; "
               f"LeRobot's writer given the same frames {anchor['seconds']:.2f} s ({anchor['frames']} frames), "
               f"peak {anchor['peak_rss_mb']:.0f} MiB -> {ratio_export:.2f}x (target <= {EXPORT_TARGET:g}x); "
               f"load average {anchor['load']} during the anchor, {exp['load']} during the export")  # fmt: skip
+        print(f"  (importing LeRobot's dataset writer alone: peak {floor['peak_rss_mb']:.0f} MiB)")
     figures = {
         "quick": args.quick,
         "bag_minutes": minutes,
@@ -375,6 +386,7 @@ def main() -> int:
             "import": imp["peak_rss_mb"],
             "lerobot_write": anchor["peak_rss_mb"],
             "export": exp["peak_rss_mb"],
+            "lerobot_import_alone": floor["peak_rss_mb"],
         },
         "load_avg_1min": {
             "raw_read": raw["load"],
