@@ -222,11 +222,11 @@ def _add_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-trace", action="store_true", help="record no trace")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar (default: on a terminal)")  # fmt: skip
+                   help="a progress bar, --progress / --no-progress (default: on a terminal)")  # fmt: skip
     p.add_argument("--wbc-install-torque-control", action="store_true",
                    help="torque motors track the policy's joint targets through a PD shim")  # fmt: skip
     p.add_argument("--wbc-gains", type=json_arg, default=None, metavar="JSON",
-                   help='shim gains {joint: {"kp": .., "kd": ..}} over the model\'s defaults')  # fmt: skip
+                   help='with --wbc-install-torque-control: a JSON object of shim gains {joint: {"kp": .., "kd": ..}} over the model\'s defaults')  # fmt: skip
     p.add_argument("--live", nargs="?", type=_live_port, const=8765, default=None, metavar="PORT",
                    help="serve a live Foxglove view on ws://127.0.0.1:PORT, a TCP port 0..65535 (bare --live: 8765; "
                         "0: a free one, printed)")  # fmt: skip
@@ -399,7 +399,9 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         default=None,
         help="continue the evaluation an --output DIR holds (after a crash or Ctrl-C): the "
-        "finished episodes are kept, the others run; eval_info.json covers them all",
+        "finished episodes are kept, the others run; eval_info.json covers them all. Other flags "
+        "must match its eval_config.json or be left out, but --json, --progress, --live, "
+        "--workers, --ray-address, --batch-inference and --max-batch, taken as given",
     )
     p.add_argument(
         "--add-camera",
@@ -415,7 +417,7 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
         "--image-size",
         default=None,
         metavar="HxW",
-        help="camera image size (default: the policy's)",
+        help="camera image size HxW, two whole numbers > 0, e.g. 96x96 (default: the policy's)",
     )
 
 

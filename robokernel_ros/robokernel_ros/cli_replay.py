@@ -25,7 +25,8 @@ def _replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("recording", metavar="PATH",
                    help="a run directory, a folder of them, a bag, or a LeRobot dataset root")  # fmt: skip
     p.add_argument("--episode", type=int, default=0,
-                   help="which episode of a folder or dataset (default 0, oldest first)")  # fmt: skip
+                   help="which episode, a whole number >= 0: of a folder, oldest first; of a dataset, its "
+                        "episode index (default 0)")  # fmt: skip
     p.add_argument("--robot", default=None,
                    help="packaged model (so101, panda, go2) or an MJCF path (default: the recorded "
                         "robot; a dataset's: the model its robot_type names, so101_follower: so101)")  # fmt: skip
@@ -34,13 +35,27 @@ def _replay_arguments(p: argparse.ArgumentParser) -> None:
                    help="a LeRobot dataset's units (default auto: what its robot_type implies, "
                         "so101_follower: degrees, gripper 0..100; none: the robot's own, radians; "
                         "so_follower_range: body joints -100..100)")  # fmt: skip
-    p.add_argument("--robot-name", default=None, help="the robot's name in the scene")
-    p.add_argument("--seed", type=int, default=None, help="default: the recorded seed")
     p.add_argument(
-        "--trace-dir", default=TRACE_DIR_DEFAULT, help="run directories go here (default runs/)"
+        "--robot-name", default=None, help="the robot's name in the scene (default: from --robot)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the replay's seed, a whole number (default: the recorded seed)",
+    )
+    p.add_argument(
+        "--trace-dir",
+        default=TRACE_DIR_DEFAULT,
+        help="a folder (made if missing) the run directory goes to (default runs/)",
     )
     p.add_argument("--no-trace", action="store_true", help="record no trace")
-    p.add_argument("--video", default=None, metavar="FILE.mp4", help="record the replay")
+    p.add_argument(
+        "--video",
+        default=None,
+        metavar="FILE.mp4",
+        help="record the replay as an MP4: FILE.mp4, or a folder",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON report")
 
 

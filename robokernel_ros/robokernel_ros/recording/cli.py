@@ -20,14 +20,23 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths", nargs="+", metavar="BAG_OR_RUNS", help="bags, run directories, or folders of them"
     )
-    parser.add_argument("--repo-id", required=True, help="the dataset's name, e.g. user/pick_cube")
+    parser.add_argument(
+        "--repo-id",
+        required=True,
+        help="the dataset's name: NAME or USER/NAME (one slash at most), e.g. user/pick_cube",
+    )
     parser.add_argument(
         "--root", required=True, help="folder to write the dataset to (must not exist or be empty)"
     )
     parser.add_argument(
         "--images", action="store_true", help="store frames as images instead of video"
     )
-    parser.add_argument("--robot-type", default=None, help="robot_type in the dataset's metadata")
+    parser.add_argument(
+        "--robot-type",
+        default=None,
+        help="robot_type in the dataset's metadata, a name (default: none; "
+        "--convention lerobot: so101_follower)",
+    )
     parser.add_argument(
         "--convention",
         choices=("default", "lerobot", "lerobot-range"),
@@ -41,7 +50,8 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         "--fps",
         type=int,
         default=None,
-        help="resample to this frame rate (default: the control rate; 30 with --convention lerobot)",
+        help="resample to this frame rate, a whole number > 0 (default: the control rate; "
+        "30 with --convention lerobot)",
     )
     parser.add_argument(
         "--env-state",
@@ -171,7 +181,9 @@ def run_recover(args: argparse.Namespace) -> int:
 def _recover_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bag", help="bag folder (or its .mcap / .db3 file)")
     parser.add_argument(
-        "--repair", metavar="OUT", help="write the recovered messages to a complete bag at OUT"
+        "--repair",
+        metavar="OUT",
+        help="write the recovered messages to a complete bag at OUT, a folder that must not exist",
     )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
 

@@ -25,10 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     parser.add_argument(
-        "--plot", metavar="OUT.png", help="write a plot of the episode (exactly one episode)"
+        "--plot",
+        metavar="OUT.png",
+        help="a .png path: write a plot of the episode (PATH must hold exactly one)",
     )
     parser.add_argument(
-        "--scorers", metavar="NAMES", help="comma-separated scorer names (default: all registered)"
+        "--scorers",
+        metavar="NAMES",
+        help="comma-separated names of registered scorers (default: all of them)",
     )
     parser.add_argument(
         "--success",
@@ -153,7 +157,8 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
         "--episodes",
         default="0",
         metavar="I,J",
-        help="episodes (0-based) whose joint trajectories are plotted (default 0)",
+        help="comma-separated whole numbers >= 0: the episodes (0-based) whose joint "
+        "trajectories are plotted (default 0)",
     )
 
 
