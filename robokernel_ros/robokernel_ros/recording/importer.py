@@ -6,8 +6,9 @@
 Every bag (or every episode of a long bag, split as the contract's `episodes:` says)
 becomes a run directory that `score`, `report`, `replay`, `shadow_replay` and
 `export-lerobot` read as they read the project's own (kernel/trace/store.py's layout):
-meta.json, events.jsonl (episode.start, then per frame an observation and an action
-event, then episode.end), plus `contract.yaml` (the contract it was read with) and
+meta.json, events.jsonl (episode.start, then per frame an observation, the recorded
+action as a one-row chunk.merge (what shadow_replay compares a policy with) and the
+action event, then episode.end), plus `contract.yaml` (the contract it was read with) and
 `import.json` (the bag, the topics, the frames' source). Camera frames are not copied:
 an observation's `images` names the bag message it holds (`bag/<camera>/<log ns>`); the
 run directory loader of `importer_trace` reads them from the bag (keep the bag where it
@@ -50,7 +51,7 @@ import yaml
 from ..contract import Contract, ContractError, extract, load_contract, resolve_types
 from ..contract.fields import JOINT_STATE, JOINT_TRAJECTORY, TYPES
 from ..contract.spec import contract_mapping, stream_names
-from ..kernel.events import ACTION, EPISODE_END, EPISODE_START, OBSERVATION
+from ..kernel.events import ACTION, CHUNK_MERGE, EPISODE_END, EPISODE_START, OBSERVATION
 from ..kernel.trace import EVENTS_FILE, META_FILE, dumps_pretty
 from ..kernel.trace.jsonl import line_of
 from . import types as T
@@ -307,13 +308,25 @@ class _RunDir:
         if images:
             data["images"] = images
         self._line(OBSERVATION, step, t, data)
+        values = action.tolist()
+        # the recorded action as a one-row chunk merged at its own step: shadow_replay
+        # asks a policy for a chunk on every frame's observation and compares its first
+        # row with what was recorded (no inference time: nobody inferred it)
+        self._line(
+            CHUNK_MERGE,
+            step,
+            t,
+            {"obs_step": step, "arrival_step": step, "dropped": 0, "kept": 1,
+             "inference_s": None, "request_id": step, "keys": self.action_names,
+             "actions": [values], "source": "recorded"},
+        )  # fmt: skip
         self._line(
             ACTION,
             step,
             t,
             {
                 "step": step,
-                "action": dict(zip(self.action_names, action.tolist(), strict=True)),
+                "action": dict(zip(self.action_names, values, strict=True)),
                 "hold": False,
                 "reward": 0.0,
                 "terminated": False,
@@ -329,7 +342,7 @@ class _RunDir:
             + (f" episode {self.episode}" if self.split else ""),
             "steps": steps,
             "holds": 0,
-            "chunks": 0,
+            "chunks": steps,
             "safety_interventions": 0,
             "import": {
                 "dropped_leading_frames": result.dropped_leading,

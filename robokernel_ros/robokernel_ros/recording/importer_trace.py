@@ -42,6 +42,28 @@ class ImportedTrace(Trace):
             )
         return bag
 
+    def _open_reader(self) -> Any:
+        reader = self.extras.get("_reader")
+        if reader is None:
+            from rosbags.highlevel import AnyReader
+
+            reader = AnyReader([self._bag()], default_typestore=T.typestore())
+            reader.open()
+            self.extras["_reader"] = reader
+        return reader
+
+    def close(self) -> None:
+        """Close the bag reader `image()` keeps open (also done when the trace is freed)."""
+        reader = self.extras.pop("_reader", None)
+        if reader is not None:
+            reader.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
     def _topic(self, camera: str) -> tuple[str, str]:
         cams = self._info.get("cameras") or {}
         if camera not in cams:
@@ -54,12 +76,10 @@ class ImportedTrace(Trace):
             return super().image(relative_path)
         camera, ns = parts[1], int(parts[2])
         topic, msgtype = self._topic(camera)
-        from rosbags.highlevel import AnyReader
-
-        with AnyReader([self._bag()], default_typestore=T.typestore()) as reader:
-            conns = [c for c in reader.connections if c.topic == topic]
-            for conn, _, raw in reader.messages(connections=conns, start=ns, stop=ns + 1):
-                return image_rgb(reader.deserialize(raw, conn.msgtype), msgtype)
+        reader = self._open_reader()  # kept open: shadow replay reads a frame per step
+        conns = [c for c in reader.connections if c.topic == topic]
+        for conn, _, raw in reader.messages(connections=conns, start=ns, stop=ns + 1):
+            return image_rgb(reader.deserialize(raw, conn.msgtype), msgtype)
         raise KeyError(f"{relative_path}: no {topic} message at {ns} ns in {self._bag()}")
 
     def iter_frames(self, camera: str) -> Iterator[tuple[int, np.ndarray]]:

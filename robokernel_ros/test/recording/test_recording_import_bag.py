@@ -272,3 +272,30 @@ def test_contract_check_prints_the_streams_and_names_a_missing_topic(
     bad = contract_file(tmp_path, "bad.yaml", state={"topic": "/follower/js", "names": list(SO101)})
     assert main(["contract", "check", str(bad), str(teleop.path)]) == 2
     assert "state.topic: /follower/js is not there" in capsys.readouterr().err
+
+
+def test_shadow_replay_compares_a_policy_with_the_operator_at_every_frame(
+    teleop, tmp_path: Path
+) -> None:
+    from robokernel_ros.scoring.shadow import shadow_replay
+
+    [r] = import_bags([teleop.path], contract_file(tmp_path), tmp_path / "runs")
+    trace = load_trace(r.run_dir)
+    seen: list[tuple[int, ...]] = []
+
+    def follower_as_policy(observation):  # noqa: ANN001, ANN202 - the follower's own positions
+        seen.append(tuple(observation["images"]["front"].shape))
+        return [dict(observation["joint_positions"])]
+
+    report = shadow_replay(trace, follower_as_policy)
+    assert report.compared == r.frames and report.uncovered == 0
+    assert set(seen) == {(48, 64, 3)} and len(seen) == r.frames
+    obs = _observations(trace)
+    for step in (0, r.frames // 2, r.frames - 1):
+        row = report.steps[step]
+        t = obs[step].data["stamp_ns"]
+        f, lead = held(teleop, FOLLOWER, t), held(teleop, LEADER, t)
+        expected = follower_value("elbow_flex", (f[0] - T0_NS) / 1e9) - leader_value(
+            "elbow_flex", (lead[0] - T0_NS) / 1e9
+        )
+        assert row.diff["elbow_flex"] == pytest.approx(expected, abs=1e-12)
