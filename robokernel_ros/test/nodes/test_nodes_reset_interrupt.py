@@ -45,17 +45,23 @@ def unreachable_reset(processes, tmp_path, ros):
             node.params["reset_positions"] = UNREACHABLE
     procs = {n.name: processes.start(n.name, n.argv()) for n in nodes}
     events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
-    shield = ros.collect(ShieldState, f"{NS}/safety_shield/state", STATUS_QOS)
+    # every shield of the graph (the gripper may have one of its own)
+    shields = {
+        n.name: ros.collect(ShieldState, f"{NS}/{n.name}/state", STATUS_QOS)
+        for n in nodes
+        if n.executable == "safety_shield"
+    }
     assert ros.wait_for(StartPolicy, f"{NS}/start_policy", 60), processes.log(procs["runner"])
     for name in ("policy_server", "runner"):
         wait_active(ros.node, f"{NS}/{name}", timeout_s=60)
-    assert ros.wait_until(lambda: shield and shield[-1].state == "active", 30), processes.log(
-        procs["safety_shield"]
-    )
+    for name, states in shields.items():
+        assert ros.wait_until(lambda s=states: s and s[-1].state == "active", 30), processes.log(
+            procs[name]
+        )
     assert not ros.answered(
         StartPolicy, f"{NS}/start_policy", StartPolicy.Request(robot_name="no_such_robot")
     ).ok
-    return procs, trace_dir, events, shield
+    return procs, trace_dir, events, shields
 
 
 def _ends(events) -> list[dict]:
@@ -93,16 +99,20 @@ def _deactivate(ros) -> None:
 def test_an_operator_call_during_the_reset_ends_it_with_its_outcome_and_a_complete_trace(
     unreachable_reset, ros, call, outcome, status
 ) -> None:
-    procs, trace_dir, events, shield = unreachable_reset
-    clipped = shield[-1].clipped
+    procs, trace_dir, events, shields = unreachable_reset
+
+    def clipped() -> int:
+        return sum(states[-1].clipped for states in shields.values())
+
+    before = clipped()
     started = ros.call(
         StartPolicy,
         f"{NS}/start_policy",
         StartPolicy.Request(robot_name="arm", policy_provider="remote", n_steps=500),
     )
     assert started.ok, started.message
-    # In the reset: the shield clips its commands at the gripper's limit, no step has run.
-    assert ros.wait_until(lambda: shield[-1].clipped > clipped, 30), "no reset command clipped"
+    # In the reset: a shield clips its commands at the gripper's limit, no step has run.
+    assert ros.wait_until(lambda: clipped() > before, 30), "no reset command clipped"
     assert not any(e.kind == "action" for e in list(events)), "the episode is past its reset"
     called = time.monotonic()
     call(ros)
