@@ -8,6 +8,9 @@ Publishes, at `--rate`, frame n of two cameras:
   /cam/wrist/image_raw/compressed  sensor_msgs/CompressedImage, png (the same frame)
 Frame n in RGB: red = n % 256, green = n // 256 % 256, blue = 200 (front) or 100
 (wrist), so a reader can tell which frame it holds and whether its channels are in order.
+Whenever the matched subscriptions of its publishers change it prints one line
+`matched front=N wrist=N wrist_png=N` (flushed): a test's handshake that its readers
+get the frames from now on (`matched_counts` reads the last one from the log).
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ def frame(n: int, blue: int, height: int, width: int) -> np.ndarray:
     array = np.empty((height, width, 3), dtype=np.uint8)
     array[:, :] = (n % 256, n // 256 % 256, blue)
     return array
+
+
+def matched_counts(log: str) -> dict[str, int]:
+    """The last `matched ...` line of this helper's output, as {publisher: count}."""
+    lines = [line for line in log.splitlines() if line.startswith("matched ")]
+    if not lines:
+        return {"front": 0, "wrist": 0, "wrist_png": 0}
+    return {k: int(v) for k, v in (item.split("=") for item in lines[-1].split()[1:])}
 
 
 def frame_number(rgb: np.ndarray) -> int:
@@ -59,7 +70,13 @@ def main() -> int:
         msg.data = (rgb[:, :, ::-1] if encoding == "bgr8" else rgb).tobytes()
         return msg
 
+    matched = [None]
+
     def tick() -> None:
+        counts = tuple(p.get_subscription_count() for p in (front, wrist, wrist_png))
+        if counts != matched[0]:
+            matched[0] = counts
+            print("matched front={} wrist={} wrist_png={}".format(*counts), flush=True)
         n = count[0]
         front.publish(image(frame(n, 200, h, w), "bgr8"))
         rgb = frame(n, 100, h, w)

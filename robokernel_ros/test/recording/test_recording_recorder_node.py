@@ -139,7 +139,7 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
     runs, recorded = tmp_path / "runs", tmp_path / "recorded"
     sim = NodeProcess("sim_robot", "sim_robot", ["workcell_sim_robot_so101.yaml"])
     processes.start("sim_robot", sim.argv())
-    processes.start("cameras", [sys.executable, str(HELPERS / "camera_publisher.py")])
+    cameras = processes.start("cameras", [sys.executable, str(HELPERS / "camera_publisher.py")])
     recorder = processes.python(
         "recorder",
         "robokernel_ros.nodes.bag_recorder",
@@ -190,13 +190,16 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
         runner_proc = processes.start("runner", runner.argv())
         # Events published before the recorder matches the runner are lost (volatile),
         # and the runner's first observation has images once its cameras are matched.
+        # ... and the camera process has matched both readers of the front camera (the
+        # recorder's, the runner's) and of the compressed wrist (its own handshake).
+        from camera_publisher import matched_counts
+
         while "1 publisher(s) matched" not in processes.log(recorder) or (
-            node.count_subscribers(RUNNER_CAMERA_TOPICS[0]) < 2
-            or node.count_subscribers(RUNNER_CAMERA_TOPICS[1]) < 1
+            matched_counts(processes.log(cameras))["front"] < 2
+            or matched_counts(processes.log(cameras))["wrist_png"] < 2
         ):
             assert time.monotonic() < deadline + 60, processes.log(recorder)
             time.sleep(0.1)
-        time.sleep(1.0)  # the camera process matches the runner's subscriptions
         config = {"targets": [{"shoulder_pan": 0.3}], "max_delta": 0.02, "settle_steps": 2}
         request = RunPolicy.Request(
             robot_name="arm",
@@ -393,14 +396,14 @@ def test_recorder_refuses_bad_parameters(processes, tmp_path, params, named, dom
 def test_recorder_killed_mid_episode_leaves_its_flushed_frames_readable(processes, tmp_path):
     """Written as it runs: a recorder SIGKILLed mid-episode leaves a bag whose flushed
     events and frames load (the runner's own message form, from kernel_event_msg)."""
-    from camera_publisher import frame_number
+    from camera_publisher import frame_number, matched_counts
     from robokernel_ros.kernel.events import Event
     from robokernel_ros.ros.qos import EVENTS_QOS
     from robokernel_ros.ros.wire import kernel_event_msg
 
     from robokernel_interfaces.msg import KernelEvent
 
-    processes.start("cameras", [sys.executable, str(HELPERS / "camera_publisher.py")])
+    cameras = processes.start("cameras", [sys.executable, str(HELPERS / "camera_publisher.py")])
     recorder = processes.python(
         "recorder",
         "robokernel_ros.nodes.bag_recorder",
@@ -415,10 +418,13 @@ def test_recorder_killed_mid_episode_leaves_its_flushed_frames_readable(processe
     try:
         pub = node.create_publisher(KernelEvent, "/robokernel/events", EVENTS_QOS)
         deadline = time.monotonic() + 60
-        while pub.get_subscription_count() == 0 or "matched" not in processes.log(recorder):
+        while (
+            pub.get_subscription_count() == 0
+            or "matched" not in processes.log(recorder)
+            or matched_counts(processes.log(cameras))["front"] < 1  # the recorder's reader
+        ):
             assert time.monotonic() < deadline, processes.log(recorder)
             time.sleep(0.05)
-        time.sleep(1.0)  # the camera process matches the recorder
 
         seq = 0
 
