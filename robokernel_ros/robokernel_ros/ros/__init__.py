@@ -8,7 +8,12 @@
 - `params`: `declare` (parameters with descriptors, validated) and `ParameterError`.
 - `node`: `run_node` / `run_multithreaded` / `exit_main`, the executors.
 - `policy_host`: the node base of the policy server and the served endpoint.
-- `ros_env`: `RosRobotEnv`, a kernel Environment over ROS topics.
+- `ros_env`: `RosRobotEnv`, a kernel Environment over ROS topics; `env_config`: its
+  typed configuration (`RosEnvConfig`: state sources, cameras, one route per controller
+  and its shield), no rclpy; `commands`: the controllers' command messages;
+  `workcell_contract`: the runner's parameters or `contract_file` as that configuration.
+- `contract_live`: a topic contract against the live graph (types, rates, stamps:
+  `robokernel contract check --live`); `contract_recorder`: the bag_recorder's contract mode.
 - `remote_policy`: the `remote` policy provider.
 - `actions`: the runner's long calls as actions (goal, feedback, cancel).
 - `requests`: the runner's service requests as rollout API calls, envelopes as responses.
