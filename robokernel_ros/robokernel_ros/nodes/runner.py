@@ -63,7 +63,9 @@ robokernel_ros.ros.operator's; the request conversion robokernel_ros.ros.request
 Environment (`env` parameter): "sim" hosts the MuJoCo workcell in-process with the
 robot `robot` (a packaged model name or an MJCF path) named `robot_name`; "ros" drives
 a robot through ROS (`RosRobotEnv`: `joints`, `joint_states_topic`, camera topics,
-`command_topic` = the shield's input), in the kernel's realtime wall-clock mode.
+`command_topic` = the shield's input; or a topic contract, `contract_file`, with one
+shield per controller, `shields`: ros.workcell_contract), in the kernel's realtime
+wall-clock mode.
 
 Thread model. The episode loop of a call owns its time: each long call (run_policy,
 eval_policy, ...) runs the rollout in a thread of its own ("runner-control"), while the
