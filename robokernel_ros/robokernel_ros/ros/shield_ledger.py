@@ -251,16 +251,18 @@ class ShieldLedger:
             release_link()
 
 
-#: The trace event a ShieldLedger's episode sink appends: {"shields": {name: counts},
-#: "passed", "clipped", "refused", "held"} (the totals over the shields).
+#: The event a ShieldLedger's episode sink publishes after the episode, and the `shield`
+#: entry of its meta.json: {"shields": {name: counts}, "passed", "clipped", "refused",
+#: "held"} (the totals over the shields).
 SHIELD_REPORT = "shield.report"
 
 
 def shield_sink(ledger: ShieldLedger) -> Callable[[Any], Callable[[Any], dict[str, Any]]]:
     """An episode sink (rollout.sinks.EpisodeSink) whose finisher reports the episode's
-    shield counts: in the episode's result (`shield`), its trace (a SHIELD_REPORT event
-    appended after episode.end, and `shield` in meta.json) and on its bus (the runner's
-    ROS events topic). The bag, closed at episode.end, has the shields' interventions."""
+    shield counts: in the episode's result (`shield`), its trace (`shield` in meta.json,
+    which `robokernel score` reads) and as a SHIELD_REPORT event on its bus (the runner's
+    ROS events topic). Not in the episode's bag: it closed at episode.end, before the
+    shield confirmed the last commands."""
 
     def attach(context: Any) -> Callable[[Any], dict[str, Any]]:
         def finish(record: Any) -> dict[str, Any]:
@@ -277,15 +279,32 @@ def shield_sink(ledger: ShieldLedger) -> Callable[[Any], Callable[[Any], dict[st
 
 
 def _append(context: Any, record: Any, data: dict[str, Any]) -> None:
+    """`shield` into the run directory's meta.json (the trace's meta: the events.jsonl
+    lines stay those the bag mirrored, which closed at episode.end), and the event on the
+    episode's bus (the runner's ROS events topic, live views)."""
     from robokernel_ros.kernel.events import Event
-    from robokernel_ros.kernel.trace import append_event
 
-    event = Event(SHIELD_REPORT, int(record.steps), data, seq=int(record.events),
-                  run_id=str(record.run_id))  # fmt: skip
-    record.events += 1
     if record.trace_path is not None:
-        append_event(record.trace_path, event, {"shield": data, "events": record.events})
-    context.bus.publish(event)
+        merge_meta(record.trace_path, {"shield": data})
+    context.bus.publish(
+        Event(SHIELD_REPORT, int(record.steps), data, seq=int(record.events),
+              run_id=str(record.run_id))
+    )  # fmt: skip
+
+
+def merge_meta(run_dir: Any, fields: Mapping[str, Any]) -> None:
+    """Merge `fields` into a closed run directory's meta.json (written whole, replaced)."""
+    import json
+    from pathlib import Path
+
+    from robokernel_ros.kernel.trace import dumps_pretty
+
+    path = Path(run_dir) / "meta.json"
+    merged = json.loads(path.read_text()) if path.exists() else {}
+    merged.update(fields)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(dumps_pretty(merged))
+    tmp.replace(path)
 
 
 def totals(counts: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:

@@ -25,8 +25,8 @@ Definitions (the built-in scorers):
   action); nominal_control_hz: the env's control rate.
 - chunk_latency_p50_ms / p99_ms: the chunks' inference time.
 - shield_interventions: safety.intervention events (the kernel's in-process shield) plus
-  the commands a safety_shield node clipped or refused (its `shield.report` event, which
-  a runner over ROS appends to the episode's trace); shield_passed / shield_clipped /
+  the commands a safety_shield node clipped or refused (`shield` in the trace's meta, which
+  a runner over ROS writes, or a `shield.report` event); shield_passed / shield_clipped /
   shield_refused / shield_held: that node's counts (None without a report).
 - action_jerk_rms: root mean square of the third time derivative of the executed
   actions (finite differences at the control period), over all action keys.
@@ -283,7 +283,7 @@ class TimingScorer:
         return out
 
 
-#: A safety_shield node's per-episode counts in the trace (ros.shield_ledger.SHIELD_REPORT).
+#: A safety_shield node's per-episode counts as an event (ros.shield_ledger.SHIELD_REPORT).
 SHIELD_REPORT = "shield.report"
 _NODE_COUNTS = {
     "shield_passed": "passed",
@@ -305,10 +305,13 @@ class SafetyScorer:
             guard = str(e.data.get("guard", "unknown"))
             by_guard[guard] = by_guard.get(guard, 0) + 1
         out: dict[str, Any] = {key: None for key in _NODE_COUNTS}
-        node = [e for e in trace.events if e.kind == SHIELD_REPORT]
+        node = [e.data for e in trace.events if e.kind == SHIELD_REPORT]
+        meta_shield = (trace.meta or {}).get("shield")
+        if isinstance(meta_shield, dict):
+            node.append(meta_shield)
         total = len(events)
         if node:
-            data = node[-1].data
+            data = node[-1]
             for key, name in _NODE_COUNTS.items():
                 out[key] = int(data.get(name) or 0)
             total += out["shield_clipped"] + out["shield_refused"]
