@@ -17,8 +17,11 @@ same profile), at no loss. Then, split:
   is dropped with that probability; a host's own loopback is not touched), eval_policy
   episodes: holds per episode (the kernel's hold steps: no chunk in time), the chunk
   round trip p50/p99 (the traces' chunk.merge inference_s: observation out to chunk in,
-  over the inference link), and false e-stop latches (the shield latched "e-stop source
-  lost" while the operator link was up and the panel released).
+  over the inference link), and false e-stop latches: the shield latched "e-stop source
+  lost" while the operator link was up although the panel did publish throughout
+  (a listener on the panel's host records every sample it sent). A latch while the
+  panel itself was silent (a process stalled on a loaded machine) is a true silence,
+  counted apart as a panel-silent latch.
 * The operator link cut mid-episode (`--cuts` times, at no loss): the time from the cut
   to the shield's latch (its ~/state stamp), the episode's outcome, and after the link
   is restored the time until clear_fault succeeds and the shield forwards again.
@@ -212,7 +215,40 @@ def _pct(xs: list[float], q: float) -> float | None:
     return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
 
 
-def evals(drv: Driver, episodes: int, max_steps: int, seed: int) -> dict[str, Any]:
+def panel_samples(path: str) -> list[float]:
+    """Source times (time.time() s) of every e-stop sample the panel published, as the
+    listener on the panel's own host heard them (no network between them)."""
+    try:
+        return [int(x) / 1e9 for x in Path(path).read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def classify(latches: list[tuple[float, str]], panel: list[float]) -> tuple[int, int]:
+    """(false latches, panel-silent latches) among "source lost" latches: false when the
+    panel did publish through the estop_timeout_s before the latch (no gap of the
+    timeout in its own samples, heard on its host), so the network lost them; silent
+    when the panel itself did not (a stalled process on a loaded machine): a true
+    silence, which the shield must latch on."""
+    false = silent = 0
+    for stamp, by in latches:
+        if "lost" not in by:
+            continue
+        window = [t for t in panel if stamp - ESTOP_TIMEOUT_S - 0.2 <= t <= stamp]
+        gaps = [b - a for a, b in zip(window, window[1:], strict=False)]
+        covered = (
+            bool(window)
+            and window[0] <= stamp - ESTOP_TIMEOUT_S
+            and max(gaps or [0]) < ESTOP_TIMEOUT_S
+        )
+        if covered:
+            false += 1
+        else:
+            silent += 1
+    return false, silent
+
+
+def evals(drv: Driver, episodes: int, max_steps: int, seed: int, listener: str) -> dict[str, Any]:
     """`episodes` episodes (one eval_policy call at a time, re-asked after a refusal),
     with the latches of the shield in the meantime."""
     t0 = time.time()
@@ -243,7 +279,8 @@ def evals(drv: Driver, episodes: int, max_steps: int, seed: int) -> dict[str, An
         "chunk_p50_ms": round(1e3 * _pct(rtts, 50), 2) if rtts else None,
         "chunk_p99_ms": round(1e3 * _pct(rtts, 99), 2) if rtts else None,
         "latches": len(latches), "latched_by": [b for _, b in latches],
-        "false_latches": sum(1 for _, b in latches if "lost" in b),
+        "false_latches": classify(latches, panel_samples(listener))[0],
+        "panel_silent_latches": classify(latches, panel_samples(listener))[1],
         "refusals": refusals[:5],
     }  # fmt: skip
 
@@ -344,7 +381,7 @@ def role_driver(config: dict[str, Any]) -> int:
             if config.get("net"):
                 net.set_loss(level)
             out["levels"][str(level)] = evals(
-                drv, config["episodes"], config["max_steps"], 10 * level
+                drv, config["episodes"], config["max_steps"], 10 * level, config["listener"]
             )
             if config.get("net"):
                 out["levels"][str(level)]["dropped_packets"] = net.dropped()
@@ -364,12 +401,44 @@ def role_driver(config: dict[str, Any]) -> int:
 # --- the parent: namespaces, graphs, the report ------------------------------------------
 
 
+def role_listener(path: str) -> int:
+    """On the panel's host: append the source time (ns) of every e-stop sample heard."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+    from robokernel_ros.ros.qos import ESTOP_READER_QOS
+    from std_msgs.msg import Bool
+
+    rclpy.init()
+    node = rclpy.create_node("estop_listener")
+    out = open(path, "a")  # noqa: SIM115 - closed below
+    node.create_subscription(
+        Bool, f"{NS}/estop",
+        lambda _msg, info: out.write(f"{info.get('source_timestamp') or time.time_ns()}\n") or out.flush(),
+        ESTOP_READER_QOS,
+    )  # fmt: skip
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        out.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
 def start_graph(
     net: NetLab, placement: dict[str, str], trace_dir: Path, log_dir: Path
 ) -> list[subprocess.Popen]:
     env = node_env(net)
     procs = []
     log_dir.mkdir(parents=True, exist_ok=True)
+    listener = [sys.executable, __file__, "--role-listener", str(log_dir / "panel_samples.txt")]
+    log = open(log_dir / "estop_listener.log", "w")  # noqa: SIM115 - closed below
+    procs.append(subprocess.Popen(net.argv(placement["estop_panel"], listener), stdout=log,
+                                  stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                  preexec_fn=die_with_parent))  # fmt: skip
+    log.close()
     for node in workcell_graph(trace_dir=str(trace_dir)):
         log = open(log_dir / f"{node.name}.log", "w")  # noqa: SIM115 - closed below
         procs.append(subprocess.Popen(net.argv(placement.get(node.name, "robot"), node.argv()), stdout=log,
@@ -383,6 +452,7 @@ def run_graph(
     net: NetLab, placement: dict[str, str], work: Path, config: dict[str, Any], timeout_s: float
 ) -> dict[str, Any]:
     procs = start_graph(net, placement, work / "runs", work / "logs")
+    config = {**config, "listener": str(work / "logs" / "panel_samples.txt")}
     env = node_env(net)
     try:
         driver = subprocess.run(
@@ -423,9 +493,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--work-dir", default="", help="traces and logs (default: a new temp dir)")
     parser.add_argument("--role-driver", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--role-listener", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role_driver is not None:
         return role_driver(json.loads(args.role_driver))
+    if args.role_listener is not None:
+        return role_listener(args.role_listener)
     try:
         levels = [float(x) for x in args.levels.split(",") if x.strip()]
     except ValueError:
@@ -493,13 +566,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(args, levels, one, spl, left, work, took) -> int:  # noqa: ANN001
     rows = [("graph", "loss %", "episodes", "outcomes", "holds/ep", "chunk p50 ms", "chunk p99 ms",
-             "false latches", "dropped pkts")]  # fmt: skip
+             "false latches", "panel-silent latches", "dropped pkts")]  # fmt: skip
     anchor = one.get("levels", {}).get("0", {})
 
     def row(name: str, level: Any, r: dict[str, Any]) -> tuple[str, ...]:
         return (name, str(level), str(r.get("episodes")), json.dumps(r.get("outcomes")), str(r.get("holds_per_episode")),
                 str(r.get("chunk_p50_ms")), str(r.get("chunk_p99_ms")), str(r.get("false_latches")),
-                str(r.get("dropped_packets", "-")))  # fmt: skip
+                str(r.get("panel_silent_latches")), str(r.get("dropped_packets", "-")))  # fmt: skip
 
     rows.append(row("one host (anchor)", 0, anchor))
     for level in levels:

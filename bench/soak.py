@@ -7,10 +7,12 @@ estop_panel, policy_server, runner) plus a bag_recorder, as real processes on a 
 ROS_DOMAIN_ID. A driver calls the runner's eval_policy action (WorkcellClient) back to
 back. After a quiet anchor phase (no faults: the same graph's episodes, holds and
 memory), a schedule drawn from `--seed` presses and releases the e-stop, stops and
-cancels the rollout, deactivates and activates the shield, the policy server and the
-runner, and SIGKILLs then restarts the policy server, the panel, the shield and the sim
-robot; after each fault it releases, clears the fault and waits until the shield
-forwards again.
+cancels the rollout, deactivates and activates each shield, the policy server and the
+runner, and SIGKILLs then restarts the policy server, the panel, each shield and the sim
+robot (every 2-6 s, 1.5-4 s with --quick; each fault once, in the seed's order, before
+any repeats; a kill every other fault); after each fault it releases, clears the fault
+and waits until every shield forwards again. While the e-stop is pressed or the panel is
+dead, the monitor also publishes to each shield's input (a second command source).
 
 Checked all the time from outside, by a monitor node of this process that subscribes
 to the controller topic (the shield's output), the shield's ~/state, the panel's
@@ -32,9 +34,11 @@ e-stop topic and /joint_states (SafetyAudit below):
 * Every episode ends with an outcome, and its trace, its bag (runner's) and the
   recorder's bag load (kernel.load_trace) and score (scoring.score_trace).
 * Each node's RSS, threads and open file descriptors from /proc every 2 s; growth per
-  hour is a least-squares slope per process (a restarted node is a new process),
-  judged against its own noise (3 standard errors) and a floor; `--quick` judges only
-  gross growth (a 2-minute slope is mostly start-up).
+  hour is a least-squares slope per process (a restarted node is a new process; its
+  first 15 s and the first tenth of its samples are start-up, not fitted), judged on
+  processes that lived 5 minutes or more against its own noise (3 standard errors)
+  and a floor; `--quick` judges only gross growth (a 2-minute slope is mostly
+  start-up).
 
 Targets: zero violations, every episode complete, no growth beyond noise. Prints the
 chaos phase next to the anchor phase and ends with one JSON line (figures, verdicts);
@@ -76,8 +80,8 @@ from robokernel_ros.process import die_with_parent, stop_process_groups
 NS = NAMESPACE
 KILLABLE = ("policy_server", "estop_panel", "sim_robot")  # and every shield
 LIFECYCLE = ("policy_server", "runner")  # and every shield
-ACTIONS = ("estop", "stop", "cancel", "deactivate", "kill")
 SAMPLE_PERIOD_S = 2.0
+STARTUP_S = 15.0  # a process's first seconds are not fitted
 # Growth floors (whole run) below which a slope is not called growth, whatever its noise.
 FLOORS = {"rss_mib": 8.0, "threads": 2.0, "fds": 4.0}
 GROSS = {"rss_mib": 100.0, "threads": 20.0, "fds": 50.0}  # --quick: gross growth only
@@ -589,16 +593,33 @@ class Soak:
                 if s is not None and proc.poll() is None:
                     self.samples[proc.pid].append((now, s))
 
+    def faults(self) -> list[tuple[str, str]]:
+        """Every fault once, in the seed's order: the e-stop, stop and cancel, each
+        lifecycle flip and each kill, kills first (the source lost, a shield restarted)
+        so that a short soak has them too."""
+        kills = [("kill", n) for n in self.killable]
+        rest = [("estop", ""), ("stop", ""), ("cancel", "")] + [
+            ("deactivate", n) for n in self.lifecycle
+        ]
+        self.rng.shuffle(kills)
+        self.rng.shuffle(rest)
+        deck = []
+        while kills or rest:  # interleaved: a kill, then another fault
+            deck += [kills.pop()] if kills else []
+            deck += [rest.pop()] if rest else []
+        return deck
+
     def schedule(self) -> None:
         self.chaos.wait()
         end = self.phase_marks["end"]
+        deck: list[tuple[str, str]] = []
+        gap = (1.5, 4.0) if self.args.quick else (2.0, 6.0)
         while not self.stop.is_set() and time.monotonic() < end - 8:
-            self.stop.wait(self.rng.uniform(2.0, 6.0))
+            self.stop.wait(self.rng.uniform(*gap))
             if self.stop.is_set() or time.monotonic() >= end - 8:
                 return
-            kind = self.rng.choice(ACTIONS)
-            target = (self.rng.choice(self.killable) if kind == "kill"
-                      else self.rng.choice(self.lifecycle) if kind == "deactivate" else "")  # fmt: skip
+            deck = deck or self.faults()
+            kind, target = deck.pop(0)
             t0 = time.monotonic()
             detail = getattr(self, f"_do_{kind}")(target)
             recovered = self._recover()
@@ -790,15 +811,18 @@ class Soak:
         chaos_t, end = self.phase_marks.get("start", 0.0), self.phase_marks.get("end", 0.0)
         span = max(1.0, end - chaos_t)
         out: dict[str, Any] = {}
-        for pid, series in self.samples.items():
-            name, _ = self.graph.started[pid]
+        for pid, all_samples in self.samples.items():
+            name, born = self.graph.started[pid]
+            # start-up (imports, the first episode's allocations): the first 15 s of a
+            # process and the first tenth of its samples are not fitted
+            series = [x for x in all_samples if x[0] - born >= STARTUP_S]
             if len(series) < 5:
                 continue
             t_first, t_last = series[0][0], series[-1][0]
             best = out.get(name)
             if best is not None and best["span_s"] >= t_last - t_first:
                 continue
-            skip = max(1, len(series) // 10)  # start-up: the first tenth
+            skip = max(1, len(series) // 10)
             fig: dict[str, Any] = {
                 "pid": pid,
                 "span_s": round(t_last - t_first, 1),
@@ -813,8 +837,8 @@ class Soak:
                             "fitted": round(b * dur, 2)}  # fmt: skip
                 if self.args.quick:
                     fig[key]["grows"] = b * dur > GROSS[key]
-                else:
-                    fig[key]["grows"] = b * dur > max(FLOORS[key], 3 * se * dur)
+                else:  # judged on processes that lived 5 minutes or more
+                    fig[key]["grows"] = dur >= 300 and b * dur > max(FLOORS[key], 3 * se * dur)
             fig["whole_run"] = fig["span_s"] >= 0.6 * span
             out[name] = fig
         return out
