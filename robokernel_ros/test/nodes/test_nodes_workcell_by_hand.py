@@ -66,7 +66,7 @@ def _bring_up(processes, ros, tmp_path, robot: dict[str, str] | None = None,
     shield = ros.collect(ShieldState, f"{NS}/safety_shield/state", STATUS_QOS)
     wait_active(ros.node, f"{NS}/runner", timeout_s=60)
     # What a user would wait for (not asserted here: the tests say what went wrong).
-    ros.wait_until(lambda: shield and shield[-1].state == "active", 30)
+    ros.wait_until(lambda: shield and shield[-1].state == "active", 60)
     return procs, shield, trace_dir
 
 
@@ -145,6 +145,7 @@ def test_run_policy_with_the_shield_inactive_is_refused_at_once_naming_the_inact
     by_hand, ros
 ) -> None:
     _, shield, _ = by_hand
+    assert shield and shield[-1].state == "active", shield[-1:]  # the graph is up
     peer = LifecyclePeer(ros.node, f"{NS}/safety_shield")
     assert peer.change("deactivate", timeout_s=10)
     assert ros.wait_until(lambda: shield[-1].state == "inactive", 10), shield[-1:]
@@ -170,10 +171,12 @@ def test_an_episode_whose_commands_the_shield_refused_ends_error_with_the_shield
 ) -> None:
     # the mock policy's default amplitude (0.3 rad) takes the gripper below its -0.17 rad
     # limit, further than the clip tolerance: the shield refuses those commands
+    _, shield, _ = by_hand
+    assert shield and shield[-1].state == "active", shield[-1:]  # the graph is up
     code, out = _run_policy("n_steps=200")
     assert code == 1 and not out["ok"], out["message"]
     report = out["report"]
-    assert report["outcome"] == "error", report["outcome"]
+    assert report.get("outcome") == "error", out["message"]
     assert "refused" in out["message"] and "gripper" in out["message"], out["message"]
     assert report["shield"]["refused"] > 0, report["shield"]
     (error,) = _events(report["trace_path"], "error")
@@ -184,10 +187,11 @@ def test_an_episode_whose_robot_does_not_follow_its_commands_ends_error(
     processes, ros, tmp_path
 ) -> None:
     # the robot reads its commands elsewhere: the shield forwards every one, nothing moves
-    _bring_up(processes, ros, tmp_path, robot={"forward_command_topic": "/nowhere"},
-              runner={"follow_tolerance": "0.05", "follow_timeout_s": "0.5"})  # fmt: skip
+    _, shield, _ = _bring_up(processes, ros, tmp_path, robot={"forward_command_topic": "/nowhere"},
+                             runner={"follow_tolerance": "0.05", "follow_timeout_s": "0.5"})  # fmt: skip
+    assert shield and shield[-1].state == "active", shield[-1:]  # the graph is up
     code, out = _run_policy("n_steps=300", MOCK)
-    assert code == 1 and out["report"]["outcome"] == "error", out["message"]
+    assert code == 1 and out["report"].get("outcome") == "error", out["message"]
     assert "did not follow" in out["message"], out["message"]
     assert out["report"]["shield"]["refused"] == 0, out["report"]["shield"]
 
@@ -200,6 +204,7 @@ def test_the_operators_calls_press_release_clear_fault_and_drive_the_shields_lif
     by_hand, ros
 ) -> None:
     _, shield, _ = by_hand
+    assert shield and shield[-1].state == "active", shield[-1:]  # the graph is up
     got = _cli("lifecycle", "safety_shield", "get")
     assert got.returncode == 0 and got.stdout.strip() == f"{NS}/safety_shield: active", got
     assert _cli("estop", "press").returncode == 0
