@@ -225,3 +225,27 @@ def test_the_operators_calls_press_release_clear_fault_and_drive_the_shields_lif
     off = _cli("lifecycle", "safety_shield", "deactivate")
     assert off.returncode == 0 and "is inactive" in off.stdout, off
     assert ros.wait_until(lambda: shield[-1].state == "inactive", 10), shield[-1:]
+
+
+def test_a_workcell_with_two_shields_reports_what_each_did_with_its_commands(
+    processes, ros, tmp_path
+) -> None:
+    """The demo's graph (arm + gripper, one shield each, from the topic contract): the
+    report has both shields, keyed by node name, each confirming the commands it read."""
+    from robokernel_ros.demo import SHIELDS, workcell_graph
+
+    nodes = workcell_graph(trace_dir=str(tmp_path / "runs"))
+    for node in nodes:
+        processes.start(node.name, node.argv())
+    states = {n: ros.collect(ShieldState, f"{NS}/{n}/state", STATUS_QOS) for n in SHIELDS}
+    for name in ("policy_server", "runner"):
+        wait_active(ros.node, f"{NS}/{name}", timeout_s=60)
+    for name, seen in states.items():
+        assert ros.wait_until(lambda seen=seen: seen and seen[-1].state == "active", 60), name
+    code, out = _run_policy("policy_provider=remote", "n_steps=60", "async_rtc=1")
+    assert code == 0 and out["ok"], out["message"]
+    shields = out["report"]["shield"]["shields"]
+    assert sorted(shields) == sorted(f"{NS}/{n}" for n in SHIELDS), shields
+    for name, counts in shields.items():
+        assert counts["confirmed"] and counts["refused"] == 0, (name, counts)
+        assert counts["passed"] + counts["clipped"] == counts["commands_sent"] >= 60, counts
