@@ -43,3 +43,19 @@ def test_an_operators_call_with_a_bad_argument_names_its_domain(args) -> None:
     assert out.returncode == 2, out
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith(f"robokernel ros: error: {args[0]}"), line
+
+
+def test_the_report_says_per_episode_what_each_shield_did() -> None:
+    from robokernel_ros.ros.cli import shield_lines
+
+    counts = {"commands_sent": 12, "read": 12, "passed": 9, "clipped": 1, "refused": 2,
+              "held": 2, "confirmed": True, "last_refusal": "position gripper=-0.3"}  # fmt: skip
+    report = {"episodes": [{"episode": 0, "shield": {"shields": {"/rk/arm": counts}}},
+                           {"episode": 1}]}  # fmt: skip
+    assert shield_lines(report) == [
+        "episode 0 shield /rk/arm: passed 9, clipped 1, refused 2, held 2 of 12 commands "
+        "sent; last refusal: position gripper=-0.3"
+    ]
+    single = {"episode": 3, "shield": {"shields": {"/rk/arm": {**counts, "confirmed": False}}}}
+    (line,) = shield_lines(single)
+    assert line.startswith("episode 3 shield /rk/arm:") and "(confirmed 12 read)" in line
