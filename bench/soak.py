@@ -25,7 +25,9 @@ e-stop topic and /joint_states (SafetyAudit below):
   (the same values repeated) until a command passes. So a command in such an interval
   is a hold when its values equal, joint by joint, a /joint_states sample published
   before it (or that sample clamped to a limit), or equal the hold this shield
-  process (its DDS writer) already sent in the interval. Any other command is a
+  process (its DDS writer) already sent in the interval; when the monitor missed that
+  sample (the joint-state writer keeps 10), when every joint lies within the range of
+  the samples of the 0.2 s before it (counted apart, "bracketed"). Any other command is a
   violation. "Pressed" starts at the pressed sample's source time; "lost" at the
   last sample's source time + estop_timeout_s; "unknown" until two samples arrived
   (the shield's rule); the shield hears a sample one delivery later, so commands
@@ -161,6 +163,7 @@ class SafetyAudit:
         self.commands = 0
         self.judged = 0
         self.holds = 0
+        self.bracketed = 0  # holds matched by the range of the samples around them
         self.violations: list[dict[str, Any]] = []
         self.lag_ns = 0  # longest non-hold after an interval started (within the grace)
         self.intervals: collections.Counter[str] = collections.Counter()
@@ -229,16 +232,33 @@ class SafetyAudit:
             if not self._measured_set[old]:
                 del self._measured_set[old]
 
-    def _is_measured(self, values: tuple[float, ...]) -> bool:
+    def _is_measured(self, values: tuple[float, ...], t: int) -> bool:
+        """A sample of /joint_states before `t`, or that sample clamped into the limits;
+        else (a sample this monitor missed: the joint-state writer keeps 10, and a
+        loaded monitor falls behind) every joint within the range its samples of the
+        0.2 s before `t` span (and the one before), the robot being where the shield
+        measured it: counted in `bracketed`."""
         if values in self._measured_set:
             return True
-        for _, q in reversed(self._measured):  # a sample clamped into the limits
+        recent = []
+        for tq, q in reversed(self._measured):
             if all(
                 v == m or (v != m and v in (lo, hi))
                 for v, m, (lo, hi) in zip(values, q, self.bounds, strict=True)
             ):
-                return True
-        return False
+                return True  # a sample clamped into the limits
+            recent.append(q)
+            if tq < t - 200_000_000:
+                break
+        if not recent:
+            return False
+        for i, v in enumerate(values):
+            column = [q[i] for q in recent]
+            lo, hi = self.bounds[i]
+            if not (min(column) - 1e-9 <= v <= max(column) + 1e-9 or v in (lo, hi)):
+                return False
+        self.bracketed += 1
+        return True
 
     def _on_cmd(self, t: int, value: tuple[str, tuple[float, ...]]) -> None:
         writer, values = value
@@ -247,7 +267,7 @@ class SafetyAudit:
             if interval is None:
                 continue
             known = interval.holds.get(writer)
-            is_hold = known == values or (known is None and self._is_measured(values))
+            is_hold = known == values or self._is_measured(values, t)
             if is_hold:
                 interval.holds[writer] = values
             if interval.cause != "shield latched" and t - interval.start < self.grace:
@@ -261,6 +281,8 @@ class SafetyAudit:
                 self.violations.append({
                     "t_ns": t, "writer": writer[:16], "values": list(values), "cause": interval.cause,
                     "after_ms": round((t - interval.start) / 1e6, 1), "hold": list(known or ()),
+                    "measured_before": [[round((tq - t) / 1e6, 1), list(q)]
+                                        for tq, q in list(self._measured)[-3:]],
                 })  # fmt: skip
             break
 
@@ -849,6 +871,7 @@ class Soak:
         commands = sum(a.commands for a in audits.values())
         judged = sum(a.judged for a in audits.values())
         holds_judged = sum(a.holds for a in audits.values())
+        bracketed = sum(a.bracketed for a in audits.values())
         violations = [{"shield": n, **v} for n, a in audits.items() for v in a.violations]
         lag_ms = max((a.lag_ns / 1e6 for a in audits.values()), default=0.0)
         intervals = {n: dict(a.intervals) for n, a in audits.items()}
@@ -873,6 +896,8 @@ class Soak:
             print(f"{n}: controller commands {a.commands}; judged in e-stop/latched intervals "
                   f"{a.judged} ({a.holds} holds); intervals {dict(a.intervals)}; violations "
                   f"{len(a.violations)}; latch lag max {a.lag_ns / 1e6:.1f} ms")  # fmt: skip
+        print(f"holds matched by the range of the joint states around them (a sample the "
+              f"monitor missed): {bracketed}")  # fmt: skip
         print(f"grace {args.grace_s * 1e3:.0f} ms; a second command source sent "
               f"{self.monitor.rogue_sent} commands during e-stop phases")  # fmt: skip
         for v in violations[:10]:
@@ -915,7 +940,7 @@ class Soak:
         result = {
             "bench": "soak", "minutes": args.minutes, "seed": args.seed, "quick": args.quick,
             "faults": dict(kinds), "fault_log": self.actions, "commands": commands, "judged": judged,
-            "holds_judged": holds_judged, "rogue_commands_sent": self.monitor.rogue_sent, "intervals": intervals, "violations": violations[:20],
+            "holds_judged": holds_judged, "holds_bracketed": bracketed, "rogue_commands_sent": self.monitor.rogue_sent, "intervals": intervals, "violations": violations[:20],
             "n_violations": len(violations), "latch_lag_max_ms": round(lag_ms, 1),
             "grace_ms": args.grace_s * 1e3, "episodes_anchor": n_anchor, "episodes_chaos": n_chaos,
             "episodes_per_min": {"anchor": round(n_anchor / anchor_min, 2), "chaos": round(n_chaos / chaos_min, 2)},
