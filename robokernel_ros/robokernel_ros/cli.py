@@ -119,8 +119,11 @@ def flag_names(text: str) -> str:
     for field_name, flag in FIELD_FLAGS.items():
         if flag in _flags.values():
             text = text.replace(field_name, flag)
-    pattern = r"(?<![\w\-.\[\'\"])(" + "|".join(map(re.escape, _flags)) + r")(?==)"
+    names = "|".join(map(re.escape, _flags))
+    pattern = r"(?<![\w\-.\[\'\"])(" + names + r")(?==)"
     text = re.sub(pattern, lambda m: _flags[m.group(1)], text)
+    # an entry of a dict-valued flag: policy_config['targets']=... -> --policy-config['targets']=...
+    text = re.sub(r"(?<![\w\-.\[\'\"])(" + names + r")(?=\[)", lambda m: _flags[m.group(1)], text)
     for switch in _switches:
         text = re.sub(re.escape(switch) + r"=True\b", switch, text)
         text = re.sub(re.escape(switch) + r"=False\b", f"without {switch}", text)
@@ -462,6 +465,7 @@ def _eval_run(args: argparse.Namespace) -> int:
 
         try:
             out_dir = Path(args.output) if args.resume else output_folder(args.output)
+            made_out_dir = not out_dir.exists()
         except ValueError as exc:
             print(f"error: {flag_names(str(exc))}", file=sys.stderr)
             return 1
@@ -514,9 +518,46 @@ def _eval_run(args: argparse.Namespace) -> int:
             code = 0
             for out in outs:
                 code = _emit_interruptible(out, state, as_json=args.json) or code
+            if (
+                out_dir is not None
+                and not args.resume
+                and _refused_before_any_episode(outs, out_dir)
+            ):
+                # a refused call writes nothing: the folder holds only what this call wrote
+                _remove_output(out_dir, made=made_out_dir)
+                return code
             if out_dir is not None:  # a Ctrl-C now waits for eval_info.json (a second aborts)
                 write_output(out_dir, outs, args, kwargs, interrupted=state["interrupted"])
         return 130 if state["interrupted"] else code
+
+
+def _refused_before_any_episode(outs: list[dict[str, Any]], out_dir: Path) -> bool:
+    """The first eval call was refused (a bad policy config, ...) and no episode started:
+    no run directory under the output folder's runs/."""
+    from robokernel_ros.tasks.eval_output import RUNS_DIR
+
+    if not outs or outs[0]["status"] == "success":
+        return False
+    runs = out_dir / RUNS_DIR
+    return not (runs.is_dir() and any(runs.iterdir()))
+
+
+def _remove_output(out_dir: Path, *, made: bool) -> None:
+    """Undo what a refused eval wrote into its --output folder (eval_config.json, empty
+    runs/ and videos/), and the folder itself when this call created it."""
+    from robokernel_ros.tasks.eval_output import EVAL_CONFIG, RUNS_DIR, VIDEOS_DIR
+
+    (out_dir / EVAL_CONFIG).unlink(missing_ok=True)
+    for sub in (RUNS_DIR, VIDEOS_DIR):
+        try:
+            (out_dir / sub).rmdir()  # only when empty
+        except OSError:
+            pass
+    if made:
+        try:
+            out_dir.rmdir()
+        except OSError:
+            pass
 
 
 # ------------------------------------------------------------------ benchmark

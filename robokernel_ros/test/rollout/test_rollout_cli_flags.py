@@ -99,3 +99,21 @@ def test_every_eval_flag_says_its_domain_in_its_help(capsys):
     for flag in ("--video-fps", "--control-frequency", "--action-horizon", "--live-wait"):
         assert flag in text
     assert json.dumps  # the module's import is used by the other tests
+
+
+def test_a_refused_eval_writes_nothing_into_its_output_folder(tmp_path, capsys):
+    """A policy config the provider refuses ends the call before any episode: the error
+    names --policy-config (not policy_config), and the --output folder it would have made
+    does not exist (nothing to --resume); a folder the user made stays, empty."""
+    new = tmp_path / "new"
+    assert cli.main(["eval", "--robot", "so101", "--policy", "scripted", "--max-steps", "5",
+                     "--output", str(new)]) == 1  # fmt: skip
+    err = _err(capsys)
+    assert "--policy-config['targets']" in err and "policy_config" not in err, err
+    assert "--resume" not in err + capsys.readouterr().out
+    assert not new.exists()
+    made = tmp_path / "made"
+    made.mkdir()
+    assert cli.main(["eval", "--robot", "so101", "--policy", "scripted", "--max-steps", "5",
+                     "--output", str(made)]) == 1  # fmt: skip
+    assert made.is_dir() and not any(made.iterdir())
