@@ -119,8 +119,9 @@ def generate_launch_description():
             name="safety_shield",  # the arm's five joints
             namespace=namespace,
             parameters=[os.path.join(config, "shield_so101_arm.yaml"), limits],
-            # Each shield's e-stop input is the workcell's one <ns>/estop topic.
-            remappings=[("~/estop", "estop")],
+            # Each shield's e-stop input is the workcell's one <ns>/estop topic: the
+            # shield's default estop_topic, the panel's; no remap (each shield's own
+            # ~/estop service stays <ns>/<shield>/estop).
             output="screen",
         ),
         Node(
@@ -129,7 +130,6 @@ def generate_launch_description():
             name="gripper_shield",  # the gripper
             namespace=namespace,
             parameters=[os.path.join(config, "shield_so101_gripper.yaml"), limits],
-            remappings=[("~/estop", "estop")],
             output="screen",
         ),
     ]

@@ -152,7 +152,6 @@ def generate_launch_description():
                     LaunchConfiguration("arm_shield_params"),
                     {"limits_file": LaunchConfiguration("limits_file")},
                 ],
-                remappings=[("~/estop", "estop")],
                 output="screen",
             ),
             Node(
@@ -164,7 +163,6 @@ def generate_launch_description():
                     LaunchConfiguration("gripper_shield_params"),
                     {"limits_file": LaunchConfiguration("limits_file")},
                 ],
-                remappings=[("~/estop", "estop")],
                 output="screen",
             ),
             # The operator e-stop: both shields and the runner hear only <ns>/estop and

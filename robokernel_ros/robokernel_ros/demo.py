@@ -117,11 +117,11 @@ def workcell_graph(
     nodes = [
         NodeProcess(
             "safety_shield", "safety_shield", ["shield_so101_arm.yaml"],
-            {"limits_file": limits}, [("~/estop", "estop")],
+            {"limits_file": limits},  # its e-stop: <ns>/estop, the shield's default
         ),
         NodeProcess(
             "gripper_shield", "safety_shield", ["shield_so101_gripper.yaml"],
-            {"limits_file": limits}, [("~/estop", "estop")],
+            {"limits_file": limits},  # its e-stop: <ns>/estop, the shield's default
         ),
         NodeProcess("estop_panel", "estop_panel", ["estop_panel.yaml"]),  # <ns>/estop
         NodeProcess("policy_server", "policy_server", [policy_params]),

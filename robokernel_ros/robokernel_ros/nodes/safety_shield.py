@@ -3,7 +3,7 @@
     command source --input_topic--> safety_shield --output_topic--> ros2_control controller
                                           ^  /joint_states (measured positions)
                                           |  estop_topic (std_msgs/Bool, latched): the panel's
-                                          |  <ns>/estop in the shipped configs; operator
+                                          |  <ns>/estop by default; operator
 
 It speaks the controllers' own message types: `std_msgs/Float64MultiArray` for a
 forward_command_controller (`<ctrl>/commands`, values in `joints` order) or
@@ -28,10 +28,10 @@ timeout (interventions guard "watchdog", counter `timeouts`); the next valid com
 resumes.
 
 E-stop, a normally-closed circuit (robokernel_ros.safety.estop.EstopCircuit, where the
-choice of a heartbeat over DDS liveliness is argued): the `estop_topic` topic (the
-shipped config files set `estop`, i.e. `<ns>/estop`: the one nodes/estop_panel.py
-publishes in the same namespace, so they work without a remap; the parameter's own
-default is `~/estop`, a source of this shield alone; std_msgs/Bool, true = pressed;
+choice of a heartbeat over DDS liveliness is argued): the `estop_topic` topic (default
+`estop`, i.e. `<ns>/estop`: the one nodes/estop_panel.py and the runner use in the same
+namespace, so a shield started with no config and no remap hears the panel; `~/estop`
+makes it a source of this shield alone); std_msgs/Bool, true = pressed;
 reliable + transient_local depth 1, so a shield that starts or restarts receives the last
 value at once). With `estop_required:=true` (the default) nothing
 passes until a live source has said released: the source (nodes/estop_panel.py, or a
@@ -40,7 +40,8 @@ last one must be at most `estop_timeout_s` old. A source that goes silent latche
 e-stop ("e-stop source lost"), checked on a timer and before every command, so a
 source killed mid-stream is answered by a hold within estop_timeout_s + one command
 period; a sample counts from when it reached the process (a stall of this node's
-executor is not a silent source). A pressed sample, the `~/estop` service (std_srvs/Trigger) or a lost source
+executor is not a silent source). A pressed sample, the `~/estop` service (std_srvs/Trigger, `<ns>/<shield>/estop`:
+this shield alone) or a lost source
 latch it; while latched nothing but hold passes. `~/clear_fault` (std_srvs/Trigger)
 unlatches it, and is refused while the input is pressed and, when required, until the
 source is live and released (no pressed sample within estop_timeout_s). With
@@ -236,7 +237,8 @@ class SafetyShieldNode(LifecycleNode):
             use_global_arguments=False,
             start_parameter_services=False,
         )
-        estop_topic = self.get_parameter("estop_topic").value or "~/estop"
+        estop_topic = self.get_parameter("estop_topic").value or "estop"
+        self._estop.topic = self.resolve_topic_name(estop_topic)  # the reasons name it
         self._estop_reader = DirectReader(
             self._rx_node, Bool, self.resolve_topic_name(estop_topic), ESTOP_READER_QOS
         )
@@ -359,7 +361,7 @@ class SafetyShieldNode(LifecycleNode):
             self,
             "estop_required",
             True,
-            "forward only while a live ~/estop source says released (a normally-closed "
+            "forward only while a live e-stop source (estop_topic) says released (a normally-closed "
             "circuit); false: forward unless pressed, and after estop_wait_s with no source",
         )
         declare(
@@ -375,7 +377,7 @@ class SafetyShieldNode(LifecycleNode):
             self,
             "estop_wait_s",
             1.0,
-            "estop_required false: after start, forward nothing until an ~/estop sample "
+            "estop_required false: after start, forward nothing until an estop_topic sample "
             "arrived or this long passed (time for a latched e-stop to be delivered by DDS)",
             min_value=0.0,
             max_value=60.0,
@@ -383,10 +385,10 @@ class SafetyShieldNode(LifecycleNode):
         declare(
             self,
             "estop_topic",
-            "~/estop",
+            "estop",
             "the e-stop source's topic (std_msgs/Bool, true = pressed); relative names are in "
-            "the node's namespace: 'estop' is <ns>/estop, the estop_panel's (the shipped "
-            "config files set it)",
+            "the node's namespace: 'estop' (the default) is <ns>/estop, the estop_panel's "
+            "and the runner's; '~/estop' is this shield's own",
         )
         declare(self, "executor", "events", "rclpy executor", choices=EXECUTORS)
         # ros2_control's joint_limits.<joint>.<key> parameters, for the joints named.
@@ -904,7 +906,9 @@ class SafetyShieldNode(LifecycleNode):
         """Feed the circuit every e-stop sample waiting, each at its reception time."""
         for msg, received in self._estop_reader.take_received(0.0):
             pressed = bool(msg.data)
-            by = f"~/estop topic: pressed ({self._estop_publishers_text()})" if pressed else ""
+            by = (
+                f"{self._estop.topic}: pressed ({self._estop_publishers_text()})" if pressed else ""
+            )
             now = time.monotonic()
             if self._estop.sample(pressed, received, by):
                 self._latched_now()
@@ -926,7 +930,7 @@ class SafetyShieldNode(LifecycleNode):
             self._publish_state()
 
     def _on_estop_qos(self, info: QoSRequestedIncompatibleQoSInfo) -> None:
-        """A publisher on ~/estop offers a QoS this subscription cannot match: it is never
+        """A publisher on the e-stop topic offers a QoS this subscription cannot match: it is never
         heard. Reported in ~/state and the log, with the publishers' names where known."""
         self._estop_incompatible = int(info.total_count)
         policy = qos_policy_name_from_kind(info.last_policy_kind)

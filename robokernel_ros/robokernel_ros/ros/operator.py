@@ -65,7 +65,11 @@ class RunnerOperator:
         self._call = call
         self._started_at = time.monotonic()
         self._estop = EstopCircuit(
-            required=required, timeout_s=timeout_s, wait_s=0.0, now=time.monotonic()
+            required=required,
+            timeout_s=timeout_s,
+            wait_s=0.0,
+            now=time.monotonic(),
+            topic=node.resolve_topic_name("estop"),  # the panel's, as the shield's default
         )
         self._lock = threading.Lock()
         quick = callback_group

@@ -55,14 +55,17 @@ from robokernel_ros.kernel.operator import Latch
 
 #: latch causes, as they appear in ~/state and the interventions
 LOST = "e-stop source lost"
-PRESSED = "~/estop topic: pressed"
+#: the name the texts give the e-stop topic when the owner does not say which it is
+TOPIC = "the e-stop topic"
+PRESSED = f"{TOPIC}: pressed"
 
 
 class EstopCircuit:
     """The e-stop decision of one consumer (see the module docstring). Not thread-safe:
     the owner serialises calls (one executor callback group, or a lock). The latch is the
     kernel's `Latch` (`estop_latch`: who latched it, why and when); `latched` and
-    `latched_by` read it."""
+    `latched_by` read it. `topic` is the e-stop topic's resolved name, as the reasons and
+    the refusals name it (the owner's real input, e.g. `/robokernel/estop`)."""
 
     def __init__(
         self,
@@ -72,7 +75,9 @@ class EstopCircuit:
         wait_s: float = 1.0,
         now: float,
         latched_by: str = "",
+        topic: str = TOPIC,
     ) -> None:
+        self.topic = str(topic) or TOPIC
         if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s) and timeout_s > 0):
             raise ValueError(f"timeout_s={timeout_s!r}: must be a finite number > 0")
         self.required = bool(required)
@@ -110,9 +115,10 @@ class EstopCircuit:
 
     # -- inputs ------------------------------------------------------------------------------
 
-    def sample(self, pressed: bool, now: float, by: str = PRESSED) -> bool:
-        """One value from the e-stop topic (a pressed one latches, reported as `by`).
-        True when it latched the circuit now."""
+    def sample(self, pressed: bool, now: float, by: str = "") -> bool:
+        """One value from the e-stop topic (a pressed one latches, reported as `by`;
+        '' says "<topic>: pressed"). True when it latched the circuit now."""
+        by = by or f"{self.topic}: pressed"
         latched = self.tick(now)  # a gap before this sample is a loss, whatever comes now
         self._samples += 1
         self._t_sample = now
@@ -153,7 +159,7 @@ class EstopCircuit:
         self.tick(now)
         if self.input:
             return False, (
-                "refused: the e-stop input is still pressed (last ~/estop value true); "
+                f"refused: the e-stop input is still pressed (last {self.topic} value true); "
                 "release it, then clear"
             )
         if self.required:
@@ -194,7 +200,9 @@ class EstopCircuit:
                 return ""
             return self._source_text(now, publishers)
         if self._awaiting(now, publishers):
-            return "waiting up to estop_wait_s for the last value of ~/estop (a latched e-stop)"
+            return (
+                f"waiting up to estop_wait_s for the last value of {self.topic} (a latched e-stop)"
+            )
         return ""
 
     def source_state(self, now: float) -> str:
@@ -215,7 +223,7 @@ class EstopCircuit:
                 f"(estop_timeout_s={self.timeout_s:g})"
             )
         matched = f"{publishers} publisher(s) matched" if publishers else "no publisher matched"
-        return f"waiting for the e-stop source: no sample on ~/estop yet ({matched})"
+        return f"waiting for the e-stop source: no sample on {self.topic} yet ({matched})"
 
     def _awaiting(self, now: float, publishers: int) -> bool:
         if self.input is not None:

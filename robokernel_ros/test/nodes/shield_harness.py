@@ -41,9 +41,15 @@ SHIELD = "robokernel_ros.nodes.safety_shield"
 def shield_args(
     name: str, *params: str, joints: list[str] = SO101_JOINTS, limits: Path | None = SO101_LIMITS
 ) -> list[str]:
+    """A shield named `name` at the root namespace. Its e-stop input is its own `~/estop`
+    (`/<name>/estop`, Peer.estop_source) unless `params` set `estop_topic`: the tests run
+    several shields in one domain, each with a source of its own; the default (`estop`,
+    the panel's `<ns>/estop`) would make every root-namespace shield hear one `/estop`."""
     args = ["--ros-args", "-r", f"__node:={name}", "-p", f"joints:=[{','.join(joints)}]"]
     if limits is not None:
         args += ["-p", f"limits_file:={limits}"]
+    if not any(p.startswith("estop_topic:=") for p in params):
+        args += ["-p", "estop_topic:=~/estop"]
     for p in params:
         args += ["-p", p]
     return args
@@ -115,7 +121,8 @@ class Peer:
         return self.node.create_publisher(Bool, f"/{shield}/estop", ESTOP_QOS)
 
     def estop_source(self, shield: str, pressed: bool = False, period: float = 0.1):
-        """A released (or pressed) heartbeat on the shield's ~/estop, as estop_panel sends."""
+        """A released (or pressed) heartbeat on the shield's own ~/estop (shield_args sets
+        it), as estop_panel sends."""
         return self.spinner.run(
             lambda: EstopSource(self.node, f"/{shield}/estop", pressed, period, self.spinner)
         )

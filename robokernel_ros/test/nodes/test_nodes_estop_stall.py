@@ -109,7 +109,7 @@ def test_the_shield_after_an_executor_stall_is_not_latched_and_a_silent_source_l
     from robokernel_ros.nodes.safety_shield import SafetyShieldNode
     from robokernel_ros.safety.estop import LOST
 
-    panel = _panel(f"{SHIELD_NS}/safety_shield/estop")
+    panel = _panel(f"{SHIELD_NS}/estop")  # the shield's default input: the panel's <ns>/estop
     spun = SpunNode(
         "safety_shield",
         SHIELD_NS,

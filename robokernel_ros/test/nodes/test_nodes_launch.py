@@ -5,6 +5,7 @@ declared; and the demo/test graph starts the same executables from the same file
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -105,10 +106,18 @@ def test_the_process_graph_is_the_launch_graph(launch_file: str, sim: bool) -> N
         assert f"__node:={node.name}" in argv and "__ns:=/robokernel" in argv
         for f in node.params_files:
             assert (CONFIG / f).is_file()
-    # the shield's e-stop is the workcell's <ns>/estop in both
-    shield = next(n for n in graph if n.executable == "safety_shield")
-    assert ("~/estop", "estop") in shield.remaps
-    assert "estop" in (LAUNCH / launch_file).read_text()
+    # Every shield hears the workcell's <ns>/estop by its default estop_topic: no remap of
+    # its e-stop in either graph (a remap of ~/estop would also move each shield's own
+    # ~/estop service, both to one <ns>/estop), and no config file points it elsewhere.
+    shields = [n for n in graph if n.executable == "safety_shield"]
+    assert len(shields) == 2
+    for shield in shields:
+        assert not [r for r in shield.remaps if "estop" in r[0]], shield.remaps
+        for f in shield.params_files:
+            assert re.search(r"^\s*estop_topic:\s*estop\b", (CONFIG / f).read_text(), re.M) or (
+                "estop_topic" not in (CONFIG / f).read_text()
+            ), f"config/{f} points the shield's e-stop away from <ns>/estop"
+    assert '("~/estop",' not in (LAUNCH / launch_file).read_text()
 
 
 def test_the_served_process_graph_is_the_launch_graph() -> None:
