@@ -18,21 +18,24 @@ Checked all the time from outside, by a monitor node of this process that subscr
 to the controller topic (the shield's output), the shield's ~/state, the panel's
 e-stop topic and /joint_states (SafetyAudit below):
 
-* No non-hold command reaches the controller while the e-stop is pressed, unknown or
-  its source lost, nor while the shield says it is latched. "Hold" is the shield's own
-  (nodes/safety_shield.py, safety/review.py `hold_values`): the measured joint
-  position of its last /joint_states sample, clamped into the position limits, frozen
-  (the same values repeated) until a command passes. So a command in such an interval
-  is a hold when its values equal, joint by joint, a /joint_states sample published
-  before it (or that sample clamped to a limit), or equal the hold this shield
-  process (its DDS writer) already sent in the interval; when the monitor missed that
-  sample (the joint-state writer keeps 10), when every joint lies within the range of
-  the samples of the 0.2 s before it (counted apart, "bracketed"). Any other command is a
-  violation. "Pressed" starts at the pressed sample's source time; "lost" at the
-  last sample's source time + estop_timeout_s; "unknown" until two samples arrived
-  (the shield's rule); the shield hears a sample one delivery later, so commands
-  within `--grace-s` of the start are not judged, and the longest forward seen after
-  a start is printed (latch lag).
+* No non-hold command reaches the controller while the e-stop is pressed or its
+  source dead (the schedule's own intervals: press to release; the panel's SIGKILL +
+  estop_timeout_s to its restart; the monitor's keep-last-1 e-stop reader loses samples
+  when this process falls behind, so its gaps are no evidence), nor while the shield
+  says it is latched (two consecutive ~/state samples saying so, with no command
+  forwarded in between: ~/state keeps one sample, a missed unlatch must not count).
+  "Hold" is the shield's own (nodes/safety_shield.py, safety/review.py `hold_values`):
+  the measured joint position of its last /joint_states sample, clamped into the
+  position limits, frozen (the same values repeated) until a command passes. So a
+  command in such an interval is a hold when its values equal, joint by joint, a
+  /joint_states sample published before it (or that sample clamped to a limit), or
+  equal the hold this shield process (its DDS writer) already sent in the interval;
+  when the monitor missed that sample (the joint-state writer keeps 10), when every
+  joint lies within the range of the samples of the 0.2 s before it (counted apart,
+  "bracketed"). Any other command is a violation. A command is judged once the
+  monitor's joint states have passed its source time; the shield hears a press one
+  delivery later, so commands within `--grace-s` of the start are not judged, and the
+  longest forward seen there is printed (latch lag).
 * Every episode ends with an outcome, and its trace, its bag (runner's) and the
   recorder's bag load (kernel.load_trace) and score (scoring.score_trace).
 * Each node's RSS, threads and open file descriptors from /proc every 2 s; growth per
@@ -150,14 +153,19 @@ class SafetyAudit:
         self.timeout = int(timeout_s * 1e9)
         self.grace = int(grace_s * 1e9)
         self._queue: list[tuple[int, int, str, Any]] = []
+        self._latest = {"js": 0}  # the latest source time received per stream
         self._seq = 0
         self._lock = threading.Lock()
-        # e-stop source, as the shield's circuit reads it
-        self._last_sample: int | None = None
-        self._samples_live = 0
-        self._pressed = False
-        self._source: Interval | None = Interval(0, "unknown")  # before any sample
-        self._shield: Interval | None = None  # the shield says latched
+        # the e-stop pressed or its source dead, as the schedule made it (`fault`)
+        self._source: Interval | None = None
+        self.estop_samples = 0
+        # The shield's own word, confirmed: ~/state keeps only its last sample, so a monitor
+        # that falls behind can miss an unlatch; commands between two received states
+        # that both say latched, with no command forwarded in between (its counters),
+        # are judged when the second arrives, the others not.
+        self._shield: Interval | None = None  # the current confirmed latch
+        self._state_prev: tuple[int, bool, int] | None = None
+        self._pending: list[tuple[int, str, tuple[float, ...]]] = []
         self._measured: collections.deque[tuple[int, tuple[float, ...]]] = collections.deque()
         self._measured_set: collections.Counter[tuple[float, ...]] = collections.Counter()
         self.commands = 0
@@ -173,15 +181,36 @@ class SafetyAudit:
             self._seq += 1
             heapq.heappush(self._queue, (t, self._seq, kind, value))
 
-    def estop(self, t: int, pressed: bool) -> None:
-        self._push(t, "estop", pressed)
+    def watermark(self) -> int:
+        """How far the audit may judge: the latest source time received on the
+        joint-state stream. A monitor that falls behind (a loaded machine) has not yet
+        received the samples before a command it already has; while the sim robot is
+        dead the audit waits for it (or the end of the run)."""
+        return min(self._latest.values())
 
-    def shield_state(self, t: int, latched: bool) -> None:
-        self._push(t, "shield", latched)
+    def estop(self, t: int, pressed: bool) -> None:
+        """An e-stop sample heard (counted). Which intervals are judged comes from the
+        schedule (`fault`): the monitor's own e-stop reader, a keep-last-1 stream, loses
+        samples when this process falls behind, and their absence is not a silence."""
+        self.estop_samples += 1
+
+    def fault(self, start: int, end: int | None, cause: str) -> None:
+        """The e-stop was pressed, or its source dead, from `start` (ns, time.time_ns())
+        to `end` (None: not yet; call again with the same start when it ends). Commands
+        from start + grace to end are judged."""
+        if end is None:
+            self._push(start, "open", cause)
+        else:
+            self._push(end, "close", cause)
+
+    def shield_state(self, t: int, latched: bool, forwarded: int = 0) -> None:
+        """The shield's ~/state: latched, and its passed + clipped count."""
+        self._push(t, "shield", (latched, forwarded))
 
     def joint_state(self, t: int, names: list[str], positions: list[float]) -> None:
         index = {n: i for i, n in enumerate(names)}
         if all(j in index for j in self.joints):
+            self._latest["js"] = max(self._latest["js"], t)
             self._push(t, "js", tuple(float(positions[index[j]]) for j in self.joints))
 
     def command(self, t: int, writer: str, values: list[float]) -> None:
@@ -193,35 +222,30 @@ class SafetyAudit:
                 if not self._queue or self._queue[0][0] >= until:
                     return
                 t, _, kind, value = heapq.heappop(self._queue)
-            self._silence(t)
             getattr(self, f"_on_{kind}")(t, value)
 
-    def _silence(self, t: int) -> None:
-        """The source is lost at its last sample + timeout, if nothing came since."""
-        last = self._last_sample
-        if last is not None and t - last > self.timeout and self._samples_live:
-            self._samples_live = 0
-            if self._source is None:
-                self._open("source", Interval(last + self.timeout, "source lost"))
+    def _on_open(self, t: int, cause: str) -> None:
+        self._open("source", Interval(t, cause))
+
+    def _on_close(self, t: int, cause: str) -> None:
+        self._source = None
 
     def _open(self, which: str, interval: Interval) -> None:
         setattr(self, f"_{which}", interval)
         self.intervals[interval.cause] += 1
 
-    def _on_estop(self, t: int, pressed: bool) -> None:
-        self._samples_live = 1 if self._samples_live == 0 else self._samples_live + 1
-        self._last_sample = t
-        if pressed and self._source is None:
-            self._open("source", Interval(t, "pressed"))
-        self._pressed = pressed
-        if not pressed and self._samples_live >= 2 and self._source is not None:
-            self._source = None  # live and released again
-
-    def _on_shield(self, t: int, latched: bool) -> None:
-        if latched and self._shield is None:
-            self._open("shield", Interval(t, "shield latched"))
-        elif not latched:
+    def _on_shield(self, t: int, state: tuple[bool, int]) -> None:
+        latched, forwarded = state
+        prev = self._state_prev
+        if prev is not None and prev[1] and latched and forwarded == prev[2]:
+            if self._shield is None:
+                self._open("shield", Interval(prev[0], "shield latched"))
+            for tc, writer, values in self._pending:
+                self._judge(self._shield, tc, writer, values)
+        else:
             self._shield = None
+        self._pending = []
+        self._state_prev = (t, latched, forwarded)
 
     def _on_js(self, t: int, q: tuple[float, ...]) -> None:
         self._measured.append((t, q))
@@ -263,28 +287,30 @@ class SafetyAudit:
     def _on_cmd(self, t: int, value: tuple[str, tuple[float, ...]]) -> None:
         writer, values = value
         self.commands += 1
-        for interval in (self._source, self._shield):
-            if interval is None:
-                continue
-            known = interval.holds.get(writer)
-            is_hold = known == values or self._is_measured(values, t)
-            if is_hold:
-                interval.holds[writer] = values
-            if interval.cause != "shield latched" and t - interval.start < self.grace:
-                if not is_hold:
-                    self.lag_ns = max(self.lag_ns, t - interval.start)
-                continue
-            self.judged += 1
-            if is_hold:
-                self.holds += 1
-            else:
-                self.violations.append({
-                    "t_ns": t, "writer": writer[:16], "values": list(values), "cause": interval.cause,
-                    "after_ms": round((t - interval.start) / 1e6, 1), "hold": list(known or ()),
-                    "measured_before": [[round((tq - t) / 1e6, 1), list(q)]
-                                        for tq, q in list(self._measured)[-3:]],
-                })  # fmt: skip
-            break
+        if self._source is not None:
+            self._judge(self._source, t, writer, values)
+        elif self._state_prev is not None and self._state_prev[1]:
+            self._pending.append((t, writer, values))  # judged if the next state confirms
+
+    def _judge(self, interval: Interval, t: int, writer: str, values: tuple[float, ...]) -> None:
+        """One command sent at `t` inside `interval`: a hold, or a violation."""
+        known = interval.holds.get(writer)
+        is_hold = known == values or self._is_measured(values, t)
+        if is_hold:
+            interval.holds[writer] = values
+        if interval.cause != "shield latched" and t - interval.start < self.grace:
+            if not is_hold:
+                self.lag_ns = max(self.lag_ns, t - interval.start)
+            return
+        self.judged += 1
+        if is_hold:
+            self.holds += 1
+            return
+        self.violations.append({
+            "t_ns": t, "writer": writer[:16], "values": list(values), "cause": interval.cause,
+            "after_ms": round((t - interval.start) / 1e6, 1), "hold": list(known or ()),
+            "measured_before": [[round((tq - t) / 1e6, 1), list(q)] for tq, q in list(self._measured)[-3:]],
+        })  # fmt: skip
 
 
 # --- resource samples and slopes ----------------------------------------------------------
@@ -439,7 +465,7 @@ class Monitor:
 
     def _on_state(self, name: str, msg: Any) -> None:
         t = msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec
-        self.audits[name].shield_state(t, bool(msg.estop_latched))
+        self.audits[name].shield_state(t, bool(msg.estop_latched), int(msg.passed + msg.clipped))
         self.states[name] = msg
 
     def _spin(self) -> None:
@@ -604,8 +630,8 @@ class Soak:
 
     def audit_loop(self) -> None:
         while not self.stop.wait(0.5):
-            for audit in self.audits.values():
-                audit.advance(time.time_ns() - 3_000_000_000)  # samples 3 s late are in
+            for audit in self.audits.values():  # what was sent before both watermarks is in
+                audit.advance(min(time.time_ns() - 1_000_000_000, audit.watermark()))
 
     def sample_loop(self) -> None:
         while not self.stop.wait(SAMPLE_PERIOD_S):
@@ -664,9 +690,18 @@ class Soak:
         done.set()
         th.join(timeout=5)
 
+    def _fault(self, start: int, end: int | None, cause: str) -> None:
+        for audit in self.audits.values():
+            audit.fault(start, end, cause)
+
     def _do_estop(self, _: str) -> str:
+        t0 = time.time_ns()
         ok, msg = self.monitor.trigger(f"{NS}/estop_panel/press")
+        if ok:
+            self._fault(t0, None, "pressed")
         self._rogue_for(self.rng.uniform(0.5, 3.0))
+        if ok:
+            self._fault(t0, time.time_ns(), "pressed")
         ok2, msg2 = self.monitor.trigger(f"{NS}/estop_panel/release")
         return f"press {ok}, release {ok2}"
 
@@ -685,9 +720,13 @@ class Soak:
 
     def _do_kill(self, node: str) -> str:
         self.graph.kill(node)
+        t0 = time.time_ns()
         pause = self.rng.uniform(1.0, 3.0)
-        if node == "estop_panel":  # the source lost: nothing may pass
+        if node == "estop_panel":  # the source lost: nothing may pass after its timeout
+            lost = t0 + int(self.specs[0].estop_timeout_s * 1e9)
+            self._fault(lost, None, "source lost")
             self._rogue_for(pause)
+            self._fault(lost, time.time_ns(), "source lost")
         else:
             self.stop.wait(pause)
         self.graph.start(node)
