@@ -919,6 +919,8 @@ class Soak:
         anchor = [r for r in self.results if not r.get("chaos")]
         chaos = [r for r in self.results if r.get("chaos")]
         n_anchor = sum(len(r["episodes"]) for r in anchor)
+        anchor_errors = [ep.get("outcome") for r in anchor for ep in r["episodes"]
+                         if ep.get("outcome") in ("error", "env_error")]  # fmt: skip
         n_chaos = sum(len(r["episodes"]) for r in chaos)
         chaos_min = max(1e-9, (self.phase_marks["end"] - self.phase_marks["chaos"]) / 60)
         anchor_min = max(1e-9, args.anchor_s / 60)
@@ -971,6 +973,8 @@ class Soak:
             "zero_violations": not violations,
             "audit_saw_commands": all(a.commands > 0 and a.judged > 0 for a in audits.values()),
             "every_episode_complete": episodes["runs"] > 0 and not episodes["problems"],
+            # the graph works before the faults: no anchor episode ends in an error
+            "anchor_episodes_without_error": n_anchor > 0 and not anchor_errors,
             "episodes_under_chaos": n_chaos > 0,
             "graph_recovered_every_fault": not self.failures and not self.thread_errors,
             "no_growth_beyond_noise" if not args.quick else "no_gross_growth": not grows,

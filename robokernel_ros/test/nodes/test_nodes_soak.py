@@ -118,6 +118,7 @@ def test_a_two_minute_chaos_soak_lets_no_forward_through_and_every_episode_loads
     assert result["n_violations"] == 0, result["violations"]
     assert verdicts["audit_saw_commands"], result["intervals"]
     assert verdicts["every_episode_complete"], result["episode_problems"]
+    assert verdicts["anchor_episodes_without_error"], result["outcomes"]
     assert result["episodes_chaos"] > 0 and result["fault_log"], out.stdout[-3000:]
     assert verdicts["graph_recovered_every_fault"], result["failures"]
     assert verdicts["processes_stopped"]
