@@ -9,7 +9,10 @@ at step s, in this order:
     observation(s) [privileged(s)] [chunk.merge (a chunk arriving at s)]
     [chunk.request(s) [chunk.merge (when it arrives at once)]] safety.intervention(s)*
     action(s)
-then, after the last step, observation(steps) and episode.end. Operator calls seen at a
+then, after the last step, observation(steps), the env's own account of the episode
+(`env.before_episode_end(steps)`, optional: (kind, data) events, e.g. what a shield node
+did with the episode's commands, settled once it confirmed them) and episode.end, so the
+trace and every subscriber (the bag) hold that account. Operator calls seen at a
 step boundary are published there as operator.* events; errors as an `error` event. On
 the wall clock a step's events reach the bus together, right after its command (each
 stamped when it happened), and the episode's thread (reset and steps) runs under the
@@ -877,6 +880,7 @@ class _Episode:
             status = f"{outcome.value}: operator verdict" + (
                 f" ({verdict['note']})" if verdict["note"] else ""
             )
+        self.settle_env_accounts(step)
         record = EpisodeRecord(
             outcome=outcome,
             safety_interventions=rec.safety_interventions,
@@ -906,6 +910,23 @@ class _Episode:
             except Exception:
                 _log.exception("agent.on_episode_end raised; ignored")
         return record
+
+    def settle_env_accounts(self, step: int) -> None:
+        """The env's account of the episode, emitted before episode.end: its optional
+        `before_episode_end(step)` returns (kind, data) events (or None). It may block
+        while the env settles (e.g. until the last commands are confirmed). A hook that
+        raises, or returns something else, is logged and ignored: the episode still ends."""
+        settle = getattr(self.r.env, "before_episode_end", None)
+        if settle is None:
+            return
+        try:
+            accounts = [(str(kind), dict(data)) for kind, data in (settle(step) or ())]
+        except Exception:
+            _log.exception("env.before_episode_end failed; ignored")
+            return
+        self.rec.t = self.clock(step)
+        for kind, data in accounts:
+            self.rec.emit(kind, step, data)
 
 
 def _late_verdict(runner: Any, record: EpisodeRecord, verdict: dict[str, Any]) -> None:

@@ -28,8 +28,9 @@ with status 2); the launch files drive the transitions instead, in order.
 
 With env=ros the runner learns what its safety shield(s) did with each episode's
 commands (ros.shield_ledger: the shields' ~/state counts of this runner's own commands,
-matched to the episode) and puts them in the episode's result (`shield`), its trace (a
-`shield.report` event, read by `robokernel score`) and `robokernel ros`'s output; an
+matched to the episode) and puts them in the episode's result (`shield`), its trace and
+its bag (a `shield.report` event before episode.end, once each shield confirmed the
+episode's commands; read by `robokernel score`) and `robokernel ros`'s output; an
 episode whose commands a shield refused, or stopped forwarding, or whose robot did not
 follow them (`follow_tolerance` for `follow_timeout_s`), ends `error` with the reason
 (ros.checked_env); a start while a shield does not forward is refused naming it and

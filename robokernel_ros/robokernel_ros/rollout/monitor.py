@@ -74,6 +74,8 @@ class _MonitoredEnv:
             self.hold_action = env.hold_action
         if hasattr(env, "pacer"):
             self.pacer = env.pacer  # a robot's env's clock: the kernel paces with it
+        if hasattr(env, "before_episode_end"):  # the env's account, before episode.end
+            self.before_episode_end = env.before_episode_end
         # The privileged state of the current step, fetched once: the criteria and the
         # kernel's trace share it (the scene cannot change between the two in a rollout).
         self._state: Any = None

@@ -13,7 +13,11 @@ message) when:
     (a robot that lags by less, or catches up sooner, follows; ros2_control's
     joint_trajectory_controller judges a path by a tolerance the same way). 0 disables.
 `reset` first asks the shields whether they forward (a shield that does not is named
-at once, not after the reset's timeout). Everything else is the wrapped env's.
+at once, not after the reset's timeout). `before_episode_end` (the kernel's hook, called
+before episode.end) settles the ledger: it waits until each shield confirmed the
+episode's commands and returns its counts as a `shield.report` event, which the kernel
+puts in the trace (and so in the bag) before episode.end. Everything else is the wrapped
+env's.
 """
 
 from __future__ import annotations
@@ -22,7 +26,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from robokernel_ros.ros.shield_ledger import ShieldLedger, ShieldRefusal
+from robokernel_ros.ros.shield_ledger import (
+    SHIELD_REPORT,
+    ShieldLedger,
+    ShieldRefusal,
+    report_data,
+)
 
 
 class RobotNotFollowing(RuntimeError):
@@ -75,6 +84,15 @@ class CheckedRobotEnv:
         if self.follow_tolerance > 0:
             self._check_following(result.observation)
         return result
+
+    def before_episode_end(self, step: int) -> list[tuple[str, dict[str, Any]]]:
+        """The kernel's hook before episode.end: the ledger's settled counts (waiting up
+        to its confirm_timeout_s for the shields to confirm the last commands) as one
+        SHIELD_REPORT event; [] without shields or an episode."""
+        if self.ledger is None:
+            return []
+        counts = self.ledger.settle()
+        return [(SHIELD_REPORT, report_data(counts))] if counts else []
 
     def _check_following(self, observation: Mapping[str, Any]) -> None:
         measured = observation.get("joint_positions") or {}

@@ -5,14 +5,15 @@
     ledger.check_ready()            # Refused unless every shield says it forwards
     ledger.begin()                  # an episode starts (its reset's commands count too)
     ledger.check()                  # ShieldRefusal once a shield refused one of its commands
-    counts = ledger.end()           # {shield: {"passed", "clipped", "refused", "held", ...}}
+    counts = ledger.settle()        # before episode.end: {shield: {"passed", "clipped", ...}}
+    counts, settled = ledger.end()  # after it: those counts, True (or settled now, False)
 
 Each shield publishes `~/state` (robokernel_interfaces/ShieldState) with the counts of
 the last sender it read (`sender_read/passed/clipped/refused`, `last_refusal`), on
 change and when they change (within ~50 ms). A shield's counts are this runner's when
 `command_sender` is one of this runner's publishers on the shield's command topic
 (`transport.publisher_gids`); an episode's counts are the difference between its end
-and its start. `end` waits (up to `confirm_timeout_s`) until a shield has read as many
+and its start. `settle` waits (up to `confirm_timeout_s`) until a shield has read as many
 of this runner's commands as the runner sent in the episode: `confirmed` false says
 that it did not (a command lost, or a shield that stopped publishing its state).
 `held` and `timeouts` are the shield's own hold commands and watchdog timeouts over the
@@ -167,6 +168,7 @@ class ShieldLedger:
         self.confirm_timeout_s = float(confirm_timeout_s)
         self._lock = threading.Lock()
         self._open = False
+        self._settled: dict[str, dict[str, Any]] | None = None  # settle()'s, until end()
 
     @property
     def names(self) -> list[str]:
@@ -189,6 +191,7 @@ class ShieldLedger:
     def begin(self) -> None:
         """An episode starts: its counts start here."""
         with self._lock:
+            self._settled = None
             for shield in self._shields:
                 shield.begin()
             self._open = True
@@ -223,10 +226,11 @@ class ShieldLedger:
                         time.sleep(0.005)
                 raise ShieldRefusal(problem)
 
-    def end(self) -> dict[str, dict[str, Any]]:
+    def settle(self) -> dict[str, dict[str, Any]]:
         """The episode's counts per shield, once each shield confirmed the episode's
         commands (or `confirm_timeout_s` passed: then `confirmed` is false); {} when no
-        episode began."""
+        episode began. The episode's accounts close here (the env's before_episode_end,
+        before episode.end): `end` then returns these counts."""
         deadline = time.monotonic() + self.confirm_timeout_s
         with self._lock:
             if not self._open:
@@ -241,7 +245,18 @@ class ShieldLedger:
                 ):
                     shield.poll(min(0.05, max(0.0, deadline - time.monotonic())))
                 out[shield.link.name] = shield.counts()
+            self._settled = out
         return out
+
+    def end(self) -> tuple[dict[str, dict[str, Any]], bool]:
+        """After the episode: (its counts, settled before episode.end). The counts that
+        `settle` gave (True: they are in the trace already), else settled now (False);
+        ({}, False) when no episode began."""
+        with self._lock:
+            settled, self._settled = self._settled, None
+        if settled is not None:
+            return settled, True
+        return self.settle(), False
 
     def close(self) -> None:
         for shield in self._shields:
@@ -251,26 +266,34 @@ class ShieldLedger:
             release_link()
 
 
-#: The event a ShieldLedger's episode sink publishes after the episode, and the `shield`
-#: entry of its meta.json: {"shields": {name: counts}, "passed", "clipped", "refused",
-#: "held"} (the totals over the shields).
+#: The event of an episode's shield counts, and the `shield` entry of its meta.json and
+#: result: report_data(counts), {"shields": {name: counts}, "passed", "clipped",
+#: "refused", "held"} (the totals over the shields). CheckedRobotEnv.before_episode_end
+#: gives it to the kernel, which emits it before episode.end: in the trace, the bag
+#: (the mirror writes every event) and the runner's ROS events topic.
 SHIELD_REPORT = "shield.report"
+
+
+def report_data(counts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The SHIELD_REPORT event's data (and the result's `shield`) of per-shield counts."""
+    return {"shields": {k: dict(v) for k, v in counts.items()}, **totals(counts)}
 
 
 def shield_sink(ledger: ShieldLedger) -> Callable[[Any], Callable[[Any], dict[str, Any]]]:
     """An episode sink (rollout.sinks.EpisodeSink) whose finisher reports the episode's
-    shield counts: in the episode's result (`shield`), its trace (`shield` in meta.json,
-    which `robokernel score` reads) and as a SHIELD_REPORT event on its bus (the runner's
-    ROS events topic). Not in the episode's bag: it closed at episode.end, before the
-    shield confirmed the last commands."""
+    shield counts in the episode's result (`shield`) and in the run directory's meta.json
+    (`shield`). The counts were settled before episode.end (the env's
+    before_episode_end: the SHIELD_REPORT event is in the trace and the bag); an env
+    without that hook has them settled here, and the event goes to the episode's bus
+    after episode.end (the runner's ROS events topic; not the trace, not the bag)."""
 
     def attach(context: Any) -> Callable[[Any], dict[str, Any]]:
         def finish(record: Any) -> dict[str, Any]:
-            counts = ledger.end()
+            counts, in_trace = ledger.end()
             if not counts:
                 return {}
-            data = {"shields": counts, **totals(counts)}
-            _append(context, record, data)
+            data = report_data(counts)
+            _append(context, record, data, publish=not in_trace)
             return {"shield": data}
 
         return finish
@@ -278,18 +301,18 @@ def shield_sink(ledger: ShieldLedger) -> Callable[[Any], Callable[[Any], dict[st
     return attach
 
 
-def _append(context: Any, record: Any, data: dict[str, Any]) -> None:
-    """`shield` into the run directory's meta.json (the trace's meta: the events.jsonl
-    lines stay those the bag mirrored, which closed at episode.end), and the event on the
-    episode's bus (the runner's ROS events topic, live views)."""
+def _append(context: Any, record: Any, data: dict[str, Any], *, publish: bool) -> None:
+    """`shield` into the run directory's meta.json, and (`publish`) the event on the
+    episode's bus when the kernel did not emit it before episode.end."""
     from robokernel_ros.kernel.events import Event
 
     if record.trace_path is not None:
         merge_meta(record.trace_path, {"shield": data})
-    context.bus.publish(
-        Event(SHIELD_REPORT, int(record.steps), data, seq=int(record.events),
-              run_id=str(record.run_id))
-    )  # fmt: skip
+    if publish:
+        context.bus.publish(
+            Event(SHIELD_REPORT, int(record.steps), data, seq=int(record.events),
+                  run_id=str(record.run_id))
+        )  # fmt: skip
 
 
 def merge_meta(run_dir: Any, fields: Mapping[str, Any]) -> None:

@@ -363,3 +363,41 @@ def test_entry_point_refusals_name_parameter_and_value() -> None:
         Timing(latency_s=-0.1)
     with pytest.raises(ValueError, match="control='joint'"):
         EnvSpec(("a",), "joint", 10.0)  # type: ignore[arg-type]
+
+
+def test_the_envs_account_of_the_episode_is_in_the_trace_before_episode_end(
+    tmp_path: Path,
+) -> None:
+    class Accounting(PointEnv):
+        """Settles its account when the episode ends: what it saw step by step."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.settled_at: list[int] = []
+
+        def before_episode_end(self, step: int) -> list[tuple[str, dict[str, Any]]]:
+            self.settled_at.append(step)
+            return [("cell.account", {"commands": len(self.received), "step": step})]
+
+    env = Accounting()
+    bus = EventBus()
+    events = collect(bus)
+    record = EpisodeRunner(env, ScriptedAgent(ramp), bus=bus, trace=TraceStore(tmp_path)).run(5)
+    assert env.settled_at == [5]
+    kinds = [e.kind for e in events]
+    assert kinds[-2:] == ["cell.account", "episode.end"], kinds
+    assert events[-2].data == {"commands": 5, "step": 5} and events[-2].step == 5
+    assert [e.seq for e in events] == list(range(len(events))) and record.events == len(events)
+    trace = load_trace(record.trace_path)  # the trace holds what the bus carried, in order
+    assert [e.kind for e in trace.events] == kinds
+    assert trace.of_kind("cell.account")[0].data == {"commands": 5, "step": 5}
+
+    class Failing(PointEnv):  # a hook that raises is ignored: the episode still ends
+        def before_episode_end(self, step: int) -> Any:
+            raise RuntimeError("ledger unreachable")
+
+    bus = EventBus()
+    events = collect(bus)
+    record = EpisodeRunner(Failing(), ScriptedAgent(ramp), bus=bus).run(3)
+    assert record.outcome == EpisodeOutcome.TRUNCATED and events[-1].kind == "episode.end"
+    assert "ledger unreachable" not in str([e.data for e in events])

@@ -15,7 +15,9 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+import robokernel_ros.recording  # noqa: E402, F401 - registers the rosbag2 reader with load_trace
 from robokernel_ros.demo import config_dir  # noqa: E402
+from robokernel_ros.kernel import load_trace  # noqa: E402
 from robokernel_ros.ros.lifecycle import LifecyclePeer, wait_active  # noqa: E402
 from robokernel_ros.ros.qos import STATUS_QOS  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
@@ -112,8 +114,19 @@ def test_a_workcell_brought_up_by_hand_moves_and_its_report_says_what_the_shield
     assert counts["refused"] == 0 and counts["passed"] + counts["clipped"] >= 100, counts
     (name,) = counts["shields"]
     assert name == f"{NS}/safety_shield" and counts["shields"][name]["confirmed"], counts
-    # the trace says it too (score reads traces only); its events stay the bag's
-    meta = json.loads((Path(report["trace_path"]) / "meta.json").read_text())
+    # the trace says it too (score reads traces only): a shield.report event before
+    # episode.end, settled once the shield confirmed the episode's last command, and so
+    # also in the episode's bag, whose events are the trace's
+    trace_path = Path(report["trace_path"])
+    kinds = [e.kind for e in load_trace(trace_path).events]
+    assert kinds[-2:] == ["shield.report", "episode.end"], kinds[-5:]
+    (in_trace,) = _events(report["trace_path"], "shield.report")
+    assert in_trace["data"] == counts, in_trace["data"]
+    bag = load_trace(trace_path / "bag")
+    assert [e.kind for e in bag.events] == kinds
+    (in_bag,) = bag.of_kind("shield.report")
+    assert in_bag.data == counts, in_bag.data
+    meta = json.loads((trace_path / "meta.json").read_text())
     assert meta["shield"]["passed"] == counts["passed"], meta.get("shield")
     score = subprocess.run([sys.executable, "-m", "robokernel_ros.cli", "score",
                             report["trace_path"], "--json"], capture_output=True, text=True,
