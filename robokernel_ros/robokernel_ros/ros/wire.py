@@ -148,9 +148,11 @@ def observation_to_msg(
     """An observation dict as an `Observation` message.
 
     `joint_positions` / `joint_velocities` ({joint: float}) become the JointState;
-    `images` ({camera: array}) the images; any other entry that is a {name: float}
+    `images` ({camera: array}) the images; any top-level number (a contract's non-joint
+    state stream such as `ft_wrench.force.x`, a task's `goal.<joint>`) a `value_names` /
+    `values` pair, read back as a float; any other entry that is a {name: float}
     mapping becomes NamedArrays `<entry>/<name>` and any flat numeric vector a
-    NamedArray `<entry>`. Anything else is not sent. `msg`: an Observation to fill
+    NamedArray `<entry>`. Anything else (a bool, a string) is not sent. `msg`: an Observation to fill
     (every field but the header is set) instead of a new one: a sender that publishes
     at once reuses one, since building the message costs more than filling it.
     """
@@ -188,10 +190,15 @@ def observation_to_msg(
             for (n, img), out in zip(images.items(), reuse, strict=True)
         ]
     arrays = []
+    value_names: list[str] = []
+    values: list[float] = []
     for key, value in observation.items():
         if key in _JOINT_AND_IMAGE_KEYS:
             continue
-        if isinstance(value, Mapping):
+        if isinstance(value, int | float | np.number) and not isinstance(value, bool | np.bool_):
+            value_names.append(str(key))
+            values.append(float(value))
+        elif isinstance(value, Mapping):
             for sub, item in value.items():
                 if isinstance(item, int | float | np.number) and not isinstance(item, bool):
                     arrays.append(_named_array(f"{key}/{sub}", [float(item)]))
@@ -201,6 +208,9 @@ def observation_to_msg(
                 arrays.append(_named_array(str(key), vector.astype(float).tolist()))
     if arrays or len(msg.arrays):
         msg.arrays = arrays
+    if value_names or len(msg.value_names):
+        msg.value_names = value_names
+        msg.values = _floats(values)
     if queued_actions is not None and len(queued_actions):
         msg.queued_actions = _floats(_queued_to_flat(queued_actions, queued_keys))
     elif len(msg.queued_actions):
@@ -248,6 +258,7 @@ def msg_to_observation(msg: Any) -> dict[str, Any]:
     if len(msg.images):
         observation["images"] = _images_from_msg(msg)
     _arrays_into(observation, msg.arrays)
+    observation.update(_named_floats(msg.value_names, msg.values))
     return observation
 
 
@@ -284,6 +295,7 @@ class ObservationView(MutableMapping):
         if self._arrays is None:
             self._arrays = {}
             _arrays_into(self._arrays, msg.arrays)
+            self._arrays.update(_named_floats(msg.value_names, msg.values))
         return self._arrays.get(key, _MISSING)
 
     def _dict(self) -> dict[str, Any]:
