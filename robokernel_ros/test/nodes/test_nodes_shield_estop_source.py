@@ -18,6 +18,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from shield_harness import (
     SHIELD,
     SO101_JOINTS,
+    SO101_LIMITS,
     clear_fault,
     is_hold,
     shield_args,
@@ -224,3 +225,24 @@ def test_estop_panel_refuses_a_bad_parameter_with_status_2(processes):
         assert proc.wait(timeout=60) == 2, processes.log(proc)
         log = processes.log(proc)
         assert word in log and "Traceback" not in log, log
+
+
+def test_a_shield_with_no_config_and_no_remap_hears_the_panel_of_its_namespace(processes, peer):
+    """The default estop_topic is the panel's <ns>/estop: a shield and a panel started in
+    one namespace with nothing but the shield's joints and limits are wired; the shield's
+    reasons name that topic."""
+    ns = "/rk_default_estop"
+    states = peer.record_states(f"{ns.strip('/')}/safety_shield")
+    shield = processes.python(
+        "shield_default_estop", SHIELD, "--ros-args", "-r", f"__ns:={ns}",
+        "-r", "__node:=safety_shield", "-p", f"joints:=[{','.join(SO101_JOINTS)}]",
+        "-p", f"limits_file:={SO101_LIMITS}", "-p", "autostart:=true",
+    )  # fmt: skip
+    st = wait_state(states, lambda s: s.estop_source == "none", what="the shield up, no source")
+    assert f"no sample on {ns}/estop yet" in st.reason, st.reason  # the real topic, named
+    processes.python("panel_default_estop", PANEL, "--ros-args", "-r", f"__ns:={ns}")
+    wait_state(states, lambda s: s.estop_source == "live", 30, "the panel's heartbeat heard")
+    assert peer.trigger(f"{ns}/estop_panel/press").success
+    st = wait_state(states, lambda s: s.estop_latched, 10, "latched by the panel's press")
+    assert st.estop_latched_by.startswith(f"{ns}/estop: pressed"), st.estop_latched_by
+    assert shield.poll() is None, processes.log(shield)

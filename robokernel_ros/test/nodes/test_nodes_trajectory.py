@@ -49,7 +49,6 @@ def test_runner_drives_sim_robot_through_the_shield_with_joint_trajectories(
                 "output_topic": TRAJECTORY_TOPIC,
                 "estop_timeout_s": "2.0",
             },
-            [("~/estop", "estop")],  # the panel's <ns>/estop
         ),
         NodeProcess("estop_panel", "estop_panel", ["estop_panel.yaml"]),
         NodeProcess(
