@@ -126,6 +126,11 @@ def test_a_workcell_brought_up_by_hand_moves_and_its_report_says_what_the_shield
     assert [e.kind for e in bag.events] == kinds
     (in_bag,) = bag.of_kind("shield.report")
     assert in_bag.data == counts, in_bag.data
+    from robokernel_ros.scoring.scorers import SafetyScorer
+
+    from_bag = SafetyScorer().score(bag)  # the bag alone: its event, not meta.json
+    assert from_bag["shield_passed"] == counts["passed"], from_bag
+    assert from_bag["shield_refused"] == counts["refused"] == 0, from_bag
     meta = json.loads((trace_path / "meta.json").read_text())
     assert meta["shield"]["passed"] == counts["passed"], meta.get("shield")
     score = subprocess.run([sys.executable, "-m", "robokernel_ros.cli", "score",
