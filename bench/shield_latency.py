@@ -93,9 +93,10 @@ def role_probe(rate: float, seconds: float, warmup: float) -> None:
         js_pub.publish(msg)
 
     node.create_timer(0.01, joint_states)
-    # the released heartbeat of an e-stop source (estop_panel's 10 Hz): the shield runs
-    # as shipped, estop_required
-    estop_pub = node.create_publisher(Bool, "/bench_shield/estop", ESTOP_QOS)
+    # the released heartbeat of an e-stop source (estop_panel's 10 Hz) on the shield's
+    # default estop_topic (the panel's <ns>/estop; the root namespace here): the shield
+    # runs as shipped, estop_required
+    estop_pub = node.create_publisher(Bool, "/estop", ESTOP_QOS)
     node.create_timer(0.1, lambda: estop_pub.publish(Bool(data=False)))
     exe = SingleThreadedExecutor()
     exe.add_node(node)
