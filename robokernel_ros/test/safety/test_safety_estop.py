@@ -219,3 +219,19 @@ def test_circuit_not_required_keeps_the_old_behaviour():
 def test_circuit_refuses_a_bad_timeout():
     with pytest.raises(ValueError, match="timeout_s=0"):
         EstopCircuit(required=True, timeout_s=0, now=0.0)
+
+
+def test_the_circuits_reasons_and_refusals_name_its_real_topic():
+    topic = "/robokernel/estop"
+    c = EstopCircuit(required=True, timeout_s=TIMEOUT, now=0.0, topic=topic)
+    assert (
+        c.reason(0.0)
+        == f"waiting for the e-stop source: no sample on {topic} yet (no publisher matched)"
+    )
+    c.sample(False, 0.0)
+    c.sample(False, 0.1)
+    assert c.sample(True, 0.2) and c.latched_by == f"{topic}: pressed"
+    assert f"(last {topic} value true)" in c.clear(0.25)[1]
+    lax = EstopCircuit(required=False, wait_s=1.0, now=0.0, topic=topic)
+    assert f"the last value of {topic}" in lax.reason(0.5)
+    assert "~/estop" not in c.reason(0.3) + lax.reason(0.5) + c.clear(0.3)[1]
