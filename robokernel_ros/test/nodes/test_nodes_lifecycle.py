@@ -37,7 +37,10 @@ def _server(processes, ns: str, *params: str):
     args = ["--ros-args", "-r", f"__ns:={ns}"]
     for item in ("provider:=mock", *params):
         args += ["-p", item]
-    args += ["-p", "policy_config_json:='{\"execution_horizon\": 4}'"]
+    # amplitude 0.1: a served mock gets no action limits from the robot, so its amplitude
+    # is absolute; the default 0.3 takes the SO-101's gripper below its -0.17 limit at some
+    # phases (seeded per episode), every action refused, and the run ends error
+    args += ["-p", 'policy_config_json:=\'{"execution_horizon": 4, "amplitude": 0.1}\'']
     return processes.python(f"policy_server{ns.replace('/', '_')}", SERVER, *args)
 
 
