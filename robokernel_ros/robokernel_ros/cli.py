@@ -526,9 +526,12 @@ def _eval_run(args: argparse.Namespace) -> int:
                 # a refused call writes nothing: the folder holds only what this call wrote
                 _remove_output(out_dir, made=made_out_dir)
                 return code
+            interrupted = state["interrupted"]
             if out_dir is not None:  # a Ctrl-C now waits for eval_info.json (a second aborts)
-                write_output(out_dir, outs, args, kwargs, interrupted=state["interrupted"])
-        return 130 if state["interrupted"] else code
+                interrupted = write_output(
+                    out_dir, outs, args, kwargs, interrupted=lambda: state["interrupted"]
+                )
+        return 130 if interrupted else code
 
 
 def _refused_before_any_episode(outs: list[dict[str, Any]], out_dir: Path) -> bool:

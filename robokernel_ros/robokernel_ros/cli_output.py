@@ -11,6 +11,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,11 +168,13 @@ def write_output(
     args: argparse.Namespace,
     kwargs: Any,
     *,
-    interrupted: bool = False,
-) -> None:
+    interrupted: Callable[[], bool] = lambda: False,
+) -> bool:
     """DIR/eval_info.json over every finished episode (eval_s: this invocation's seconds plus
     the earlier ones' its eval_info.json had); says where everything was written and, when
-    episodes are missing, that --resume runs them."""
+    episodes are missing, that --resume runs them. `interrupted` is asked when the summary
+    is printed: a Ctrl-C that lands while this aggregates and draws the report counts.
+    Returns whether the summary counted the call as interrupted (its exit status follows)."""
     from robokernel_ros.rollout import envelope_json
     from robokernel_ros.tasks.eval_output import (
         EVAL_INFO,
@@ -230,10 +233,12 @@ def write_output(
         + f"; wrote {path} ({', '.join(where)})"
     )
     missing = args.episodes - agg["n_episodes"]
+    was_interrupted = interrupted()
     if missing:
         summary += (
             f"; `robokernel eval --resume {out_dir}` runs the {missing} unfinished episode(s)"
         )
-    elif interrupted:
+    elif was_interrupted:
         summary += "; interrupted after the last episode: the evaluation is complete"
     print(summary, file=sys.stderr if args.json else sys.stdout)
+    return was_interrupted
