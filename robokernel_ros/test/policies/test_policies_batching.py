@@ -83,7 +83,13 @@ def test_a_parallel_eval_with_batched_inference(ckpt_act, tmp_path):
         cell.close()
         ray.shutdown()
     assert out["parallel"]["episodes_completed"] == 4
-    assert all(e["steps_advanced"] == 20 and e["actions_applied"] == 20 for e in out["episodes"])
+    # every step executed a batched action; the untrained ACT's gripper sometimes leaves its
+    # limits, and a refused action is not applied (it is counted as refused)
+    assert all(
+        e["steps_advanced"] == 20 and e["actions_applied"] + e["actions_refused"] == 20
+        for e in out["episodes"]
+    ), [{k: e.get(k) for k in ("steps_advanced", "actions_applied", "actions_refused")}
+        for e in out["episodes"]]  # fmt: skip
     batching = out["parallel"]["batching"]
     assert batching["batches"] >= 4 * 20 // 5 / 2  # chunks of 5: 16 requests, some shared
     assert batching["queue_wait_p50_ms"] is not None

@@ -201,6 +201,22 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
             assert time.monotonic() < deadline + 60, processes.log(recorder)
             time.sleep(0.1)
         config = {"targets": [{"shoulder_pan": 0.3}], "max_delta": 0.02, "settle_steps": 2}
+        # The recorder matching the runner's events publisher does not mean the publisher
+        # has matched the recorder yet (discovery runs both ways, volatile events published
+        # before are lost: a full run missed episode.start so). A warm-up episode's events
+        # reaching the recorder proves the publisher's side: only then the episode under test.
+        warm_up = RunPolicy.Request(
+            robot_name="arm",
+            policy_provider="scripted",
+            policy_config_json=json.dumps(config),
+            n_steps=3,
+        )
+        response = _call(executor, node, RunPolicy, f"{NAMESPACE}/run_policy", warm_up, 120)
+        assert response.ok, (response.message, processes.log(runner_proc))
+        warm_up_run = Path(json.loads(response.report_json)["bag_path"]).parent.name
+        while warm_up_run not in processes.log(recorder):
+            assert time.monotonic() < deadline + 90, processes.log(recorder)
+            time.sleep(0.1)
         request = RunPolicy.Request(
             robot_name="arm",
             policy_provider="scripted",
