@@ -235,3 +235,11 @@ def _no_realtime_scheduling_left_behind() -> Iterator[None]:
     if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) != os.SCHED_OTHER:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         pytest.fail("the test left the process on a real-time CPU scheduling policy")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """The run's test order, also under -q (CI's): pytest-randomly shuffles every run, and a
+    failure that depends on the order is reproduced with this seed."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int):
+        terminalreporter.write_line(f"test order: -p randomly --randomly-seed={seed}")
