@@ -27,8 +27,27 @@ from .fields import IMAGE_TYPES, JOINT_TRAJECTORY, TYPES, normalise_type
 ALIGN_MODES = ("header", "receive")
 COMMAND_KINDS = ("forward_command", "joint_trajectory")
 SPLIT_RULES = ("none", "gap", "marker")
-TOP_KEYS = ("fps", "align", "robot", "state", "action", "images", "command", "episodes")
+TOP_KEYS = (
+    "fps",
+    "align",
+    "robot",
+    "state",
+    "action",
+    "images",
+    "command",
+    "episodes",
+    "teleop",
+    "takeover",
+)
 STREAM_KEYS = ("topic", "type", "field", "names")
+TELEOP_KEYS = (*STREAM_KEYS, "command", "stale_s")
+TAKEOVER_KEYS = ("topic", "type", "buttons")
+BOOL = "std_msgs/msg/Bool"
+JOY = "sensor_msgs/msg/Joy"
+TAKEOVER_TYPES = (BOOL, JOY)
+TAKEOVER_BUTTONS = ("pause", "correct", "resume")
+#: how old the teleop source's newest message may be before the loop holds (seconds)
+TELEOP_STALE_S = 0.25
 IMAGE_KEYS = ("topic", "type")
 COMMAND_KEYS = ("name", "topic", "kind", "joints")
 EPISODE_KEYS = ("split", "gap_s", "topic")
@@ -86,6 +105,30 @@ class EpisodeSplit:
 
 
 @dataclass(frozen=True)
+class Teleop:
+    """The teleop source (a leader arm's JointState, or any numeric stream) that drives the
+    robot while the operator corrects: `stream` (its `names` are action names, the joints
+    it commands), `command` (an actuated leader's Float64MultiArray input in the names'
+    order, driven to the follower's pose before a takeover; None: a passive leader) and
+    `stale_s` (a newest message older than this is no command: the loop holds)."""
+
+    stream: Stream
+    command: str | None = None
+    stale_s: float = TELEOP_STALE_S
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """The pedal or joystick that asks for takeover: `type` std_msgs/msg/Bool (true =
+    correct, false = resume) or sensor_msgs/msg/Joy with `buttons` {pause, correct,
+    resume} -> button index (a press, the button going from 0 to 1, is the call)."""
+
+    topic: str
+    type: str
+    buttons: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Contract:
     fps: float
     align: str = "header"
@@ -95,6 +138,8 @@ class Contract:
     images: dict[str, ImageStream] = field(default_factory=dict)
     commands: tuple[Command, ...] = ()
     episodes: EpisodeSplit = field(default_factory=EpisodeSplit)
+    teleop: Teleop | None = None
+    takeover: Takeover | None = None
     origin: str = "<contract>"
     source: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
@@ -522,12 +567,128 @@ def parse_contract(mapping: Any, origin: str = "<contract>") -> Contract:
         commands = _commands(mapping["command"], c.action_names, out)
     else:
         commands = _default_commands(action)
-    c = replace(c, commands=commands)
+    c = replace(
+        c,
+        commands=commands,
+        teleop=_teleop(mapping.get("teleop"), c.action_names, out),
+        takeover=_takeover(mapping.get("takeover"), out),
+    )
     if robot is not None:
         _robot(c, out)
+    _distinct_topics(c, out)
     if out:
         raise ContractError(origin, out)
     return c
+
+
+def _teleop(raw: Any, action_names: tuple[str, ...], out: list[str]) -> Teleop | None:
+    """`teleop:` a stream (topic, type, field, names) whose names are action names, plus
+    `command` (an actuated leader's input topic) and `stale_s`."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        out.append("teleop: must be a mapping with topic, type, field, names, command, stale_s")
+        return None
+    _unknown("teleop", raw, TELEOP_KEYS, out)
+    stream_keys = {k: v for k, v in raw.items() if k in STREAM_KEYS}
+    if "topic" in raw and "type" not in raw:
+        out.append(
+            "teleop.type: missing (the teleop source is read live and may start after the "
+            f"runner: name its type, one of {list(TYPES)})"
+        )
+    s = _stream("teleop", stream_keys, out) if "topic" in raw else None
+    if "topic" not in raw:
+        out.append("teleop.topic: missing (the teleop source's topic)")
+    if s is not None:
+        names = stream_names(s)
+        if not names:
+            out.append("teleop.names: missing (the action names it commands, in its order)")
+        stray = [n for n in names if n not in action_names]
+        if stray and action_names:
+            out.append(
+                f"teleop.names: {stray} (topic {s.topic}) are not action names (the action "
+                f"names {list(action_names)})"
+            )
+    command = raw.get("command")
+    if command is not None:
+        command = _topic("teleop.command", command, out)
+        if command is not None and s is not None and command == s.topic:
+            out.append(f"teleop.command: {command} is the teleop source's own topic")
+    stale = raw.get("stale_s", TELEOP_STALE_S)
+    if not _is_number(stale) or not 0 < stale < float("inf"):
+        out.append(f"teleop.stale_s: {stale!r} must be a number of seconds > 0")
+        stale = TELEOP_STALE_S
+    if s is None:
+        return None
+    return Teleop(stream=s, command=command, stale_s=float(stale))
+
+
+def _takeover(raw: Any, out: list[str]) -> Takeover | None:
+    """`takeover:` the pedal (std_msgs/msg/Bool) or joystick (sensor_msgs/msg/Joy with
+    `buttons`) topic."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        out.append("takeover: must be a mapping with topic, type, buttons")
+        return None
+    _unknown("takeover", raw, TAKEOVER_KEYS, out)
+    topic = _topic("takeover.topic", raw.get("topic"), out)
+    kind = raw.get("type")
+    if kind is None:
+        out.append(f"takeover.type: missing; one of {list(TAKEOVER_TYPES)}")
+    kind = _type("takeover.type", kind, TAKEOVER_TYPES, out)
+    buttons_raw = raw.get("buttons")
+    buttons: dict[str, int] = {}
+    if kind == BOOL and buttons_raw is not None:
+        out.append(f"takeover.buttons: only with type {JOY} (a {BOOL} pedal has none)")
+    elif kind == JOY:
+        if not isinstance(buttons_raw, Mapping) or not buttons_raw:
+            out.append(
+                f"takeover.buttons: {buttons_raw!r} must map some of {list(TAKEOVER_BUTTONS)} "
+                f"to a button index (type {JOY})"
+            )
+        else:
+            _unknown("takeover.buttons", buttons_raw, TAKEOVER_BUTTONS, out)
+            for name in TAKEOVER_BUTTONS:
+                if name not in buttons_raw:
+                    continue
+                index = buttons_raw[name]
+                if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                    out.append(f"takeover.buttons.{name}: {index!r} must be a button index >= 0")
+                    continue
+                buttons[name] = index
+            seen: dict[int, str] = {}
+            for name, index in buttons.items():
+                if index in seen:
+                    out.append(f"takeover.buttons.{name}: button {index} is also {seen[index]}'s")
+                seen.setdefault(index, name)
+    if topic is None or kind is None:
+        return None
+    return Takeover(topic=topic, type=kind, buttons=buttons)
+
+
+def _distinct_topics(c: Contract, out: list[str]) -> None:
+    """The teleop and takeover topics are inputs of their own: not a state, camera or
+    command topic of the robot."""
+    taken = {s.topic: key for key, s in c.streams() if not key.startswith("action")}
+    taken.update({cmd.topic: f"command {cmd.name}" for cmd in c.commands})
+    for key, topic in (
+        ("teleop.topic", c.teleop.stream.topic if c.teleop else None),
+        ("teleop.command", c.teleop.command if c.teleop else None),
+        ("takeover.topic", c.takeover.topic if c.takeover else None),
+    ):
+        if topic is not None and topic in taken:
+            out.append(f"{key}: {topic} is also {taken[topic]}'s (a topic of its own)")
+    if (
+        c.teleop is not None
+        and c.takeover is not None
+        and c.takeover.topic
+        in (
+            c.teleop.stream.topic,
+            c.teleop.command,
+        )
+    ):
+        out.append(f"takeover.topic: {c.takeover.topic} is also the teleop's")
 
 
 def resolve_types(contract: Contract, types: Mapping[str, str]) -> Contract:
@@ -606,4 +767,14 @@ def contract_mapping(contract: Contract) -> dict[str, Any]:
     e = contract.episodes
     out["episodes"] = {"split": e.rule, **({"gap_s": e.gap_s} if e.gap_s else {}),
                        **({"topic": e.topic} if e.topic else {})}  # fmt: skip
+    if contract.teleop is not None:
+        t = contract.teleop
+        out["teleop"] = {**stream(t.stream), "stale_s": t.stale_s}
+        if t.command:
+            out["teleop"]["command"] = t.command
+    if contract.takeover is not None:
+        k = contract.takeover
+        out["takeover"] = {"topic": k.topic, "type": k.type}
+        if k.buttons:
+            out["takeover"]["buttons"] = dict(k.buttons)
     return out
