@@ -6,7 +6,8 @@ and operator channel. Imports no ROS, torch or MuJoCo, ever.
 """
 
 from .events import EVENT_KINDS, Event, EventBus
-from .operator import Latch, OperatorChannel
+from .handover import HandoverLimiter
+from .operator import AUTONOMOUS, CORRECTING, MODES, PAUSED, Latch, OperatorChannel
 from .recorder import CompatReport, EpisodeOutcome, EpisodeRecord
 from .runner import EpisodeRunner
 from .served import ServedSession
@@ -32,12 +33,17 @@ from .spec import (
     HoldActionSource,
     PrivilegedStateSource,
     StepResult,
+    TeleopSource,
 )
 from .timing import Timing, delay_steps
 from .trace import RunWriter, Trace, TraceStore, load_trace, register_trace_loader
 
 __all__ = [
+    "AUTONOMOUS",
+    "CORRECTING",
     "EVENT_KINDS",
+    "MODES",
+    "PAUSED",
     "AccelerationGuard",
     "Agent",
     "Capabilities",
@@ -53,6 +59,7 @@ __all__ = [
     "FiniteGuard",
     "Guard",
     "GuardContext",
+    "HandoverLimiter",
     "HoldActionSource",
     "Intervention",
     "Latch",
@@ -64,6 +71,7 @@ __all__ = [
     "ServedSession",
     "ShieldResult",
     "StepResult",
+    "TeleopSource",
     "Timing",
     "Trace",
     "TraceStore",

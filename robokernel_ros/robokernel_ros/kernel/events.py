@@ -28,12 +28,22 @@ CHUNK_MERGE = (
     "chunk.merge"  # obs_step, arrival_step, dropped, kept, inference_s, request_id, keys, actions
 )
 ACTION = "action"  # step, action, hold, reward, terminated, truncated
+# ... and, when the runner has a teleop source: intervention (bool: the operator, not the
+# policy, decided this step's command); while intervening: mode ("paused"/"correcting");
+# while correcting: human_action (the teleop command, None: none fresh) and policy_action
+# (the policy's shadow action, not executed; None: its queue was empty)
 SAFETY_INTERVENTION = "safety.intervention"  # step, guard, key, value, limit, action
 OPERATOR_STOP = "operator.stop"
 OPERATOR_ESTOP = "operator.estop"
 OPERATOR_CLEAR_FAULT = "operator.clear_fault"
 OPERATOR_RESET_DONE = "operator.reset_done"
 OPERATOR_VERDICT = "operator.verdict"
+OPERATOR_PAUSE = "operator.pause"  # by (when given)
+OPERATOR_CORRECT = "operator.correct"  # by (when given)
+OPERATOR_RESUME = "operator.resume"  # by (when given)
+INTERVENTION_START = "intervention.start"  # step, mode, by, teleop
+INTERVENTION_MODE = "intervention.mode"  # step, mode, by (paused <-> correcting inside one)
+INTERVENTION_END = "intervention.end"  # step, start_step, steps, duration_s, by
 ERROR = "error"  # category, type, message, traceback
 EPISODE_END = "episode.end"  # outcome, status, steps, holds, chunks, safety_interventions, ...
 
@@ -50,6 +60,12 @@ EVENT_KINDS: tuple[str, ...] = (
     OPERATOR_CLEAR_FAULT,
     OPERATOR_RESET_DONE,
     OPERATOR_VERDICT,
+    OPERATOR_PAUSE,
+    OPERATOR_CORRECT,
+    OPERATOR_RESUME,
+    INTERVENTION_START,
+    INTERVENTION_MODE,
+    INTERVENTION_END,
     ERROR,
     EPISODE_END,
 )

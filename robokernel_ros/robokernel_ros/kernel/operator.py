@@ -1,5 +1,6 @@
-"""The operator channel (thread-safe stop, latched e-stop, reset confirmation, verdicts)
-and the one latch type every e-stop of the project is (`Latch`).
+"""The operator channel (thread-safe stop, latched e-stop, reset confirmation, verdicts,
+takeover: pause / correct / resume) and the one latch type every e-stop of the project
+is (`Latch`).
 
 Any thread (a ROS service callback, a UI, a test) calls the methods; the episode loop
 reads the flags at every step boundary and publishes an `operator.*` event for each
@@ -19,6 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 VERDICT_OUTCOMES = ("success", "failure")
+AUTONOMOUS, PAUSED, CORRECTING = "autonomous", "paused", "correcting"
+MODES = (AUTONOMOUS, PAUSED, CORRECTING)
 
 
 class Latch:
@@ -90,6 +93,16 @@ class OperatorChannel:
     reset_done(): confirm the workcell was reset (when the env requires confirmation).
     verdict(outcome, note=""): "success" or "failure" from the operator; decides the
         outcome of the current episode, or of the one that just ended.
+
+    Takeover (docs/operator.md): `mode` is "autonomous" (the policy drives), "paused"
+    (the robot holds) or "correcting" (the runner's teleop source drives, through the
+    handover limiter and the shield; the policy keeps inferring in the shadow).
+    pause(by=""), correct(by=""), resume(by=""): each returns "" when accepted (also
+    when the mode already is the one asked for: nothing changes then) or a one-line
+    refusal that says why: no teleop source attached to the runner (pause and correct),
+    no episode running, the e-stop latched (pause and correct). A refused call changes
+    nothing. The loop sees the mode at its next step boundary; every episode starts
+    autonomous and the mode returns to autonomous when it ends.
     """
 
     def __init__(self) -> None:
@@ -103,6 +116,11 @@ class OperatorChannel:
         self._notices: list[tuple[str, dict[str, Any]]] = []
         self.has_notices = False  # read without the lock by the loop (a cheap per-step check)
         self._late_verdict: Callable[[dict[str, Any]], None] | None = None
+        self._mode = AUTONOMOUS
+        self.mode_by = ""  # who asked for the current mode ("" when none said)
+        self.mode_changes = 0  # counts accepted mode changes (the loop compares it)
+        self.teleop_name: str | None = None  # the attached teleop source (None: none)
+        self._in_episode = False
 
     # -- operator side ---------------------------------------------------------------
     def stop(self, reason: str = "") -> None:
@@ -144,6 +162,57 @@ class OperatorChannel:
         if late is not None:
             late(data)
 
+    def pause(self, by: str = "") -> str:
+        """Hold the robot (the policy stops driving); "" or the refusal."""
+        return self._set_mode(PAUSED, "pause", by)
+
+    def correct(self, by: str = "") -> str:
+        """Give the robot to the teleop source; "" or the refusal."""
+        return self._set_mode(CORRECTING, "correct", by)
+
+    def resume(self, by: str = "") -> str:
+        """Give the robot back to the policy (its queue flushed, re-queried from the
+        current observation); "" or the refusal."""
+        return self._set_mode(AUTONOMOUS, "resume", by)
+
+    def _set_mode(self, mode: str, verb: str, by: str) -> str:
+        by = str(by)
+        with self._lock:
+            if mode != AUTONOMOUS and self.teleop_name is None:
+                return (
+                    f"{verb} refused: no teleop source is attached to the runner "
+                    "(EpisodeRunner(teleop=...), or the contract's teleop channel)"
+                )
+            if not self._in_episode:
+                return f"{verb} refused: no episode is running"
+            if mode != AUTONOMOUS and self._estop.latched:
+                return (
+                    f"{verb} refused: the e-stop is latched ({self._estop.by}); clear_fault() first"
+                )
+            if mode == self._mode:
+                return ""
+            self._mode = mode
+            self.mode_by = by
+            self.mode_changes += 1
+            self._notice(f"operator.{verb}", {"by": by} if by else {})
+            return ""
+
+    @property
+    def mode(self) -> str:
+        """ "autonomous", "paused" or "correcting"."""
+        return self._mode
+
+    def attach_teleop(self, name: str | None) -> None:
+        """Name the teleop source the runner drives with while correcting (None: none;
+        pause and correct are then refused). Detaching while correcting pauses: the robot
+        holds until resume() (it fails closed: the policy is not handed the robot unasked)."""
+        with self._lock:
+            self.teleop_name = None if name is None else str(name)
+            if name is None and self._mode == CORRECTING:
+                self._mode = PAUSED
+                self.mode_by = "teleop source detached"
+                self.mode_changes += 1
+
     @property
     def estopped(self) -> bool:
         return self._estop.latched
@@ -180,6 +249,17 @@ class OperatorChannel:
             self.has_notices = False
             self._late_verdict = None
             self._wake.clear()
+            self._mode = AUTONOMOUS
+            self.mode_by = ""
+            self._in_episode = True
+
+    def end_episode(self) -> None:
+        """The episode ended: the mode returns to autonomous; pause/correct/resume are
+        refused until the next begin_episode()."""
+        with self._lock:
+            self._in_episode = False
+            self._mode = AUTONOMOUS
+            self.mode_by = ""
 
     def take_verdict(self) -> dict[str, Any] | None:
         with self._lock:

@@ -31,6 +31,7 @@ _ARRAY, _NUMPY_SCALAR = np.ndarray, np.generic  # read per observation value: no
 POLICY_ERROR = "policy_error"
 POLICY_TIMEOUT = "policy_timeout"
 ENV_ERROR = "env_error"
+TELEOP_ERROR = "teleop_error"  # the runner's teleop source raised (docs/operator.md)
 
 
 class EpisodeOutcome(StrEnum):
@@ -113,6 +114,8 @@ class Execution:
         passes them; other: the rest of the executed policy actions (each also handed to
         the runner's `count_action`, for a caller that tallies their keys).
     holds: hold actions executed (an operator stop's hold included).
+    operator: steps whose command the operator decided (paused or correcting: the
+        teleop source's command or a hold, docs/operator.md); not counted above.
     seam_hits / seam_blocks: chunk merges after the first with no hold executed since the
         previous merge / with at least one (the robot held: the chunk came late).
     """
@@ -120,6 +123,7 @@ class Execution:
     exact: int = 0
     other: int = 0
     holds: int = 0
+    operator: int = 0
     seam_hits: int = 0
     seam_blocks: int = 0
 
@@ -148,6 +152,9 @@ class EpisodeRecord:
     elapsed_s: float = 0.0
     error: dict[str, Any] | None = None  # category, type, message, traceback
     execution: Execution | None = None
+    # With a teleop source: interventions, intervention_steps, first_intervention_step
+    # (None when the operator never took over); None without one (docs/operator.md).
+    takeover: dict[str, Any] | None = None
 
     @property
     def success(self) -> bool:
@@ -168,7 +175,7 @@ def episode_summary(record: EpisodeRecord) -> dict[str, Any]:
         "total_reward": record.total_reward,
         "elapsed_s": record.elapsed_s,
         "events": record.events,
-    }
+    } | ({} if record.takeover is None else {"takeover": record.takeover})
 
 
 def error_info(

@@ -49,11 +49,13 @@ from typing import Any
 from . import events as ev
 from .chunks import action_row, as_chunk
 from .events import Event, EventBus
-from .operator import OperatorChannel
+from .handover import HandoverLimiter
+from .operator import AUTONOMOUS, CORRECTING, PAUSED, OperatorChannel
 from .recorder import (
     ENV_ERROR,
     POLICY_ERROR,
     POLICY_TIMEOUT,
+    TELEOP_ERROR,
     VERDICT_OVERRIDABLE,
     CompatReport,
     EpisodeOutcome,
@@ -180,6 +182,12 @@ class EpisodeRunner:
         review did not pass (not exactly the action keys, or a guard acted): a caller that
         tallies the keys policies name (the rollout's action health) sees those, and
         counts the rest from the record's `execution.exact`.
+    teleop (extra): a TeleopSource (kernel.spec): what drives the robot while the
+        operator's mode is "correcting" (docs/operator.md); None: pause/correct are
+        refused. Settable as `.teleop` between episodes.
+    handover (extra): {"max_velocity": ..., "max_acceleration": ...} (a number, or one
+        per action key) for the handover limiter (kernel.handover); a key left out takes
+        the shield's own bound from `safety` when it has one, else the limiter's default.
     """
 
     def __init__(
@@ -198,6 +206,8 @@ class EpisodeRunner:
         reset_timeout_s: float | None = None,
         privileged_every: int = 1,
         count_action: Callable[[Any], Any] | None = None,
+        teleop: Any = None,
+        handover: Mapping[str, Any] | None = None,
     ) -> None:
         spec = getattr(env, "env_spec", None)
         if not isinstance(spec, EnvSpec):
@@ -226,6 +236,13 @@ class EpisodeRunner:
             raise ValueError(f"timing={timing!r}: must be a Timing or None")
         if count_action is not None and not callable(count_action):
             raise ValueError(f"count_action={count_action!r}: must be callable or None")
+        if handover is not None and not isinstance(handover, Mapping):
+            raise ValueError(f"handover={handover!r}: must be a mapping or None")
+        unknown = set(handover or ()) - {"max_velocity", "max_acceleration"}
+        if unknown:
+            raise ValueError(
+                f"handover: unknown keys {sorted(unknown)}; known: max_acceleration, max_velocity"
+            )
 
         self.env = env
         self.agent = agent
@@ -246,6 +263,13 @@ class EpisodeRunner:
         self.operator = operator if operator is not None else OperatorChannel()
         self.supports_rtc = getattr(agent, "supports_rtc", False) is True
         self.count_action = count_action
+        self._teleop: Any = None
+        self.teleop = teleop  # checked, and attached to the operator channel
+        bounds = {
+            key: (handover or {}).get(key, (safety or {}).get(key))
+            for key in ("max_velocity", "max_acceleration")
+        }
+        self.handover = HandoverLimiter(spec.action_keys, spec.control_hz, **bounds)
         self._on_step = getattr(agent, "on_step", None)
         self._env_hold = env.hold_action if isinstance(env, HoldActionSource) else None
         # The wall clock's one pacer: the env's own when it has one of this period (a
@@ -259,6 +283,17 @@ class EpisodeRunner:
         )
         self._last_observation: Any = None
         self.last_record: EpisodeRecord | None = None
+
+    @property
+    def teleop(self) -> Any:
+        """The TeleopSource that drives while correcting (None: none; set between episodes)."""
+        return self._teleop
+
+    @teleop.setter
+    def teleop(self, source: Any) -> None:
+        _check_teleop(source)
+        self._teleop = source
+        self.operator.attach_teleop(None if source is None else source.name)
 
     # -- hold action -----------------------------------------------------------------
     def hold_action(self, last: Mapping[str, float] | None) -> dict[str, float]:
@@ -369,8 +404,22 @@ class _Episode:
         self.executor: _ActWorker | None = None
         self.sim_time: float | None = None
         self._final_observation: Any = None  # the observation after the last step
+        # Takeover (docs/operator.md): the mode the loop runs in, the open intervention.
+        self.teleop = runner.teleop
+        self.mode = AUTONOMOUS
+        self.shadow = 0  # policy actions consumed while correcting (not executed)
+        self.handing_back = False  # the limiter still leads the policy's commands
+        self.interventions = 0
+        self.intervention_steps = 0
+        self.first_intervention_step: int | None = None
+        self.intervention_start: tuple[int, float] | None = None  # (step, monotonic)
 
     # -- helpers -----------------------------------------------------------------------
+    def progress(self) -> int:
+        """Policy actions consumed: executed, or passed in the shadow of a correction (the
+        aligned merge drops as many of a late chunk's leading actions)."""
+        return self.execution.actions + self.shadow
+
     def clock(self, step: int) -> float:
         return self.sim_time if self.sim_time is not None else step / self.spec.control_hz
 
@@ -465,7 +514,7 @@ class _Episode:
         self.rec.emit(ev.CHUNK_REQUEST, step, {"step": step, "request_id": request_id})
         timing = self.timing
         if timing.mode == "realtime" and timing.clock == "wall":
-            pending = _Pending(request_id, step, self.execution.actions, submitted=time.monotonic())
+            pending = _Pending(request_id, step, self.progress(), submitted=time.monotonic())
             pending.future = self.worker().submit(_timed, self.act_call(observation, step))
             self.pending = pending
             return
@@ -476,9 +525,7 @@ class _Episode:
         latency = timing.latency_s if timing.latency_s is not None else measured
         delay = delay_steps(latency, self.spec.control_hz)  # >= 1: never this step's
         self.last_delay = delay
-        self.pending = _Pending(
-            request_id, step, self.execution.actions, step + delay, chunk, latency
-        )
+        self.pending = _Pending(request_id, step, self.progress(), step + delay, chunk, latency)
 
     def poll_arrival(self, step: int) -> None:
         """Merge the chunk in flight if it has arrived by `step`."""
@@ -513,7 +560,7 @@ class _Episode:
             pending.request_id,
             pending.chunk,
             pending.inference_s,
-            self.execution.actions - pending.executed,
+            self.progress() - pending.executed,
         )
 
     def merge(
@@ -565,12 +612,129 @@ class _Episode:
         else:
             rec.seq += 1
 
+    # -- takeover (docs/operator.md) -------------------------------------------------------
+    def teleop_failure(self, exc: BaseException, where: str) -> _EpisodeOver:
+        return _EpisodeOver.failure(TELEOP_ERROR, exc, f"teleop {self.teleop.name!r}: {where}")
+
+    def operator_mode(self, step: int, observation: Any) -> str:
+        """The mode of this step: the teleop source observes first (a simulated operator
+        may take over or hand back here), then the channel's mode is read; a change opens,
+        changes or closes the intervention (its events follow the operator's call)."""
+        observe = getattr(self.teleop, "observe", None)
+        if observe is not None:
+            try:
+                observe(step, observation)
+            except Exception as exc:
+                raise self.teleop_failure(exc, "observe") from exc
+        op = self.r.operator
+        mode = op.mode
+        if op.has_notices:
+            self.publish_operator_notices(step)
+        if mode != self.mode:
+            self.switch_mode(step, mode, op.mode_by)
+        return self.mode
+
+    def switch_mode(self, step: int, mode: str, by: str) -> None:
+        old, self.mode = self.mode, mode
+        rec = self.rec
+        shield = self.r.shield
+        limiter = self.r.handover if self.spec.control == "absolute" else None
+        if mode == AUTONOMOUS:  # handing back: the policy starts over from here
+            self.close_intervention(step, by)
+            self.queue.clear()
+            self.pending = None  # a chunk in flight was computed before: dropped
+            if limiter is not None:
+                limiter.start(shield.last, shield.previous)
+                self.handing_back = True
+            return
+        if old == AUTONOMOUS:
+            self.interventions += 1
+            if self.first_intervention_step is None:
+                self.first_intervention_step = step
+            self.intervention_start = (step, self.clock(step))
+            self.handing_back = False
+            rec.emit(
+                ev.INTERVENTION_START,
+                step,
+                {"step": step, "mode": mode, "by": by, "teleop": self.teleop.name},
+            )
+        else:
+            rec.emit(ev.INTERVENTION_MODE, step, {"step": step, "mode": mode, "by": by})
+        if limiter is not None:
+            # From the robot's command as it moves (at step 0: where the robot is).
+            last = shield.last if shield.last is not None else self.r.hold_action(None)
+            limiter.start(last, shield.previous)
+
+    def close_intervention(self, step: int, by: str) -> None:
+        """intervention.end for the open intervention (none open: nothing)."""
+        if self.intervention_start is None:
+            return
+        start_step, start_t = self.intervention_start
+        self.intervention_start = None
+        self.rec.emit(
+            ev.INTERVENTION_END,
+            step,
+            {
+                "step": step,
+                "start_step": start_step,
+                "steps": step - start_step,
+                "duration_s": self.clock(step) - start_t,
+                "by": by,
+            },
+        )
+
+    def operator_step(
+        self, mode: str, observation: Any, stopping: bool, plain_absolute_hold: bool
+    ) -> tuple[ShieldResult, bool, dict[str, Any]]:
+        """The shield's result for a step the operator decides: paused (or stopping) holds,
+        correcting follows the teleop source; both through the handover limiter (absolute
+        control) and then the shield. Returns (result, whether it held, the action event's
+        takeover fields)."""
+        human = policy = None
+        fields: dict[str, Any] = {"mode": mode}
+        if mode == CORRECTING and not stopping:
+            if self.queue:
+                policy = self.queue.popleft()  # the policy's shadow action: not executed
+                self.shadow += 1
+            try:
+                human = self.teleop.teleop_action(observation)
+            except Exception as exc:
+                raise self.teleop_failure(exc, "teleop_action") from exc
+            if human is not None and not isinstance(human, Mapping):
+                raise self.teleop_failure(
+                    TypeError(f"returned {type(human).__name__}, not a mapping or None"),
+                    "teleop_action",
+                )
+            fields["human_action"] = None if human is None else dict(human)
+            fields["policy_action"] = dict(policy) if isinstance(policy, Mapping) else None
+        hold = self.hold(plain_absolute_hold)
+        limiter = self.r.handover
+        if self.spec.control == "absolute" and limiter.active:
+            proposed: Any = limiter.step(human)  # None: brake to rest where it is
+        else:
+            proposed = hold if human is None else human
+        return self.r.shield.review(proposed, hold=hold), human is None, fields
+
+    def lead(self, proposed: Any) -> Any:
+        """Handing back: the limiter leads the policy's command (None: the hold) until it
+        has caught up with it; from then on the policy's actions pass as they are."""
+        limiter = self.r.handover
+        if proposed is not None and not isinstance(proposed, Mapping):
+            return proposed  # garbage: the shield refuses it
+        led = limiter.step(proposed)
+        if proposed is not None and limiter.caught_up(proposed):
+            limiter.stop()
+            self.handing_back = False
+        return led
+
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> EpisodeRecord:
         r = self.r
         op = r.operator
+        op.attach_teleop(None if r.teleop is None else r.teleop.name)
         op.begin_episode()
         r.shield.reset()
+        r.handover.stop()
         r._last_observation = None
         outcome = EpisodeOutcome.TRUNCATED
         status = ""
@@ -656,6 +820,12 @@ class _Episode:
             r.agent.reset(instruction=self.instruction, seed=self.seed)
         except Exception as exc:
             raise _EpisodeOver.failure(POLICY_ERROR, exc, "agent.reset") from exc
+        reset_teleop = getattr(self.teleop, "reset", None)
+        if reset_teleop is not None:
+            try:
+                reset_teleop(seed=self.seed)
+            except Exception as exc:
+                raise self.teleop_failure(exc, "reset") from exc
         return observation
 
     def record_observation(self, step: int, observation: Any, *, final: bool = False) -> None:
@@ -712,6 +882,9 @@ class _Episode:
         count_action = r.count_action
         estop = op.estop_latch
         monotonic = time.monotonic
+        teleop = self.teleop
+        mode = AUTONOMOUS
+        operated = False  # this step's command was the operator's (paused or correcting)
         pacer.restart()
         step = 0
         self._final_observation = observation
@@ -731,8 +904,12 @@ class _Episode:
             else:  # nobody listens: count the events, build nothing
                 rec.seq += 1 + (record_privileged and step % privileged_every == 0)
 
-            # Chunks: merge what has arrived, then ask for more when the queue runs low.
-            if not stopping:
+            if teleop is not None:  # the operator's mode at this step boundary
+                mode = self.operator_mode(step, observation)
+
+            # Chunks: merge what has arrived, then ask for more when the queue runs low
+            # (while correcting too: the policy infers in the shadow; not while paused).
+            if not stopping and mode != PAUSED:
                 if self.pending is not None:
                     self.poll_arrival(step)
                 if self.pending is None and len(self.queue) <= refill:
@@ -741,8 +918,15 @@ class _Episode:
             # The hold action is computed only when the review needs it: the fast review
             # (a complete, finite, in-limits action and no extra guards) does not.
             result: ShieldResult | None
-            if self.queue and not stopping:
+            operated = mode != AUTONOMOUS
+            if operated:
+                result, is_hold, fields = self.operator_step(
+                    mode, observation, stopping, plain_absolute_hold
+                )
+            elif self.queue and not stopping:
                 proposed = self.queue.popleft()
+                if self.handing_back:
+                    proposed = self.lead(proposed)
                 result = shield.review_fast(proposed)
                 exact = result is not None
                 if result is None:
@@ -761,7 +945,7 @@ class _Episode:
                 self.consecutive_holds = 0
             else:
                 hold = self.hold(plain_absolute_hold)
-                result = shield.review(hold, hold=hold)
+                result = shield.review(self.lead(None) if self.handing_back else hold, hold=hold)
                 is_hold = True
                 self.holds += 1
                 self.consecutive_holds += 1
@@ -788,7 +972,10 @@ class _Episode:
                 raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
             self.last_sent = action
             self.total_reward += reward
-            if is_hold:
+            if operated:
+                execution.operator += 1
+                self.intervention_steps += 1
+            elif is_hold:
                 execution.holds += 1
             elif exact:
                 execution.exact += 1
@@ -800,19 +987,19 @@ class _Episode:
                     except Exception:
                         _log.exception("count_action raised at step %d; ignored", step)
             if rec.traced or bus.subscriber_count:
-                rec.emit(
-                    ev.ACTION,
-                    step,
-                    {
-                        "step": step,
-                        "action": action,
-                        "hold": is_hold,
-                        "reward": reward,
-                        "terminated": terminated,
-                        "truncated": truncated,
-                    },
-                    handed_at,
-                )
+                data = {
+                    "step": step,
+                    "action": action,
+                    "hold": is_hold,
+                    "reward": reward,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                }
+                if teleop is not None:
+                    data["intervention"] = operated
+                    if operated:
+                        data.update(fields)
+                rec.emit(ev.ACTION, step, data, handed_at)
             else:
                 rec.seq += 1
             if wall:  # the command is out: deliver what the step held
@@ -874,6 +1061,8 @@ class _Episode:
             self.publish_operator_notices(step)
         if error is not None:
             rec.emit(ev.ERROR, step, dict(error))
+        self.close_intervention(step, f"episode end ({outcome.value})")
+        op.end_episode()
         verdict = op.take_verdict()
         if verdict is not None and outcome in VERDICT_OVERRIDABLE:
             outcome = EpisodeOutcome(verdict["outcome"])
@@ -897,6 +1086,13 @@ class _Episode:
             elapsed_s=time.monotonic() - rec.t0,
             error=error,
             execution=self.execution,
+            takeover=None
+            if self.teleop is None
+            else {
+                "interventions": self.interventions,
+                "intervention_steps": self.intervention_steps,
+                "first_intervention_step": self.first_intervention_step,
+            },
         )
         record.events = rec.seq + 1  # episode.end included
         rec.t = self.clock(step)
@@ -927,6 +1123,20 @@ class _Episode:
         self.rec.t = self.clock(step)
         for kind, data in accounts:
             self.rec.emit(kind, step, data)
+
+
+def _check_teleop(teleop: Any) -> None:
+    """A TeleopSource (kernel.spec) or None; anything else is refused by name."""
+    if teleop is None:
+        return
+    name = getattr(teleop, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"teleop={teleop!r}: must have a non-empty str `name` (a TeleopSource)")
+    if not callable(getattr(teleop, "teleop_action", None)):
+        raise ValueError(f"teleop={teleop!r}: has no teleop_action(observation) method")
+    for member in ("reset", "observe"):
+        if getattr(teleop, member, None) is not None and not callable(getattr(teleop, member)):
+            raise ValueError(f"teleop={teleop!r}: its {member} must be callable")
 
 
 def _late_verdict(runner: Any, record: EpisodeRecord, verdict: dict[str, Any]) -> None:

@@ -101,3 +101,26 @@ class Agent(Protocol):
     def reset(self, *, instruction: str = "", seed: int | None = None) -> None: ...
 
     def act(self, observation: Observation, step: int) -> Sequence[Action]: ...
+
+
+@runtime_checkable
+class TeleopSource(Protocol):
+    """A human's (or a simulated operator's) command stream: what drives the robot while
+    the operator channel's mode is "correcting" (docs/operator.md).
+
+    name: names the source in refusals and events (e.g. "leader_arm", "simulated_operator").
+    teleop_action(observation): the latest command, a mapping action key -> value in the
+        env's control space (absolute: joint targets), or None when there is no fresh
+        command (the loop then holds where the robot is). Called once per correcting step,
+        on the loop's thread: return at once (a ROS source returns its latest sample).
+
+    Optional members the kernel uses when present:
+      reset(*, seed=None): called once per episode, after env.reset().
+      observe(step, observation): called at every step, in every mode, before the loop
+        reads the mode (a simulated operator decides here whether to take over; it may
+        call the operator channel's pause/correct/resume).
+    """
+
+    name: str
+
+    def teleop_action(self, observation: Observation) -> Action | None: ...
