@@ -47,6 +47,7 @@ Names (relative to the node's namespace, `/robokernel` in the launch files):
   services  run_policy, start_policy, stop_policy, list_policies_running, eval_policy,
             evaluate_benchmark, replay_episode, run_multi_policy   (robokernel_interfaces)
             stop, clear_fault, reset_done (std_srvs/Trigger), verdict (SubmitVerdict)
+            pause, correct, resume (std_srvs/Trigger: the takeover, ros.takeover)
   actions   run_policy, eval_policy, evaluate_benchmark, replay_episode, run_multi_policy
             (robokernel_interfaces/action: the service's fields as goal and result,
             progress as feedback, cancel stops with hold; robokernel_ros.ros.actions).
@@ -57,7 +58,9 @@ Names (relative to the node's namespace, `/robokernel` in the launch files):
             `estop_required`, default for env=ros, rollouts start only while its source is
             live and released, and a source silent for `estop_timeout_s` latches it: the
             shield's EstopCircuit), verdict (robokernel_interfaces/Verdict),
-            events (KernelEvent, every kernel event live, reliable depth 100)
+            events (KernelEvent, every kernel event live, reliable depth 100),
+            the contract's takeover topic (a pedal or joystick) and teleop stream
+            (env=ros with a contract_file naming them: ros.takeover, ros.teleop)
 The operator channel (estop, stop, clear_fault, reset_done, verdict) is
 robokernel_ros.ros.operator's; the request conversion robokernel_ros.ros.requests'.
 
@@ -125,6 +128,7 @@ from robokernel_ros.ros.qos import EVENTS_QOS, STATUS_QOS
 from robokernel_ros.ros.remote_policy import RemotePolicy
 from robokernel_ros.ros.requests import Refused
 from robokernel_ros.ros.shield_ledger import ShieldLedger, ShieldLink, shield_sink
+from robokernel_ros.ros.takeover import RunnerTakeover
 from robokernel_ros.ros.transport import ServerWatch, close_private_link
 from robokernel_ros.ros.wire import join, kernel_event_msg
 
@@ -402,6 +406,9 @@ class RunnerNode(LifecycleNode):
             shield_clear_fault=self.shield_clear_fault,
             callback_group=quick,
         )
+        # The takeover: pause, correct, resume (services; the contract's pedal and teleop
+        # source once configured: robokernel_ros.ros.takeover).
+        self.takeover = RunnerTakeover(self, call=self._cell_call, callback_group=quick)
         # The remote provider is not hosted on this node: chunks delivered through
         # rclpy's MultiThreadedExecutor (which this node needs for its long service
         # calls) arrive tens of milliseconds late; its private link spins a
@@ -531,6 +538,8 @@ class RunnerNode(LifecycleNode):
         if self.shield_ledger is not None:
             self.shield_ledger.close()
             self.shield_ledger = None
+        if hasattr(self, "takeover"):
+            self.takeover.release()
         if self.ros_env is not None:
             self.ros_env.close()
             self.ros_env = None
@@ -606,6 +615,10 @@ class RunnerNode(LifecycleNode):
             follow_timeout_s=self.follow_timeout_s,
             estopped=lambda: self.operator.latched,
         )
+        if self.contract_file:  # its teleop source and pedal (the contract was checked)
+            from robokernel_ros.contract import load_contract
+
+            self.takeover.configure(load_contract(self.contract_file), env, self.contract_file)
         # The rollout API drives any scene with the MuJoCo scene's protocol: the ROS robot
         # is one, so every call (and every refusal) is the same as in simulation.
         return SimWorkcell(

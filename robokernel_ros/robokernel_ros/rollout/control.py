@@ -97,6 +97,15 @@ class RolloutControl:
         op.verdict(outcome, note)
         return True
 
+    def takeover(self, verb: str, by: str = "") -> str | None:
+        """The running episode's pause / correct / resume (verb), asked by `by`: "" when
+        accepted, the kernel's refusal, or None when no episode is running."""
+        with self._lock:
+            op = self._operator
+        if op is None:
+            return None
+        return str(getattr(op, verb)(by=by))
+
     def attach_operator(self, operator: Any) -> None:
         with self._lock:
             if self._operator is not None:

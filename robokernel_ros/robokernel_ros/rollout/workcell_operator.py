@@ -1,5 +1,6 @@
-"""The workcell's operator channel: e-stop, clear_fault, reset_done, verdict (thread-safe,
-for a UI or the ROS runner node), over the rollouts in flight of a SimWorkcell.
+"""The workcell's operator channel: e-stop, clear_fault, reset_done, verdict, takeover
+(pause / correct / resume) (thread-safe, for a UI or the ROS runner node), over the
+rollouts in flight of a SimWorkcell.
 
 estop() latches the workcell's e-stop: running episodes end "estopped" and every rollout
 call is refused until clear_fault(); reset_done() and verdict() reach the running
@@ -139,4 +140,42 @@ class OperatorChannel:
             "success",
             f"verdict {outcome} recorded for {', '.join(repr(r) for r in robots)}",
             {"judged": robots, "outcome": outcome, "note": note},
+        )
+
+    def pause(self, robot_name: str | None = None, by: str = "") -> dict[str, Any]:
+        """Hold the robot of the running episode on `robot_name` (None / "": every running
+        rollout); the kernel's refusal (no teleop source, the e-stop latched) or "no
+        episode is running" is the error envelope's text."""
+        return self._takeover("pause", robot_name, by)
+
+    def correct(self, robot_name: str | None = None, by: str = "") -> dict[str, Any]:
+        """Give the running episode's robot to its teleop source (through the handover
+        limiter and the shield; the policy keeps inferring in the shadow)."""
+        return self._takeover("correct", robot_name, by)
+
+    def resume(self, robot_name: str | None = None, by: str = "") -> dict[str, Any]:
+        """Give the robot back to the policy (its queue flushed, re-queried from the
+        current observation)."""
+        return self._takeover("resume", robot_name, by)
+
+    def _takeover(self, verb: str, robot_name: Any, by: Any) -> dict[str, Any]:
+        if not isinstance(by, str):
+            return error_envelope(f"by={by!r}: must be a string")
+        try:
+            controls = self._operator_targets(robot_name)
+        except ValueError as exc:
+            return error_envelope(str(exc))
+        answers = [(c, c.takeover(verb, by)) for c in controls]
+        answers = [(c, a) for c, a in answers if a is not None]
+        if not answers:
+            where = f"on {robot_name!r}" if robot_name else "on this workcell"
+            return error_envelope(f"{verb} refused: no episode is running {where}", {"robots": []})
+        refused = [a for _, a in answers if a]
+        robots = sorted({r for c, a in answers if not a for r in c.robots})
+        if refused:
+            return error_envelope("; ".join(dict.fromkeys(refused)), {"robots": robots})
+        return envelope(
+            "success",
+            f"{verb}: {', '.join(repr(r) for r in robots)}" + (f" (by {by})" if by else ""),
+            {"robots": robots, "verb": verb},
         )

@@ -7,6 +7,8 @@ operator's calls.
     robokernel ros list_policies_running
     robokernel ros estop press | release         # the estop_panel (<ns>/estop_panel)
     robokernel ros clear-fault                   # the runner's clear_fault (and its shields')
+    robokernel ros pause | correct | resume      # the takeover: hold, the teleop drives, the
+                                                 # policy drives again (docs/operator_ros.md)
     robokernel ros lifecycle safety_shield deactivate   # configure|activate|deactivate|
                                                         # cleanup|shutdown|get
 
@@ -44,7 +46,8 @@ LONG_CALLS = (
     "run_multi_policy",
 )
 QUICK_CALLS = ("start_policy", "stop_policy", "list_policies_running")
-OPERATOR_CALLS = ("estop", "clear-fault", "lifecycle")
+TAKEOVER_CALLS = ("pause", "correct", "resume")
+OPERATOR_CALLS = ("estop", "clear-fault", "lifecycle", *TAKEOVER_CALLS)
 TRANSITIONS = ("configure", "activate", "deactivate", "cleanup", "shutdown", "get")
 #: The rollout API's typed request of a call (its fields may go in extra_json).
 _REQUESTS = {
@@ -71,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "call",
         nargs="?",
         choices=LONG_CALLS + QUICK_CALLS + OPERATOR_CALLS,
-        help="the API call, or an operator's call (estop, clear-fault, lifecycle)",
+        help="the API call, or an operator's call (estop, clear-fault, lifecycle, pause, "
+        "correct, resume)",
     )
     parser.add_argument(
         "fields",
@@ -320,6 +324,10 @@ def _operator_call(call: str, words: list[str]) -> Any:
         if words:
             raise ValueError(f"clear-fault takes no arguments, got {words!r}")
         return lambda cell: cell.clear_fault()
+    if call in TAKEOVER_CALLS:
+        if words:
+            raise ValueError(f"{call} takes no arguments, got {words!r}")
+        return lambda cell: getattr(cell, call)()
     if call == "lifecycle":
         if len(words) != 2 or words[1] not in TRANSITIONS:
             raise ValueError(
@@ -337,7 +345,8 @@ def _register() -> None:
     register_subcommand(
         "ros",
         "call a runner node's API over ROS 2 (actions with progress; Ctrl-C cancels), and "
-        "the operator's calls (estop press|release, clear-fault, lifecycle NODE TRANSITION)",
+        "the operator's calls (estop press|release, clear-fault, lifecycle NODE TRANSITION, "
+        "pause, correct, resume)",
         add_arguments,
         run,
         replace=True,

@@ -332,6 +332,20 @@ class WorkcellClient:
         """The runner's clear_fault (which clears its shields' too), once released."""
         return self.trigger("clear_fault")
 
+    def pause(self) -> CallResult:
+        """The runner's pause: the robot holds (refused, naming it, while the runner has no
+        teleop source: its contract's `teleop:`; or while no episode runs)."""
+        return self.trigger("pause")
+
+    def correct(self) -> CallResult:
+        """The runner's correct: its teleop source drives the robot (through the handover
+        limiter and the shield; the policy infers in the shadow)."""
+        return self.trigger("correct")
+
+    def resume(self) -> CallResult:
+        """The runner's resume: the policy drives again (its queue flushed, re-queried)."""
+        return self.trigger("resume")
+
     def trigger(self, service: str, timeout_s: float = 15.0) -> CallResult:
         """Call the std_srvs/Trigger service `<ns>/<service>` (absolute when it starts
         with '/'); asked again while unanswered (these calls are harmless to repeat), each
