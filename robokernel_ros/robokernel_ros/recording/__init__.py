@@ -1,11 +1,13 @@
 """rosbag2 mirror of the kernel's traces, the bag reader, recovery and dataset export.
 
     from robokernel_ros.recording import BagMirror, load_bag_trace, recover_bag
+    from robokernel_ros.recording import expand_paths, load_episode  # which paths hold episodes
 
 Importing this package teaches `kernel.load_trace` to read bag folders too, and the run
 directories `import-bag` makes (recording.importer).
 """
 
+from .discovery import expand_paths, is_trace, load_episode
 from .importer_trace import register as _register_imported
 from .mirror import (
     BAG_DIR,
@@ -31,9 +33,12 @@ __all__ = [
     "RecoveryReport",
     "bag_path_for",
     "camera_topic",
+    "expand_paths",
     "is_bag",
+    "is_trace",
     "iter_raw",
     "load_bag_trace",
+    "load_episode",
     "mirror_trace",
     "recover_bag",
 ]

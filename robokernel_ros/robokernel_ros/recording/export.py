@@ -149,7 +149,7 @@ def export_lerobot(
     """Write the episodes under `paths` (bags, run directories, folders of them) to a new
     LeRobotDataset at `root`. All episodes must share keys, cameras and control rate.
     `convention`, `fps` and `env_state`: see the module docstring."""
-    from ..scoring.report import expand_paths, load_episode
+    from .discovery import expand_paths, load_episode
 
     if convention not in EXPORT_CONVENTIONS:
         raise ValueError(f"convention={convention!r}: must be one of {list(EXPORT_CONVENTIONS)}")
