@@ -42,7 +42,7 @@ def record(root: Path, episodes: int) -> list[Path]:
 
 def wire(run_dirs: list[Path], out: Path) -> tuple[bytes, int]:
     """The frames a ProcessBagMirror sends for these episodes, and their number of events."""
-    frame = writer_process._frame
+    frame = writer_process.pack_frame
     spec = {"root": str(out), "storage": "mcap", "kwargs": {}}
     buf = bytearray(frame(b"O", json.dumps(spec).encode()))
     n = 0

@@ -16,7 +16,8 @@ rclpy.
 from .channels import LiveChannels
 from .layout import LAYOUT_FILE, workcell_layout, write_layout
 from .options import DEFAULT_PORT, LiveOptions, live_option
-from .view import MCAP_FILE, LiveView
+from .recorder import MCAP_FILE
+from .view import LiveView
 
 __all__ = [
     "DEFAULT_PORT",

@@ -46,10 +46,10 @@ import foxglove
 from ..kernel.events import CHUNK_REQUEST, OBSERVATION, Event
 from ..kernel.trace import EVENTS_FILE
 from .channels import LiveChannels
-from .view import MCAP_FILE
 
 _log = logging.getLogger(__name__)
 
+MCAP_FILE = "foxglove.mcap"  # the episode's file in its run directory
 MODULE = "robokernel_ros.live.recorder"
 _REQUEST = b'"kind":"%s"' % CHUNK_REQUEST.encode()  # as the trace writer (orjson) spells it
 FOLLOW_PERIOD_S = 0.1  # how often the child reads what the trace writer flushed
@@ -150,14 +150,14 @@ class McapRecording:
     close after the episode's trace is closed (LiveView.detach)."""
 
     def __init__(self) -> None:
-        from ..recording.writer_process import _acquire
+        from ..recording.writer_process import acquire_writer  # the pool: imported when used
 
         self.failed: str | None = None
         self._spec: dict[str, Any] | None = None
         self._waiting = 0  # close frames sent, not answered yet
         self._results: list[dict[str, Any]] = []  # the in-process fallback's answers
         try:
-            self._child: Any = _acquire(MODULE)
+            self._child: Any = acquire_writer(MODULE)
         except OSError:
             _log.exception("live view: no MCAP writer process could start; writing in-process")
             self._child = None
@@ -209,7 +209,7 @@ class McapRecording:
 
     def release(self) -> None:
         """Hand the child back to the pool (a failed one is stopped)."""
-        from ..recording.writer_process import _release
+        from ..recording.writer_process import release_writer
 
         child, self._child = self._child, None
         if child is None:
@@ -217,13 +217,13 @@ class McapRecording:
         if self.failed:
             child.stop()
         else:
-            _release(child)
+            release_writer(child)
 
     def _send(self, op: bytes, payload: bytes) -> None:
-        from ..recording.writer_process import _frame
+        from ..recording.writer_process import pack_frame
 
         try:
-            self._child.send(_frame(op, payload))
+            self._child.send(pack_frame(op, payload))
         except (OSError, ValueError):
             self._fail("the MCAP writer process is gone")
 
@@ -237,7 +237,7 @@ class McapRecording:
 
 
 def _serve(fd: int, out: Any) -> None:
-    from ..recording.writer_process import _HEAD
+    from ..recording.writer_process import split_frames
 
     buf = bytearray()
     mcap: EpisodeMcap | None = None
@@ -258,12 +258,7 @@ def _serve(fd: int, out: Any) -> None:
             if not chunk:
                 return  # EOF: the parent is done (or dead)
             buf += chunk
-            while len(buf) >= _HEAD.size:
-                op, size = _HEAD.unpack_from(buf)
-                if len(buf) < _HEAD.size + size:
-                    break
-                payload = bytes(buf[_HEAD.size : _HEAD.size + size])
-                del buf[: _HEAD.size + size]
+            for op, payload in split_frames(buf):
                 if op == b"F":
                     spec = json.loads(payload)
                     error = None

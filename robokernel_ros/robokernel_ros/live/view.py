@@ -77,10 +77,10 @@ from ..kernel.events import (
 from .channels import LiveChannels
 from .layout import LAYOUT_FILE, write_layout
 from .options import LiveOptions
+from .recorder import MCAP_FILE, McapRecording
 
 _log = logging.getLogger(__name__)
 
-MCAP_FILE = "foxglove.mcap"
 # What the channels show: the bus filters the rest (chunk requests) before the loop pays for
 # queueing them. The privileged state (the scene) comes every privileged_every-th step.
 SHOWN_KINDS = tuple(k for k in EVENT_KINDS if k != CHUNK_REQUEST)
@@ -324,8 +324,6 @@ class LiveView:
         self.start()
         self._mcap_dir = run_dir if self.options.mcap else None
         if self._mcap_dir is not None and self._recording is None:
-            from .recorder import McapRecording  # the child's module: imported when used
-
             self._recording = McapRecording()  # a child from the pool, before the loop runs
         state = self.channels.progress_state
         state.update(n_steps=n_steps, n_episodes=n_episodes, episode=episode)

@@ -28,6 +28,12 @@ no child can be started, the mirror runs in-process.
 Children are pooled per process: one is started (~0.5-1 s, it imports rosbags) the first
 time a bag is mirrored, and reused by the next episodes; parallel episodes get one each.
 
+The pool is public for other children that speak the same framing (live.recorder's
+MCAP writer): `acquire_writer(module)` takes an idle `WriterProcess` running
+`python -m module` (or starts one), `release_writer(child)` hands it back, `pack_frame(op,
+payload)` builds a frame for `child.send`, and the child reads them with
+`split_frames(buffer)`; `child.reply()` reads its one-line JSON answers.
+
 Wire format (parent -> child, stdin): frames of op (1 byte), length (uint32 LE), payload:
     O  open: JSON {"root", "storage", "kwargs"}: an EpisodeBagMirror for the next events
     R  the run_id of the events that follow (utf-8)
@@ -65,7 +71,7 @@ from .mirror import STORAGES, bag_path_for
 
 _log = logging.getLogger(__name__)
 
-_HEAD = struct.Struct("<cI")
+FRAME_HEAD = struct.Struct("<cI")  # a frame: op (1 byte), payload length (uint32 LE)
 _COUNT = struct.Struct("<I")
 _F_SETPIPE_SZ = 1031  # Linux fcntl: a 1 MiB pipe lets the child start while events queue
 _PIPE_BYTES = 1 << 20
@@ -79,7 +85,7 @@ _QUEUE_BYTES = 64 << 20  # queued for a child beyond this, send() waits for it
 _MODULE = "robokernel_ros.recording.writer_process"
 
 
-class _Child:
+class WriterProcess:
     """One writer process and its pipes: `python -m module` (this one, or another that
     speaks the same framing on stdin/stdout: live.recorder)."""
 
@@ -177,19 +183,23 @@ class _Child:
 
 
 _pool_lock = threading.Lock()
-_idle: list[_Child] = []
+_idle: list[WriterProcess] = []
 
 
-def _acquire(module: str = _MODULE) -> _Child:
+def acquire_writer(module: str = _MODULE) -> WriterProcess:
+    """An idle pooled child running `python -m module`, or a new one (OSError when it
+    cannot start). Hand it back with release_writer, or stop() it."""
     with _pool_lock:
         for child in [c for c in reversed(_idle) if c.module == module]:
             _idle.remove(child)
             if child.alive():
                 return child
-    return _Child(module)
+    return WriterProcess(module)
 
 
-def _release(child: _Child) -> None:
+def release_writer(child: WriterProcess) -> None:
+    """Back to the pool for the next acquire_writer (a dead child, or one beyond the pool's
+    size, is stopped)."""
     with _pool_lock:
         if child.alive() and len(_idle) < _MAX_IDLE:
             _idle.append(child)
@@ -206,8 +216,22 @@ def shutdown_pool() -> None:
         child.stop()
 
 
-def _frame(op: bytes, payload: bytes) -> bytes:
-    return _HEAD.pack(op, len(payload)) + payload
+def pack_frame(op: bytes, payload: bytes) -> bytes:
+    """One frame of the wire format: `op` (one byte), the payload's length, the payload."""
+    return FRAME_HEAD.pack(op, len(payload)) + payload
+
+
+def split_frames(buffer: bytearray) -> list[tuple[bytes, bytes]]:
+    """The whole frames at the start of `buffer` as (op, payload), removed from it; a frame
+    not fully read yet stays for the next call (a child that reads its stdin in pieces)."""
+    frames = []
+    while len(buffer) >= FRAME_HEAD.size:
+        op, size = FRAME_HEAD.unpack_from(buffer)
+        if len(buffer) < FRAME_HEAD.size + size:
+            break
+        frames.append((op, bytes(buffer[FRAME_HEAD.size : FRAME_HEAD.size + size])))
+        del buffer[: FRAME_HEAD.size + size]
+    return frames
 
 
 class ProcessBagMirror:
@@ -248,13 +272,13 @@ class ProcessBagMirror:
         self._last_send = time.monotonic()
         self._run_id: str | None = None
         self._started: list[Path] = []  # the bag of each episode.start sent
-        self._child: _Child | None = None
+        self._child: WriterProcess | None = None
         self._inline: Any = None  # an in-process EpisodeBagMirror when no child starts
         self._open()
 
     def _open(self) -> None:
         try:
-            self._child = _acquire()
+            self._child = acquire_writer()
         except OSError:
             _log.exception("no bag writer process could start; mirroring in-process")
             from .mirror import EpisodeBagMirror
@@ -262,7 +286,7 @@ class ProcessBagMirror:
             self._inline = EpisodeBagMirror(self.root, storage=self.storage, **self.mirror_kwargs)
             return
         spec = {"root": str(self.root), "storage": self.storage, "kwargs": self.mirror_kwargs}
-        self._buf += _frame(b"O", json.dumps(spec).encode())
+        self._buf += pack_frame(b"O", json.dumps(spec).encode())
 
     @property
     def last_bag_path(self) -> Path | None:
@@ -287,20 +311,20 @@ class ProcessBagMirror:
             # batch in turn; the child rebuilds the arrays over what it reads.
             buffers: list[pickle.PickleBuffer] = []
             payload = pickle.dumps(event, protocol=5, buffer_callback=buffers.append)
-            frame = _frame(b"P", _COUNT.pack(len(buffers)) + payload)
+            record = pack_frame(b"P", _COUNT.pack(len(buffers)) + payload)
             for buffer in buffers:
                 pixels = bytes(buffer.raw())
-                frames += (_HEAD.pack(b"B", len(pixels)), pixels)
+                frames += (FRAME_HEAD.pack(b"B", len(pixels)), pixels)
         else:
-            frame = _frame(b"L", event_line(event))  # the run directory's line, encoded once
+            record = pack_frame(b"L", event_line(event))  # the run directory's line, encoded once
         with self._lock:
             if kind == EPISODE_START and event.run_id:
                 # known here too, so a bag the child could not finish is still reported
                 self._started.append(bag_path_for(self.root / event.run_id))
             if event.run_id != self._run_id:
                 self._run_id = event.run_id
-                self._buf += _frame(b"R", event.run_id.encode())
-            self._buf += frame
+                self._buf += pack_frame(b"R", event.run_id.encode())
+            self._buf += record
             now = time.monotonic()
             if frames:  # sent as they are, after what is batched
                 self._send(now, extra=frames)
@@ -311,7 +335,9 @@ class ProcessBagMirror:
             ):
                 self._send(now)
 
-    def _send(self, now: float, child: _Child | None = None, extra: Sequence[bytes] = ()) -> None:
+    def _send(
+        self, now: float, child: WriterProcess | None = None, extra: Sequence[bytes] = ()
+    ) -> None:
         """Hand the batch, then `extra` (large pieces, not copied into it), to the child."""
         data, self._buf = self._buf, bytearray()
         self._last_send = now
@@ -338,7 +364,7 @@ class ProcessBagMirror:
             if child is None:
                 return
             if not self.failed:
-                self._buf += _frame(b"C", b"")
+                self._buf += pack_frame(b"C", b"")
                 self._send(time.monotonic(), child)
             reply = None
             if not self.failed:
@@ -353,7 +379,7 @@ class ProcessBagMirror:
         self.bag_paths.extend(Path(p) for p in reply["bag_paths"])
         if reply.get("failed"):
             self._fail("the writer reported a storage error (see its log)")
-        _release(child)
+        release_writer(child)
 
 
 # -- the child side ---------------------------------------------------------------------------
@@ -365,7 +391,7 @@ def _serve(inp: Any, out: Any) -> None:
     from .mirror import EpisodeBagMirror
 
     read = inp.read
-    unpack = _HEAD.unpack
+    unpack = FRAME_HEAD.unpack
     loads = orjson.loads
     mirror: EpisodeBagMirror | None = None
     run_id = ""
