@@ -3,6 +3,10 @@
     writer = BagWriter(path, version=9, storage_plugin=StoragePlugin.MCAP)
     ...                                    # rosbags' Writer API, unchanged
 
+Beside it, what every bag writer of the package shares (the mirror, the topic bag):
+`message_definition(msgtype)`, a type's definition and RIHS01 hash for add_connection, and
+`flush_storage(storage)`, the one place that reaches into rosbags' storage (it has no flush).
+
 Why: the bag mirror's writer process (recording.writer_process) frames every kernel event
 into ~1.7 MCAP messages, and in rosbags 0.11.9 each `Writer.write` costs ~5 us (a BytesIO
 per record, five small writes, a list scan for the connection, and at each chunk's close
@@ -24,6 +28,7 @@ when the pin moves.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections import defaultdict
 from io import BytesIO
@@ -38,6 +43,9 @@ from rosbags.rosbag2.storage_mcap import (
     write_uint32,
     write_uint64,
 )
+from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
+
+from . import types as T
 
 # MCAP Message record: opcode 0x05, record length, then channel id (u16), sequence (u32,
 # 0 as rosbags writes it), log time, publish time (u64 each: both the message timestamp).
@@ -186,3 +194,26 @@ class BagWriter(Writer):
             self.min_timestamp = timestamp
         if timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
+
+
+@functools.cache
+def message_definition(msgtype: str) -> tuple[str, str]:
+    """(message definition, RIHS01 hash) of `msgtype`, generated once per process."""
+    store = T.typestore()
+    msgdef, _ = store.generate_msgdef(msgtype, ros_version=2)
+    return msgdef, store.hash_rihs01(msgtype)
+
+
+def flush_storage(storage: Any) -> None:
+    """Make what was written so far survive a SIGKILL of the process.
+
+    rosbags' Writer has no flush: this does what its storage's close does first (the
+    MCAP storage closes its pending chunk and the file is flushed to the OS; sqlite3
+    commits its transaction), leaving the storage open for more messages.
+    """
+    if isinstance(storage, McapWriter):
+        if storage.chunk.msgs:  # a chunk holding messages (not only schema/channel records)
+            storage.close_chunk()
+        storage.bio.flush()
+    elif isinstance(storage, Sqlite3Writer):
+        storage.conn.commit()

@@ -33,7 +33,7 @@ Memory is bounded: messages are serialised as they arrive and rosbags closes the
 chunk past 1 MiB; the mirror closes it and flushes the file at least every
 `flush_interval_s` (sqlite3: commits), so a process killed mid-episode leaves every
 flushed chunk readable (`robokernel_ros.recording.recover`). rosbags has no public flush:
-`_flush_storage` is the one place that reaches into its storage.
+`bag_writer.flush_storage` is the one place that reaches into its storage.
 
 Cost: messages are serialised by the hand-written CDR encoders of `recording.cdr` (byte for
 byte what rosbags' serialize_cdr writes, without building message objects) through
@@ -51,7 +51,6 @@ and recovery are modules of their own.
 
 from __future__ import annotations
 
-import functools
 import logging
 import struct
 import threading
@@ -70,8 +69,6 @@ from rosbags.interfaces import (
     QosTime,
 )
 from rosbags.rosbag2 import StoragePlugin
-from rosbags.rosbag2.storage_mcap import McapWriter
-from rosbags.rosbag2.storage_sqlite3 import Sqlite3Writer
 
 from ..kernel.events import (
     ACTION,
@@ -86,7 +83,7 @@ from ..kernel.events import (
 from ..kernel.trace import IMAGES_DIR, dumps_text, event_line, line_with_data, to_jsonable
 from . import cdr
 from . import types as T
-from .bag_writer import BagWriter
+from .bag_writer import BagWriter, flush_storage, message_definition
 
 _log = logging.getLogger(__name__)
 
@@ -140,29 +137,6 @@ def camera_topic(camera: str, prefix: str = DEFAULT_PREFIX) -> str:
 def bag_path_for(run_dir: str | Path) -> Path:
     """Where a mirrored run directory keeps its bag: <run_dir>/bag."""
     return Path(run_dir) / BAG_DIR
-
-
-@functools.cache
-def _msgdef(msgtype: str) -> tuple[str, str]:
-    """(message definition, RIHS01 hash) of `msgtype`, generated once per process."""
-    store = T.typestore()
-    msgdef, _ = store.generate_msgdef(msgtype, ros_version=2)
-    return msgdef, store.hash_rihs01(msgtype)
-
-
-def _flush_storage(storage: Any) -> None:
-    """Make what was written so far survive a SIGKILL of the process.
-
-    rosbags' Writer has no flush: this does what its storage's close does first (the
-    MCAP storage closes its pending chunk and the file is flushed to the OS; sqlite3
-    commits its transaction), leaving the storage open for more messages.
-    """
-    if isinstance(storage, McapWriter):
-        if storage.chunk.msgs:  # a chunk holding messages (not only schema/channel records)
-            storage.close_chunk()
-        storage.bio.flush()
-    elif isinstance(storage, Sqlite3Writer):
-        storage.conn.commit()
 
 
 class BagMirror:
@@ -267,7 +241,7 @@ class BagMirror:
     def _connection(self, topic: str, msgtype: str, qos: Qos) -> Any:
         conn = self._connections.get(topic)
         if conn is None:
-            msgdef, rihs01 = _msgdef(msgtype)
+            msgdef, rihs01 = message_definition(msgtype)
             conn = self._writer.add_connection(
                 topic, msgtype, msgdef=msgdef, rihs01=rihs01, offered_qos_profiles=[qos]
             )
@@ -520,7 +494,7 @@ class BagMirror:
 
     def _flush(self) -> None:
         if self._writer.storage is not None:
-            _flush_storage(self._writer.storage)
+            flush_storage(self._writer.storage)
 
     def flush(self) -> None:
         """Push everything written so far to the file."""

@@ -24,8 +24,8 @@ from typing import Any
 from rosbags.rosbag2 import StoragePlugin
 
 from . import types as bag_types
-from .bag_writer import BagWriter
-from .mirror import QOS_SENSOR, STORAGES, _flush_storage, _msgdef
+from .bag_writer import BagWriter, flush_storage, message_definition
+from .mirror import QOS_SENSOR, STORAGES
 
 
 class TopicBag:
@@ -53,7 +53,7 @@ class TopicBag:
         self._writer.open()
         self._connections: dict[str, Any] = {}
         for topic, msgtype in topics.items():
-            msgdef, rihs01 = _msgdef(msgtype)
+            msgdef, rihs01 = message_definition(msgtype)
             self._connections[topic] = self._writer.add_connection(
                 topic, msgtype, msgdef=msgdef, rihs01=rihs01, offered_qos_profiles=[QOS_SENSOR]
             )
@@ -71,7 +71,7 @@ class TopicBag:
         now = time.monotonic()
         if now - self._last_flush >= self._flush_interval_s:
             self._last_flush = now
-            _flush_storage(self._writer.storage)
+            flush_storage(self._writer.storage)
 
     def close(self) -> None:
         """Finish the bag (metadata.yaml); later writes are dropped."""

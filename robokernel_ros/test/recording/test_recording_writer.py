@@ -9,8 +9,8 @@ import pytest
 from conftest import publish_episode
 from robokernel_ros.kernel.events import EventBus
 from robokernel_ros.recording import mirror as mirror_module
-from robokernel_ros.recording.bag_writer import BagWriter
-from robokernel_ros.recording.mirror import QOS_RELIABLE, QOS_SENSOR, BagMirror, _flush_storage
+from robokernel_ros.recording.bag_writer import BagWriter, flush_storage, message_definition
+from robokernel_ros.recording.mirror import QOS_RELIABLE, QOS_SENSOR, BagMirror
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer, WriterError
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 
@@ -50,14 +50,14 @@ def _write(cls: type, bag: Path, calls: list, mode: CompressionMode = Compressio
     for op, arg in calls:
         if op == "connect":
             topic, msgtype, qos = TOPICS[arg]
-            msgdef, rihs01 = mirror_module._msgdef(msgtype)
+            msgdef, rihs01 = message_definition(msgtype)
             conns.append(writer.add_connection(topic, msgtype, msgdef=msgdef, rihs01=rihs01,
                                                offered_qos_profiles=[qos]))  # fmt: skip
         elif op == "write":
             index, ts, data = arg
             writer.write(conns[index], ts, data)
         elif op == "flush":
-            _flush_storage(writer.storage)
+            flush_storage(writer.storage)
         else:
             writer.set_custom_data(*arg)
     writer.close()
@@ -88,7 +88,7 @@ def test_bag_writer_refuses_what_writer_refuses(tmp_path):
     other = BagWriter(tmp_path / "other", version=9, storage_plugin=StoragePlugin.MCAP)
     one.open()
     other.open()
-    msgdef, rihs01 = mirror_module._msgdef("std_msgs/msg/String")
+    msgdef, rihs01 = message_definition("std_msgs/msg/String")
     foreign = other.add_connection("/x", "std_msgs/msg/String", msgdef=msgdef, rihs01=rihs01)
     with pytest.raises(WriterError, match="unknown connection"):
         one.write(foreign, 1, b"\0\1\0\0\1\0\0\0\0\0\0\0")
