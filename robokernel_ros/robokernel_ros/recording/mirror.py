@@ -13,7 +13,8 @@ Topics (names fixed by the project; `prefix` is "/robokernel"):
                                  "joint_positions"/"joint_velocities"/"joint_efforts")
     <prefix>/action              sensor_msgs/msg/JointState              the executed action of every step:
                                  name = action keys, position = values (in the env's control space),
-                                 header.frame_id = "hold" for a hold, "policy" otherwise
+                                 header.frame_id = "hold" for a hold, "teleop" for the
+                                 teleop source's command while correcting, "policy" otherwise
     <prefix>/action_chunk        robokernel_interfaces/msg/ActionChunk   every merged chunk
     <prefix>/camera/<name>/image sensor_msgs/msg/Image (rgb8/mono8)      recorded camera frames
     <prefix>/shield/intervention robokernel_interfaces/msg/ShieldIntervention
@@ -412,7 +413,13 @@ class BagMirror:
         action = data.get("action")
         if type(action) is not dict and not isinstance(action, Mapping):
             return
-        frame_id = "hold" if data.get("hold", False) else "policy"
+        frame_id = (
+            "hold"
+            if data.get("hold", False)
+            else "teleop"
+            if data.get("intervention", False)  # docs/operator.md: the operator's command
+            else "policy"
+        )
         names = tuple(action)
         found = self._actions.get(frame_id)
         if found is None or found[1].names != names:

@@ -1,11 +1,13 @@
 """Scorers and shadow replay over recorded traces (run directories or bags).
 
     from robokernel_ros.scoring import score_paths, score_trace, register_scorer, shadow_replay
+    from robokernel_ros.scoring import write_report  # `robokernel report`: PNGs and one page
 
 Scorers read only the trace: never the agent or the environment.
 """
 
 from .. import recording as _recording  # noqa: F401 - registers the rosbag2 reader with load_trace
+from .pictures import write_report
 from .report import expand_paths, format_table, score_paths
 from .scorers import (
     JerkScorer,
@@ -13,6 +15,7 @@ from .scorers import (
     PredicateScorer,
     SafetyScorer,
     Scorer,
+    TakeoverScorer,
     TimingScorer,
     aggregate,
     callable_scorer,
@@ -31,6 +34,7 @@ __all__ = [
     "Scorer",
     "ShadowReport",
     "ShadowStep",
+    "TakeoverScorer",
     "TimingScorer",
     "aggregate",
     "callable_scorer",
@@ -42,4 +46,5 @@ __all__ = [
     "score_trace",
     "scorer_names",
     "shadow_replay",
+    "write_report",
 ]

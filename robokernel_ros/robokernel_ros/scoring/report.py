@@ -77,6 +77,8 @@ TABLE_COLUMNS = (
     ("chunk_latency_p50_ms", "lat p50[ms]"),
     ("chunk_latency_p99_ms", "lat p99[ms]"),
     ("shield_interventions", "shield"),
+    ("interventions", "takeovers"),  # episodes run with a teleop source only
+    ("intervention_share", "operated"),
     ("action_jerk_rms", "jerk rms"),
 )
 

@@ -30,6 +30,15 @@ Definitions (the built-in scorers):
   shield_refused / shield_held: that node's counts (None without a report).
 - action_jerk_rms: root mean square of the third time derivative of the executed
   actions (finite differences at the control period), over all action keys.
+- takeover (only for episodes run with a teleop source, docs/operator.md; an episode
+  without one gets none of these figures): intervention_share: executed steps flagged
+  `intervention` (the operator, not the policy, decided the command: paused or
+  correcting) per executed step; interventions: intervention.start events (a pause and
+  the correction that follows it are one); intervention_steps; time_to_first_intervention_s:
+  episode clock from episode.start to the first intervention.start (None: none).
+  Aggregates over those episodes: mean_intervention_share, total_interventions,
+  mean_interventions (per episode), intervened_episode_share, and
+  mean_time_to_first_intervention_s (over the episodes with one; None when none had).
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from ..kernel.events import (
     ACTION,
     CHUNK_MERGE,
     EPISODE_START,
+    INTERVENTION_START,
     OPERATOR_VERDICT,
     SAFETY_INTERVENTION,
 )
@@ -392,6 +402,51 @@ class PredicateScorer:
         }
 
 
+class TakeoverScorer:
+    """intervention_share, interventions, intervention_steps, time_to_first_intervention_s
+    for an episode run with a teleop source (nothing for one without: see the module
+    docstring)."""
+
+    name = "takeover"
+
+    def score(self, trace: Trace) -> dict[str, Any]:
+        actions = actions_of(trace)
+        starts = [e for e in trace.events if e.kind == INTERVENTION_START]
+        flagged = [e for e in actions if "intervention" in e.data]
+        if not flagged and not starts and "takeover" not in (trace.meta or {}):
+            return {}
+        steps = sum(1 for e in actions if e.data.get("intervention") is True)
+        begin = next((e for e in trace.events if e.kind == EPISODE_START), None)
+        first = None
+        if starts:
+            first = float(starts[0].t) - (float(begin.t) if begin is not None else 0.0)
+        return {
+            "intervention_share": steps / len(actions) if actions else None,
+            "interventions": len(starts),
+            "intervention_steps": steps,
+            "time_to_first_intervention_s": first,
+        }
+
+    def aggregate(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
+        seen = [e for e in episodes if "interventions" in e]
+        if not seen:
+            return {}
+        shares = [e["intervention_share"] for e in seen if e.get("intervention_share") is not None]
+        firsts = [
+            e["time_to_first_intervention_s"]
+            for e in seen
+            if e.get("time_to_first_intervention_s") is not None
+        ]
+        total = sum(int(e["interventions"]) for e in seen)
+        return {
+            "mean_intervention_share": float(np.mean(shares)) if shares else None,
+            "total_interventions": total,
+            "mean_interventions": total / len(seen),
+            "intervened_episode_share": sum(1 for e in seen if e["interventions"]) / len(seen),
+            "mean_time_to_first_intervention_s": float(np.mean(firsts)) if firsts else None,
+        }
+
+
 def callable_scorer(name: str, fn: Callable[[Trace], Mapping[str, Any]]) -> Scorer:
     """Wrap a function trace -> figures as a scorer plugin."""
 
@@ -405,5 +460,5 @@ def callable_scorer(name: str, fn: Callable[[Trace], Mapping[str, Any]]) -> Scor
     return _Fn()
 
 
-for _builtin in (OutcomeScorer(), TimingScorer(), SafetyScorer(), JerkScorer()):
+for _builtin in (OutcomeScorer(), TimingScorer(), SafetyScorer(), JerkScorer(), TakeoverScorer()):
     register_scorer(_builtin, replace=True)
