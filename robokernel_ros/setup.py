@@ -32,5 +32,9 @@ setup(
             "sim_robot = robokernel_ros.nodes.sim_robot:main",
             "bag_recorder = robokernel_ros.nodes.bag_recorder:main",
         ],
+        # policy providers of layers above policies/ (robokernel_ros.policies.base)
+        "robokernel_ros.policies": [
+            "remote = robokernel_ros.ros.remote_policy:RemotePolicy",
+        ],
     },
 )

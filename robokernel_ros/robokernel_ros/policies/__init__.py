@@ -1,5 +1,6 @@
-"""Policy protocol and providers: mock, scripted, lerobot; remote (ROS: robokernel_ros.ros.remote_policy,
-imported only when the provider is asked for)."""
+"""Policy protocol and providers: mock, scripted, lerobot (openpi, lerobot_async imported when
+asked for); providers of other layers (the ROS layer's `remote`) are entry points of the group
+`robokernel_ros.policies`, imported only when the provider is asked for."""
 
 from robokernel_ros.policies.base import (
     Policy,

@@ -1,15 +1,22 @@
 """The Policy protocol, the provider registry, and the adapter that makes a Policy a kernel Agent.
 
 A provider is a named factory of Policy objects (`mock`, `scripted`, `lerobot`,
-`remote`, `openpi`, `lerobot_async`, or one a user registers). The rollout API builds policies through
+`openpi`, `lerobot_async`, or one a user registers). The rollout API builds policies through
 `create_policy(provider, **policy_config)` after the provider's class-level
 `preflight(config)` has accepted the config, so a malformed request is refused
 before any robot is claimed.
+
+Providers of other layers and packages are registered as Python entry points of the group
+`robokernel_ros.policies` (`name = module:factory`): listed by available_providers without
+being imported, imported when asked for. The ROS layer's `remote` provider is one
+(robokernel_ros/setup.py), so this layer never names the layers above it.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.metadata
 import logging
 import math
 import time
@@ -150,13 +157,17 @@ def register_provider(
 
 def available_providers() -> list[str]:
     _load_builtin_providers()
-    return sorted(set(_PROVIDERS) | set(_LAZY_PROVIDERS))
+    return sorted(set(_PROVIDERS) | set(_LAZY_PROVIDERS) | set(_entry_point_providers()))
 
 
 def provider_class(name: str) -> type[Policy] | PolicyFactory:
     _load_builtin_providers()
     if isinstance(name, str) and name not in _PROVIDERS and name in _LAZY_PROVIDERS:
         importlib.import_module(_LAZY_PROVIDERS[name])  # registers itself on import
+    if isinstance(name, str) and name not in _PROVIDERS and name in _entry_point_providers():
+        factory = _entry_point_providers()[name].load()  # its module may register it too
+        if name not in _PROVIDERS:
+            register_provider(name, factory)
     if not isinstance(name, str) or name not in _PROVIDERS:
         raise ValueError(f"policy_provider={name!r}: must be one of {sorted(_PROVIDERS)}")
     return _PROVIDERS[name]
@@ -186,14 +197,22 @@ def create_policy(name: str, **config: Any) -> Policy:
 
 
 _BUILTINS_LOADED = False
-#: Built-in providers whose module is imported only when their name is asked for: the
-#: `remote` provider is ROS code (robokernel_ros.ros), which policies/ must not import;
+#: Built-in providers whose module is imported only when their name is asked for:
 #: `openpi` and `lerobot_async` open network connections (docs/protocols.md).
 _LAZY_PROVIDERS = {
-    "remote": "robokernel_ros.ros.remote_policy",
     "openpi": "robokernel_ros.policies.openpi",
     "lerobot_async": "robokernel_ros.policies.lerobot_async",
 }
+
+
+#: The entry-point group of providers registered by other layers and packages.
+ENTRY_POINT_GROUP = "robokernel_ros.policies"
+
+
+@functools.cache
+def _entry_point_providers() -> dict[str, importlib.metadata.EntryPoint]:
+    """{name: entry point} of the installed providers of ENTRY_POINT_GROUP (none loaded)."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def _load_builtin_providers() -> None:
