@@ -61,6 +61,12 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         "shoulder_pan.vel; default with --convention lerobot: the observation's top-level numbers)",
     )
     parser.add_argument(
+        "--corrections-only",
+        action="store_true",
+        help="export only the operator's corrections (steps whose mode is 'correcting'), each "
+        "correction one dataset episode, every frame intervention=True (docs/operator.md)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print the export report as one JSON object"
     )
     parser.add_argument(
@@ -87,6 +93,7 @@ def run_export(args: argparse.Namespace) -> int:
                 convention=args.convention,
                 fps=args.fps,
                 env_state=[n for n in args.env_state.split(",") if n] if args.env_state else None,
+                corrections_only=bool(getattr(args, "corrections_only", False)),
             )
     except (ValueError, OSError) as exc:
         print(f"robokernel export-lerobot: error: {flag_names(str(exc))}", file=sys.stderr)

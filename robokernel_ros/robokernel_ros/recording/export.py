@@ -26,6 +26,16 @@ LeRobot's -100..100 range mode instead. It also
   and Diffusion need when there is no camera), in the recorded (SI) units;
 - names the task after the episode's benchmark when it has no instruction.
 `fps` and `env_state` may be given under the default convention too.
+
+Takeover (docs/operator.md). Episodes run with a teleop source add the feature
+`intervention` (bool, shape (1,), as LeRobot's DAgger rollout strategy writes it): the
+trace's per-step flag, True where the operator decided the command (paused or
+correcting). On a correcting step with a teleop command, `action` is that command (the
+human's, as LeRobot's DAgger records the teleop action; the robot executed it through
+the handover limiter and the shield), elsewhere the executed action.
+`corrections_only=True` (`--corrections-only`) exports only the correcting steps, each
+unbroken run of them (one correction) as one dataset episode, every frame
+intervention=True: the data DAgger adds to its dataset.
 The dataset is written in lerobot's current format (whatever `LeRobotDataset.create`
 writes: v3.0 for lerobot 0.6). lerobot is imported only when exporting.
 """
@@ -64,6 +74,8 @@ class ExportReport:
     sources: list[str]
     codebase_version: str
     convention: str = "default"
+    corrections_only: bool = False
+    intervention: bool = False  # the dataset has the `intervention` feature
     robot_type: str | None = None
     env_state_names: list[str] | None = None
 
@@ -145,10 +157,11 @@ def export_lerobot(
     convention: str = "default",
     fps: int | None = None,
     env_state: Sequence[str] | None = None,
+    corrections_only: bool = False,
 ) -> ExportReport:
     """Write the episodes under `paths` (bags, run directories, folders of them) to a new
     LeRobotDataset at `root`. All episodes must share keys, cameras and control rate.
-    `convention`, `fps` and `env_state`: see the module docstring."""
+    `convention`, `fps`, `env_state` and `corrections_only`: see the module docstring."""
     from .discovery import expand_paths, load_episode
 
     if convention not in EXPORT_CONVENTIONS:
@@ -159,6 +172,8 @@ def export_lerobot(
         isinstance(env_state, str) or not all(isinstance(n, str) and n for n in env_state)
     ):
         raise ValueError(f"env_state={env_state!r}: must be a list of observation names")
+    if not isinstance(corrections_only, bool):
+        raise ValueError(f"corrections_only={corrections_only!r}: must be a bool")
 
     if not isinstance(repo_id, str) or not repo_id or repo_id.count("/") > 1:
         raise ValueError(f"repo_id={repo_id!r}: must be a non-empty name like 'user/dataset'")
@@ -178,8 +193,13 @@ def export_lerobot(
     shape: dict[str, Any] | None = None
     frame_shapes: dict[str, tuple[int, ...]] = {}
     sources: list[Path] = []
+    flagged = False  # an episode was run with a teleop source: the intervention feature
     for src in found:
         trace = load_episode(src)  # an unreadable or empty recording refuses the export
+        flagged = flagged or any("intervention" in e.data for e in trace.of_kind(ACTION))
+        if corrections_only and not _segments(trace, True):
+            _log.info("%s: no correction in the episode; left out", src)
+            continue
         if not any(e.kind == ACTION for e in trace.events):
             if len(found) == 1:
                 raise ValueError(
@@ -206,6 +226,11 @@ def export_lerobot(
                 f"path={str(src)!r}: its state keys, action keys, cameras or control rate differ from {str(sources[0])!r}"
             )
     if shape is None:
+        if corrections_only:
+            raise ValueError(
+                f"corrections_only=True: no episode under paths={list(map(str, paths))!r} "
+                "holds a correction (a step whose mode is 'correcting'): nothing to export"
+            )
         raise ValueError(
             f"paths={list(map(str, paths))!r}: no episode has an executed step: nothing to export"
         )
@@ -253,6 +278,10 @@ def export_lerobot(
             "shape": (len(shape["env_state"]),),
             "names": shape["env_state"],
         }
+    shape["intervention"] = flagged or corrections_only
+    shape["corrections_only"] = corrections_only
+    if shape["intervention"]:  # LeRobot's DAgger strategy's feature (lerobot/rollout/context.py)
+        features[INTERVENTION_FEATURE] = {"dtype": "bool", "shape": (1,), "names": None}
     for cam in shape["cameras"]:
         fs = frame_shapes[cam]
         if len(fs) != 3 or fs[2] != 3:
@@ -284,9 +313,10 @@ def export_lerobot(
         try:
             for src in sources:
                 trace = load_trace(src)
-                frames = _add_episode(dataset, trace, shape)
-                frames_total += frames
-                written += 1 if frames else 0
+                for segment in _segments(trace, corrections_only):
+                    frames = _add_episode(dataset, trace, shape, segment)
+                    frames_total += frames
+                    written += 1 if frames else 0
         finally:
             dataset.finalize()
     from lerobot.datasets.dataset_metadata import CODEBASE_VERSION
@@ -305,6 +335,8 @@ def export_lerobot(
         convention=convention,
         robot_type=robot_type,
         env_state_names=shape["env_state"] or None,
+        corrections_only=corrections_only,
+        intervention=shape["intervention"],
     )
 
 
@@ -312,7 +344,29 @@ def _feature_name(camera: str) -> str:
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in camera)
 
 
-def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
+INTERVENTION_FEATURE = "intervention"
+CORRECTING = "correcting"
+
+
+def _segments(trace: Trace, corrections_only: bool) -> list[list[Any]]:
+    """The action events of each dataset episode the trace gives: all of them (one
+    episode), or each unbroken run of correcting steps (one episode per correction)."""
+    actions = trace.of_kind(ACTION)
+    if not corrections_only:
+        return [actions]
+    segments: list[list[Any]] = []
+    previous = None
+    for e in actions:
+        if e.data.get("mode") != CORRECTING:
+            continue
+        if previous is None or e.step != previous + 1 or not segments:
+            segments.append([])
+        segments[-1].append(e)
+        previous = e.step
+    return segments
+
+
+def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any], actions: list[Any]) -> int:
     conv: RobotConvention | None = shape["convention"]
     task = str(trace.meta.get("instruction") or "")
     if not task and conv is not None:
@@ -332,9 +386,8 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
     leading: list[int] = []  # the first steps, before every camera had a frame
     first_waiting: list[str] = []
     n = 0
-    for e in trace.events:
-        if e.kind != ACTION:
-            continue
+    flags = shape["intervention"]
+    for e in actions:
         obs_event = observations.get(e.step)
         if obs_event is None:
             raise ValueError(f"trace {trace.path}: action at step {e.step} has no observation")
@@ -358,6 +411,9 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
         if not copies:
             continue
         action = e.data.get("action") or {}
+        human = e.data.get("human_action")
+        if e.data.get("mode") == CORRECTING and isinstance(human, dict):
+            action = {**action, **human}  # the human's command (keys it left out: executed)
         obs = obs_event.data.get("obs") or {}
         state = _state_vector(obs, shape["source"], shape["state"])
         action_vector = np.asarray(
@@ -374,6 +430,8 @@ def _add_episode(dataset: Any, trace: Trace, shape: dict[str, Any]) -> int:
         }
         if shape["env_state"]:
             frame[ENV_STATE_KEY] = _env_state_vector(trace, obs, shape["env_state"])
+        if flags:
+            frame[INTERVENTION_FEATURE] = np.array([e.data.get("intervention") is True], dtype=bool)
         for cam in cams:
             frame[f"observation.images.{_feature_name(cam)}"] = current[cam]
         for _ in range(copies):
