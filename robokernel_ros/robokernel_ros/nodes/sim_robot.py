@@ -54,11 +54,10 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
+from robokernel_ros.ros.commands import CONTROLLERS
 from robokernel_ros.ros.node import EXECUTORS, exit_main, run_node
 from robokernel_ros.ros.params import ParameterError, declare
 from robokernel_ros.ros.qos import COMMAND_QOS, JOINT_STATE_PUB_QOS
-
-KINDS = ("forward_command", "joint_trajectory")
 
 
 @dataclass
@@ -231,7 +230,7 @@ class SimRobotNode(Node):
         specs = []
         for name in names:
             kind = declare(
-                self, f"{name}.kind", "forward_command", "controller kind", choices=KINDS
+                self, f"{name}.kind", "forward_command", "controller kind", choices=CONTROLLERS
             )
             topic = declare(self, f"{name}.topic", "", "the controller's command topic")
             cj = list(

@@ -3,11 +3,16 @@ kind takes.
 
     msg_type = command_type("forward_command")          # std_msgs/Float64MultiArray
     msg = command_message("joint_trajectory", ["j1"], [0.3], period_s=0.02)
+    hold = hold_message("joint_trajectory", ["j1"], [0.3])   # the shield's hold
 
 - forward_command (forward_command_controller, `<ctrl>/commands`): a
   `std_msgs/Float64MultiArray`, one value per joint in the controller's order;
 - joint_trajectory (joint_trajectory_controller, `<ctrl>/joint_trajectory`): a one-point
   `trajectory_msgs/JointTrajectory` reached at `period_s` (the next control tick).
+
+A hold (the safety shield's) is the same command at rest: for a trajectory controller one
+point with zero velocities reached at `HOLD_TRAJECTORY_TIME_S`. The kinds are the
+contract's (`contract.spec.COMMAND_KINDS`), named `CONTROLLERS` here.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-CONTROLLERS = ("forward_command", "joint_trajectory")
+from robokernel_ros.contract.spec import COMMAND_KINDS as CONTROLLERS
+
+#: time_from_start of the single point of a hold trajectory
+HOLD_TRAJECTORY_TIME_S = 0.05
 
 
 def command_type(kind: str) -> Any:
@@ -32,9 +40,14 @@ def command_type(kind: str) -> Any:
 
 
 def command_message(
-    kind: str, joints: Sequence[str], values: Sequence[float], period_s: float
+    kind: str,
+    joints: Sequence[str],
+    values: Sequence[float],
+    period_s: float,
+    velocities: Sequence[float] | None = None,
 ) -> Any:
-    """One command of `values` (in `joints` order) for a controller of `kind`."""
+    """One command of `values` (in `joints` order) for a controller of `kind` (a
+    trajectory point's `velocities` when given)."""
     values = [float(v) for v in values]
     if kind == "forward_command":
         from std_msgs.msg import Float64MultiArray
@@ -47,7 +60,40 @@ def command_message(
     msg.points = [
         JointTrajectoryPoint(
             positions=values,
+            velocities=[] if velocities is None else [float(v) for v in velocities],
             time_from_start=Duration(sec=int(period_s), nanosec=int((period_s % 1.0) * 1e9)),
         )
     ]
     return msg
+
+
+def hold_message(kind: str, joints: Sequence[str], values: Sequence[float]) -> Any:
+    """The hold command at `values` for a controller of `kind` (a trajectory: one point
+    at rest, reached at HOLD_TRAJECTORY_TIME_S)."""
+    return command_message(
+        kind, joints, values, HOLD_TRAJECTORY_TIME_S, velocities=[0.0] * len(values)
+    )
+
+
+def clipped_trajectory(msg: Any, points: Sequence[Any]) -> Any:
+    """`msg` (a JointTrajectory) with each point that the review changed replaced:
+    `points[i]` None keeps point i; else its positions, and its velocities and
+    accelerations where not None (safety.review's reviewed points)."""
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    out = JointTrajectory(header=msg.header, joint_names=msg.joint_names)
+    for point, reviewed in zip(msg.points, points, strict=True):
+        if reviewed is not None:
+            point = JointTrajectoryPoint(
+                positions=reviewed.positions,
+                velocities=point.velocities if reviewed.velocities is None else reviewed.velocities,
+                accelerations=(
+                    point.accelerations
+                    if reviewed.accelerations is None
+                    else reviewed.accelerations
+                ),
+                effort=point.effort,
+                time_from_start=point.time_from_start,
+            )
+        out.points.append(point)
+    return out

@@ -30,7 +30,7 @@ from robokernel_ros.ros.commands import CONTROLLERS
 JOINT_STATE = "sensor_msgs/msg/JointState"
 IMAGE = "sensor_msgs/msg/Image"
 COMPRESSED_IMAGE = "sensor_msgs/msg/CompressedImage"
-#: the shield's input topic per controller kind (nodes/safety_shield.py's DEFAULT_INPUT)
+#: the shield's input topic per controller kind (ros/shield_config.py's DEFAULT_INPUT)
 SHIELD_INPUT = {"forward_command": "commands", "joint_trajectory": "joint_trajectory"}
 
 

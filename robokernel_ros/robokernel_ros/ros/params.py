@@ -2,16 +2,31 @@
 domain is refused with a `ParameterError` naming the parameter, the value and the domain
 (`run_node` turns it into one logged line and exit status 2).
 
-    self.rate = declare(self, "rate_hz", 50.0, "control rate", min_value=0.0, min_exclusive=True)
-    self.mode = declare(self, "mode", "position", "command interface", choices=("position", "velocity"))
+A node describes its parameters once, as a frozen dataclass whose fields are `param(...)`
+(default, doc, domain); `declare_params` declares each field with its descriptor (range,
+choices, read-only) and returns the values read back as an instance of that dataclass:
 
+    @dataclass(frozen=True)
+    class PanelParams:
+        period_s: float = param(0.05, "heartbeat period", min_value=0.0, min_exclusive=True)
+        mode: str = param("position", "command interface", choices=("position", "velocity"))
+        joints: tuple[str, ...] = param((), "joint names", array_type=str)
+
+    params = declare_params(node, PanelParams)      # ParameterError when refused
+    params.period_s                                 # a float, within its domain
+
+`describe_params(PanelParams)` lists the `Param` descriptions (name, default, doc, domain).
+Array parameters are tuples in the dataclass (lists on the wire). One parameter at a time:
+`declare(node, name, default, doc, ...)`, for names made at run time (`joint_limits.<j>.*`).
 Booleans are booleans: `"false"` is refused by rclpy's type check.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import rclpy
@@ -140,6 +155,95 @@ def check(
         if max_value is not None and value > max_value:
             raise ParameterError(name, value, f"must be <= {max_value}")
     return value
+
+
+_META = "robokernel_param"
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter's description: its name, default (which fixes its type), doc and
+    domain (`choices` for a string; [min_value, max_value] for a number, min exclusive
+    when `min_exclusive`; `array_type` for an array whose default is empty)."""
+
+    name: str
+    default: Any
+    doc: str
+    choices: tuple[str, ...] | None = None
+    min_value: float | None = None
+    max_value: float | None = None
+    min_exclusive: bool = False
+    array_type: type | None = None
+    read_only: bool = True
+
+    def declare(self, node: Node) -> Any:
+        """Declare it on `node` and return its validated value (ParameterError if not)."""
+        value = declare(
+            node,
+            self.name,
+            self.default,
+            self.doc,
+            choices=self.choices,
+            min_value=self.min_value,
+            max_value=self.max_value,
+            min_exclusive=self.min_exclusive,
+            read_only=self.read_only,
+            array_type=self.array_type,
+        )
+        return tuple(value) if isinstance(self.default, tuple) else value
+
+
+def param(
+    default: Any,
+    doc: str,
+    *,
+    choices: Sequence[str] | None = None,
+    min_value: float | None = None,
+    max_value: float | None = None,
+    min_exclusive: bool = False,
+    array_type: type | None = None,
+    read_only: bool = True,
+) -> Any:
+    """A field of a parameters dataclass: its default, doc and domain (see `Param`).
+    An array's default is a tuple (the dataclass is frozen)."""
+    if isinstance(default, list):
+        raise TypeError("param(): an array default is a tuple")
+    description = Param(
+        "",
+        default,
+        doc,
+        tuple(choices) if choices is not None else None,
+        min_value,
+        max_value,
+        min_exclusive,
+        array_type,
+        read_only,
+    )
+    return dataclasses.field(default=default, metadata={_META: description})
+
+
+def describe_params(cls: type, prefix: str = "") -> list[Param]:
+    """The `Param` descriptions of a parameters dataclass's fields, named `prefix + field`."""
+    out = []
+    for f in dataclasses.fields(cls):
+        description = f.metadata.get(_META)
+        if description is None:
+            raise TypeError(f"{cls.__name__}.{f.name}: not a param() field")
+        out.append(dataclasses.replace(description, name=prefix + f.name))
+    return out
+
+
+def declare_params[T](node: Node, cls: type[T], prefix: str = "") -> T:
+    """Declare every field of the parameters dataclass `cls` on `node` (named `prefix +
+    field`) and return the values read back as a `cls`; ParameterError naming the first
+    parameter outside its domain."""
+    values = {
+        f.name: description.declare(node)
+        for f, description in zip(
+            dataclasses.fields(cls), describe_params(cls, prefix), strict=True
+        )
+    }
+    return cls(**values)
 
 
 def _type_name(default: Any, array_type: type | None) -> str:

@@ -37,8 +37,8 @@ def test_shield_limits_from_parameters_and_urdf():
     context, node = _node(overrides)
     try:
         config = node._read_configuration()
-        assert config["limits"]["a"] == JointLimit(-0.5, 1.0, 2.0, None, 5.0)
-        assert config["limits"]["b"] == JointLimit(None, None, 3.0, None, 1.0)
+        assert config.limits["a"] == JointLimit(-0.5, 1.0, 2.0, None, 5.0)
+        assert config.limits["b"] == JointLimit(None, None, 3.0, None, 1.0)
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)

@@ -1,0 +1,68 @@
+"""What the safety shield did with the commands it read: totals, and per sender.
+
+    counts = ShieldCounts()
+    counts.heard_from(gid)          # a command of `gid` read: True when the sender changed
+    counts.count_passed(); counts.count_clipped(); counts.count_refused("estop: ...")
+    counts.sender_counts()          # (read, passed, clipped, refused) of the last sender
+
+Totals (`passed`, `clipped`, `refused`, `held`, `timeouts`) cover every sender; the
+per-sender counts are the current sender's (the publisher of the last command read), so
+that a sender learns from the shield's state what became of its own commands. The 64
+most recent senders are remembered. No ROS.
+"""
+
+from __future__ import annotations
+
+#: senders remembered (senders come and go: the recent ones are kept)
+MAX_SENDERS = 64
+
+
+class ShieldCounts:
+    """The shield's counters (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.passed = self.clipped = self.refused = self.held = self.timeouts = 0
+        #: the publisher (DDS GID, hex) of the last command read; '' before any
+        self.sender = ""
+        #: why the last refused command was refused
+        self.last_refusal = ""
+        # [read, passed, clipped, refused] per sender
+        self._senders: dict[str, list[int]] = {}
+        self._current = self._senders.setdefault("", [0, 0, 0, 0])
+
+    def heard_from(self, sender: str) -> bool:
+        """A command of `sender` was read, whatever becomes of it; True when `sender` is
+        not the last command's sender."""
+        counts = self._senders.get(sender)
+        if counts is None:
+            if len(self._senders) > MAX_SENDERS:
+                self._senders.pop(next(iter(self._senders)))
+            counts = self._senders[sender] = [0, 0, 0, 0]
+        self._current = counts
+        counts[0] += 1
+        changed = sender != self.sender
+        self.sender = sender
+        return changed
+
+    def count_passed(self) -> None:
+        self.passed += 1
+        self._current[1] += 1
+
+    def count_clipped(self) -> None:
+        self.clipped += 1
+        self._current[2] += 1
+
+    def count_refused(self, reason: str) -> None:
+        """A command of the current sender was not forwarded, for `reason`."""
+        self.refused += 1
+        self._current[3] += 1
+        self.last_refusal = reason
+
+    def sender_counts(self) -> tuple[int, int, int, int]:
+        """(read, passed, clipped, refused) of the current sender's commands."""
+        read, passed, clipped, refused = self._current
+        return read, passed, clipped, refused
+
+    def key(self) -> tuple[int, ...]:
+        """What a change of makes the state worth publishing again."""
+        return (*self._current, self.held, self.timeouts)
