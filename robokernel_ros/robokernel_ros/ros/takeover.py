@@ -113,8 +113,11 @@ class RunnerTakeover:
 
     def _on_service(self, verb: str, response: Trigger.Response) -> Trigger.Response:
         response.success, response.message = self.ask(verb, f"{verb} service")
-        level = "info" if response.success else "warning"
-        getattr(self._node.get_logger(), level)(f"{verb}: {response.message}")
+        # one logging call site per severity (rclpy refuses a site that changes it)
+        if response.success:
+            self._node.get_logger().info(f"{verb}: {response.message}")
+        else:
+            self._node.get_logger().warning(f"{verb}: {response.message}")
         return response
 
     def on_pedal(self, verb: str, by: str) -> None:
