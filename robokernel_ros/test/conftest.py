@@ -227,6 +227,17 @@ def processes(tmp_path: Path) -> Iterator[ProcessGroup]:
         group.close()
 
 
+@pytest.fixture(scope="module")
+def module_processes(tmp_path_factory) -> Iterator[ProcessGroup]:
+    """`processes` for a graph a module's tests share (a module-scoped fixture starts it
+    once): every process is terminated (then killed) when the module ends."""
+    group = ProcessGroup(tmp_path_factory.mktemp("module_processes"))
+    try:
+        yield group
+    finally:
+        group.close()
+
+
 @pytest.fixture(autouse=True)
 def _no_realtime_scheduling_left_behind() -> Iterator[None]:
     """A test that leaves this process on a real-time scheduling policy makes every node

@@ -128,6 +128,17 @@ def ros() -> Iterator[RosClient]:
         client.close()
 
 
+@pytest.fixture(scope="module")
+def shared_ros(shared_domain) -> Iterator[RosClient]:
+    """A `ros` client for a module's shared graph, on its `shared_domain`, for the
+    module's life (what it collects spans the tests: mark where a test starts)."""
+    client = RosClient("shared_test_client")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 @pytest.fixture
 def sim_runner(processes, tmp_path) -> Callable[..., tuple[Any, Path]]:
     """Start the runner node as a process: env=sim (the MuJoCo SO-101 in-process) with the
@@ -154,24 +165,47 @@ def sim_runner(processes, tmp_path) -> Callable[..., tuple[Any, Path]]:
 
 
 _recent_domains: list[int] = []  # this process's last test domains: not reused at once
+_RUN_DOMAIN = int(os.environ["ROS_DOMAIN_ID"])  # the run's (test/conftest.py)
+
+
+def _fresh_domain() -> int:
+    """A DDS domain no process on this host uses (ros.domain.free_domain_id: not the run's,
+    not another run's or a bench's), and none of this process's last eight test domains."""
+    from robokernel_ros.ros.domain import free_domain_id
+
+    start = 1 + (_RUN_DOMAIN + len(_recent_domains) + 1) % 101
+    domain = free_domain_id(start, exclude=[_RUN_DOMAIN, *_recent_domains[-8:]])
+    _recent_domains.append(domain)
+    return domain
+
+
+@pytest.fixture(scope="module")
+def shared_domain() -> Iterator[int]:
+    """The DDS domain of a graph that a module's tests share (started once by a
+    module-scoped fixture that uses it, with `module_processes`: ROS_DOMAIN_ID is this
+    domain while the module's fixtures are made): a test that uses it runs on it
+    (`_own_domain`), every other test on a domain of its own.
+    Such a graph is put back in its resting state before each test that uses it (the
+    fixture's reset), so each test passes alone and in any order."""
+    domain = _fresh_domain()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ROS_DOMAIN_ID", str(domain))
+        yield domain
 
 
 @pytest.fixture(autouse=True)
-def _own_domain(monkeypatch) -> int:
+def _own_domain(request, monkeypatch) -> int:
     """Every node test on a DDS domain of its own (ROS_DOMAIN_ID for this process's nodes
     made during the test and for the processes it starts): no participant of an earlier
     test (a SIGKILLed shield, runner or panel that discovery still lists until its lease
     runs out, under the same node and topic names) meets it, whatever order the tests
-    run in. The domain is one no process on this host uses (ros.domain.free_domain_id:
-    not the run's, not another run's or a bench's), and none of this process's last
-    eight test domains. Autouse fixtures are made first: `ros`, `peer` and `processes`
-    see it."""
-    from robokernel_ros.ros.domain import free_domain_id
-
-    run_domain = int(os.environ["ROS_DOMAIN_ID"])
-    start = 1 + (run_domain + len(_recent_domains) + 1) % 101
-    domain = free_domain_id(start, exclude=[run_domain, *_recent_domains[-8:]])
-    _recent_domains.append(domain)
+    run in (`_fresh_domain`). A test that uses a module's shared graph runs on that
+    graph's `shared_domain`. Autouse fixtures are made first: `ros`, `peer` and
+    `processes` see it."""
+    if "shared_domain" in request.fixturenames:
+        domain = request.getfixturevalue("shared_domain")
+    else:
+        domain = _fresh_domain()
     monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
     return domain
 
