@@ -83,18 +83,43 @@ class _Shield:
         self.base: tuple[int, int, int, int] = (0, 0, 0, 0)
         self.base_held = self.base_timeouts = 0
         self.base_sent = 0
+        # What a shield process that restarted within the episode had counted (its
+        # successor counts from 0 again): added to the episode's counts.
+        self.carried: tuple[int, ...] = (0, 0, 0, 0, 0, 0)  # read..refused, held, timeouts
         self._gids: set[str] = set()
 
     def poll(self, timeout_s: float = 0.0) -> None:
         for state in self.reader.take(timeout_s):
+            last = self.last
+            if last is not None and (
+                state.held < last.held
+                or state.timeouts < last.timeouts
+                or state.passed < last.passed
+            ):
+                # a new shield process (restarted): its counters start at 0 again
+                self._carry(
+                    4, (int(last.held) - self.base_held, int(last.timeouts) - self.base_timeouts)
+                )
+                self.base_held = self.base_timeouts = 0
             self.last = state
             if state.command_sender and state.command_sender in self._senders():
-                self.mine = (
+                mine = (
                     int(state.sender_read),
                     int(state.sender_passed),
                     int(state.sender_clipped),
                     int(state.sender_refused),
                 )
+                if any(m < o for m, o in zip(mine, self.mine, strict=True)):
+                    # a restarted shield counts this runner's commands from 0 again
+                    self._carry(0, tuple(o - b for o, b in zip(self.mine, self.base, strict=True)))
+                    self.base = (0, 0, 0, 0)
+                self.mine = mine
+
+    def _carry(self, start: int, values: tuple[int, ...]) -> None:
+        carried = list(self.carried)
+        for i, v in enumerate(values, start):
+            carried[i] += v
+        self.carried = tuple(carried)
 
     def _senders(self) -> set[str]:
         if not self._gids:  # a publisher appears in its own node's graph once created
@@ -108,9 +133,13 @@ class _Shield:
         self.base_held = int(last.held) if last is not None else 0
         self.base_timeouts = int(last.timeouts) if last is not None else 0
         self.base_sent = self.link.commands_sent()
+        self.carried = (0, 0, 0, 0, 0, 0)
 
     def counts(self) -> dict[str, Any]:
-        read, passed, clipped, refused = (m - b for m, b in zip(self.mine, self.base, strict=True))
+        c = self.carried
+        read, passed, clipped, refused = (
+            m - b + k for m, b, k in zip(self.mine, self.base, c, strict=False)
+        )
         last = self.last
         sent = self.link.commands_sent() - self.base_sent
         return {
@@ -119,10 +148,9 @@ class _Shield:
             "passed": passed,
             "clipped": clipped,
             "refused": refused,
-            "held": (int(last.held) - self.base_held) if last is not None else 0,
-            "watchdog_timeouts": (int(last.timeouts) - self.base_timeouts)
-            if last is not None
-            else 0,
+            "held": c[4] + ((int(last.held) - self.base_held) if last is not None else 0),
+            "watchdog_timeouts": c[5]
+            + ((int(last.timeouts) - self.base_timeouts) if last is not None else 0),
             "confirmed": read >= sent,
             "state": str(last.state) if last is not None else "unknown",
             "reason": str(last.reason) if last is not None else "no ~/state received",
