@@ -239,9 +239,16 @@ class OperatorChannel:
             self.has_notices = False
             return notices
 
-    def begin_episode(self) -> None:
-        """Forget the previous episode's stop, verdict and notices (the e-stop stays latched)."""
+    def begin_episode(self, continued: bool = False) -> None:
+        """Forget the previous episode's stop, verdict and notices (the e-stop stays latched).
+        continued=True (a sentry rotation: the same run goes on in a new episode): forget
+        only the verdict; a stop, the notices not yet published and the mode carry on."""
         with self._lock:
+            if continued:
+                self._verdict = None
+                self._late_verdict = None
+                self._in_episode = True
+                return
             self._stop_requested = False
             self.stop_reason = ""
             self._verdict = None

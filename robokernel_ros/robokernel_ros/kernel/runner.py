@@ -18,6 +18,13 @@ the wall clock a step's events reach the bus together, right after its command (
 stamped when it happened), and the episode's thread (reset and steps) runs under the
 pacer's real-time priority (kernel.scheduling).
 
+Takeover (docs/operator.md): with a teleop source, the operator's mode is read at each
+step boundary (after the source's observe()): paused holds, correcting executes the
+source's command through the handover limiter and the shield while the policy infers in
+the shadow, resume flushes the queue; intervention.* events and the action events'
+intervention fields record it. run_sentry() records one continuous run as an episode
+every N seconds (no reset, no step lost).
+
 Outcome: terminated -> success (failure when info["success"] is False); env truncation or
 max_steps -> truncated; operator stop -> stopped; e-stop -> estopped; max_hold_steps
 consecutive holds -> watchdog; an exception in act/on_step/agent.reset (policy_error), an
@@ -345,15 +352,67 @@ class EpisodeRunner:
         meta: Mapping[str, Any] | None = None,
     ) -> EpisodeRecord:
         """Run one episode of at most max_steps steps; never raises for agent/env failures."""
-        if not (is_int(max_steps) and max_steps >= 0):
-            raise ValueError(f"max_steps={max_steps!r}: must be an integer >= 0")
-        if seed is not None and not is_int(seed):
-            raise ValueError(f"seed={seed!r}: must be an integer or None")
-        if not isinstance(instruction, str):
-            raise ValueError(f"instruction={instruction!r}: must be a string")
-        if meta is not None and not isinstance(meta, Mapping):
-            raise ValueError(f"meta={meta!r}: must be a mapping or None")
+        _check_run(max_steps, seed, instruction, meta)
+        refused = self._refused_while_latched()
+        if refused is not None:
+            return refused
+        return _Episode(self, max_steps, seed, instruction, dict(meta or {})).run()
 
+    def run_sentry(
+        self,
+        max_steps: int,
+        *,
+        rotate_every_s: float,
+        seed: int | None = None,
+        instruction: str = "",
+        meta: Mapping[str, Any] | None = None,
+    ) -> list[EpisodeRecord]:
+        """Sentry mode: one continuous run of at most max_steps steps (one env.reset, one
+        agent.reset), recorded as a new episode every `rotate_every_s` seconds of robot
+        time (round(rotate_every_s x control_hz) steps, at least 1), without a reset and
+        without losing a step: episode k+1's step 0 is the observation that was episode
+        k's final one, every executed step is in exactly one episode, and the robot, the
+        policy's queue and chunk in flight, the shield's history and the operator's mode
+        go on across the boundary. A boundary never falls inside an intervention: it waits
+        for the first step boundary after a step the policy drove. Each episode ends truncated ("sentry
+        rotation") but the last, which ends as run() would (stop, e-stop, error,
+        terminated, max_steps). Each carries meta["sentry"] {index, rotate_every_s,
+        first_step} (first_step: the run's step its step 0 is). agent.on_episode_end is
+        called per episode. Returns the episodes' records, in order."""
+        _check_run(max_steps, seed, instruction, meta)
+        if not (
+            isinstance(rotate_every_s, int | float)
+            and not isinstance(rotate_every_s, bool)
+            and math.isfinite(rotate_every_s)
+            and rotate_every_s > 0
+        ):
+            raise ValueError(f"rotate_every_s={rotate_every_s!r}: must be a positive number")
+        refused = self._refused_while_latched()
+        if refused is not None:
+            return [refused]
+        rotate = max(1, round(rotate_every_s * self.env_spec.control_hz))
+        records: list[EpisodeRecord] = []
+        before: _Episode | None = None
+        done = 0
+        while True:
+            sentry = {"index": len(records), "rotate_every_s": rotate_every_s, "first_step": done}
+            episode = _Episode(
+                self,
+                max_steps - done,
+                seed,
+                instruction,
+                {**(meta or {}), "sentry": sentry},
+                rotate_steps=rotate,
+                carry=before,
+            )
+            records.append(episode.run())
+            done += episode.steps
+            if not episode.rotated:
+                return records
+            before = episode
+
+    def _refused_while_latched(self) -> EpisodeRecord | None:
+        """The record of a run refused because the e-stop is latched (None: not latched)."""
         op = self.operator
         if op.estopped:
             record = EpisodeRecord(
@@ -365,7 +424,7 @@ class EpisodeRunner:
             )
             self.last_record = record
             return record
-        return _Episode(self, max_steps, seed, instruction, dict(meta or {})).run()
+        return None
 
 
 class _Episode:
@@ -378,8 +437,15 @@ class _Episode:
         seed: int | None,
         instruction: str,
         meta: dict[str, Any],
+        rotate_steps: int | None = None,
+        carry: _Episode | None = None,
     ) -> None:
         self.r = runner
+        # Sentry (EpisodeRunner.run_sentry): end this episode at the first autonomous step
+        # boundary at or after `rotate_steps` (self.rotated), and go on from `carry`.
+        self.rotate_steps = rotate_steps
+        self.rotated = False
+        self.carry = carry
         self.max_steps = max_steps
         self.seed = seed
         self.instruction = instruction
@@ -404,6 +470,8 @@ class _Episode:
         self.executor: _ActWorker | None = None
         self.sim_time: float | None = None
         self._final_observation: Any = None  # the observation after the last step
+        if carry is not None:
+            self.continue_from(carry)
         # Takeover (docs/operator.md): the mode the loop runs in, the open intervention.
         self.teleop = runner.teleop
         self.mode = AUTONOMOUS
@@ -413,6 +481,27 @@ class _Episode:
         self.intervention_steps = 0
         self.first_intervention_step: int | None = None
         self.intervention_start: tuple[int, float] | None = None  # (step, monotonic)
+
+    def continue_from(self, before: _Episode) -> None:
+        """Take over the loop state of the episode `before` rotated out of (sentry): the
+        queued actions, the chunk in flight (its steps renumbered: this episode's step 0 is
+        `before`'s step `before.steps`), the last command, the act thread, the sim clock."""
+        self.queue = before.queue
+        offset, consumed = before.steps, before.progress()
+        pending = before.pending
+        if pending is not None:
+            pending.obs_step -= offset
+            pending.executed -= consumed
+            if pending.arrival_step is not None:
+                pending.arrival_step -= offset
+        self.pending = pending
+        self.requests = before.requests
+        self.last_sent = before.last_sent
+        self.last_delay = before.last_delay
+        self.consecutive_holds = before.consecutive_holds
+        self.executor, before.executor = before.executor, None
+        self.sim_time = before.sim_time
+        self.handing_back = before.handing_back
 
     # -- helpers -----------------------------------------------------------------------
     def progress(self) -> int:
@@ -731,11 +820,15 @@ class _Episode:
     def run(self) -> EpisodeRecord:
         r = self.r
         op = r.operator
-        op.attach_teleop(None if r.teleop is None else r.teleop.name)
-        op.begin_episode()
-        r.shield.reset()
-        r.handover.stop()
-        r._last_observation = None
+        continued = self.carry is not None
+        if continued:  # sentry: the robot, the shield's history, the operator's mode go on
+            op.begin_episode(continued=True)
+        else:
+            op.attach_teleop(None if r.teleop is None else r.teleop.name)
+            op.begin_episode()
+            r.shield.reset()
+            r.handover.stop()
+            r._last_observation = None
         outcome = EpisodeOutcome.TRUNCATED
         status = ""
         error: dict[str, Any] | None = None
@@ -749,9 +842,10 @@ class _Episode:
         # the pacer's real-time priority (kernel.scheduling; what it starts runs at normal).
         with realtime_priority(r.pacer.priority if wall else 0):
             try:
-                observation = self.reset()
+                observation = self.carry._final_observation if continued else self.reset()
+                self.carry = None  # nothing more is taken from it
                 final_observation_due = True
-                outcome, status = self.loop(observation)
+                outcome, status = self.loop(observation, restart=not continued)
             except _EpisodeOver as over:
                 outcome, status, error = over.outcome, over.status, over.error
                 final_observation_due = outcome in (
@@ -766,7 +860,8 @@ class _Episode:
                     error_info("kernel_error", exc),
                 )
             finally:
-                self.abandon_worker()
+                if not self.rotated:  # a rotated episode hands its act thread on
+                    self.abandon_worker()
                 self.rec.deliver()  # a step the episode ended in held its events
         if final_observation_due and self._final_observation is not None:
             self.record_observation(self.steps, self._final_observation, final=True)
@@ -857,7 +952,7 @@ class _Episode:
         except Exception as exc:
             raise _EpisodeOver.failure(ENV_ERROR, exc, "hold_action") from exc
 
-    def loop(self, observation: Any) -> tuple[EpisodeOutcome, str]:
+    def loop(self, observation: Any, restart: bool = True) -> tuple[EpisodeOutcome, str]:
         """The steps. On the wall clock the events of a step are held until its command
         is out (EpisodeRecorder.defer): whatever listens (the trace, the bag, ROS) does not
         delay the command, and sees the same order; run() delivers what an ended step held."""
@@ -885,7 +980,9 @@ class _Episode:
         teleop = self.teleop
         mode = AUTONOMOUS
         operated = False  # this step's command was the operator's (paused or correcting)
-        pacer.restart()
+        rotate = self.rotate_steps
+        if restart:  # a sentry episode keeps its predecessor's schedule
+            pacer.restart()
         step = 0
         self._final_observation = observation
         while step < self.max_steps:
@@ -899,6 +996,14 @@ class _Episode:
                     f"estopped: e-stop at step {step}; call clear_fault() before the next run",
                 )
             stopping = op.stop_requested
+            if rotate is not None and step >= rotate and not stopping and self.mode == AUTONOMOUS:
+                # Sentry: the next episode starts from this observation (never inside an
+                # intervention: the boundary lands on a step the policy drives).
+                self.rotated = True
+                return (
+                    EpisodeOutcome.TRUNCATED,
+                    f"truncated: sentry rotation after {step} steps (rotate every {rotate})",
+                )
             if rec.traced or bus.subscriber_count:
                 self.record_observation(step, observation)
             else:  # nobody listens: count the events, build nothing
@@ -1062,7 +1167,8 @@ class _Episode:
         if error is not None:
             rec.emit(ev.ERROR, step, dict(error))
         self.close_intervention(step, f"episode end ({outcome.value})")
-        op.end_episode()
+        if not self.rotated:
+            op.end_episode()
         verdict = op.take_verdict()
         if verdict is not None and outcome in VERDICT_OVERRIDABLE:
             outcome = EpisodeOutcome(verdict["outcome"])
@@ -1123,6 +1229,17 @@ class _Episode:
         self.rec.t = self.clock(step)
         for kind, data in accounts:
             self.rec.emit(kind, step, data)
+
+
+def _check_run(max_steps: Any, seed: Any, instruction: Any, meta: Any) -> None:
+    if not (is_int(max_steps) and max_steps >= 0):
+        raise ValueError(f"max_steps={max_steps!r}: must be an integer >= 0")
+    if seed is not None and not is_int(seed):
+        raise ValueError(f"seed={seed!r}: must be an integer or None")
+    if not isinstance(instruction, str):
+        raise ValueError(f"instruction={instruction!r}: must be a string")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise ValueError(f"meta={meta!r}: must be a mapping or None")
 
 
 def _check_teleop(teleop: Any) -> None:
