@@ -90,6 +90,9 @@ STARTUP_S = 15.0  # a process's first seconds are not fitted
 # Growth floors (whole run) below which a slope is not called growth, whatever its noise.
 FLOORS = {"rss_mib": 8.0, "threads": 2.0, "fds": 4.0}
 GROSS = {"rss_mib": 100.0, "threads": 20.0, "fds": 50.0}  # --quick: gross growth only
+# Intervals judged from their first instant: the shield's own confirmed latch, and an
+# e-stop not yet known (the shield needs the source's second sample before it forwards).
+NO_GRACE = ("shield latched", "unknown")
 
 
 @dataclass
@@ -159,6 +162,14 @@ class SafetyAudit:
         # the e-stop pressed or its source dead, as the schedule made it (`fault`)
         self._source: Interval | None = None
         self.estop_samples = 0
+        # The e-stop as the monitor heard it (a reliable reader that keeps 64 samples, by
+        # their source times): pressed from the first pressed sample of a run of them,
+        # while the last sample is fresh. Its silences are no evidence (a monitor on a
+        # loaded machine, or that discovers a restarted panel later than the shields
+        # do, misses samples): a dead or not yet started panel is the schedule's.
+        self._heard: Interval | None = None
+        self._heard_last: tuple[int, bool] | None = None  # (t, pressed) of the last sample
+        self._pressed_since = 0
         # The shield's own word, confirmed: ~/state keeps only its last sample, so a monitor
         # that falls behind can miss an unlatch; commands between two received states
         # that both say latched, with no command forwarded in between (its counters),
@@ -189,15 +200,15 @@ class SafetyAudit:
         return min(self._latest.values())
 
     def estop(self, t: int, pressed: bool) -> None:
-        """An e-stop sample heard (counted). Which intervals are judged comes from the
-        schedule (`fault`): the monitor's own e-stop reader, a keep-last-1 stream, loses
-        samples when this process falls behind, and their absence is not a silence."""
+        """An e-stop sample heard at source time `t`: a pressed one is judged too (from
+        it to the next released one, while fresh), beside the schedule's intervals."""
         self.estop_samples += 1
+        self._push(t, "estop", bool(pressed))
 
     def fault(self, start: int, end: int | None, cause: str) -> None:
-        """The e-stop was pressed, or its source dead, from `start` (ns, time.time_ns())
-        to `end` (None: not yet; call again with the same start when it ends). Commands
-        from start + grace to end are judged."""
+        """The e-stop pressed, its source dead or not known, from `start` (ns,
+        time.time_ns()) to `end` (None: not yet; call again with the same start when it
+        ends). Commands from start (+ grace, but for NO_GRACE causes) to end are judged."""
         if end is None:
             self._push(start, "open", cause)
         else:
@@ -223,6 +234,21 @@ class SafetyAudit:
                     return
                 t, _, kind, value = heapq.heappop(self._queue)
             getattr(self, f"_on_{kind}")(t, value)
+
+    def _on_estop(self, t: int, pressed: bool) -> None:
+        last = self._heard_last
+        if pressed and (last is None or not last[1] or t - last[0] > self.timeout):
+            self._pressed_since = t  # the first pressed sample of a run of them
+        self._heard_last = (t, pressed)
+
+    def _heard_state(self, t: int) -> tuple[str, int]:
+        """The e-stop as heard at `t`: ('pressed (heard)', since) while the last sample
+        is pressed and at most `timeout_s` old (judged after the grace: the shield
+        hears it one delivery later), else ('', 0)."""
+        last = self._heard_last
+        if last is not None and last[1] and t - last[0] <= self.timeout:
+            return "pressed (heard)", self._pressed_since
+        return "", 0
 
     def _on_open(self, t: int, cause: str) -> None:
         self._open("source", Interval(t, cause))
@@ -287,8 +313,16 @@ class SafetyAudit:
     def _on_cmd(self, t: int, value: tuple[str, tuple[float, ...]]) -> None:
         writer, values = value
         self.commands += 1
+        cause, since = self._heard_state(t)
+        if not cause:
+            self._heard = None
+        elif self._heard is None or self._heard.cause != cause or self._heard.start != since:
+            keep = self._heard.holds if self._heard is not None else {}
+            self._open("heard", Interval(since, cause, dict(keep)))
         if self._source is not None:
             self._judge(self._source, t, writer, values)
+        elif self._heard is not None:
+            self._judge(self._heard, t, writer, values)
         elif self._state_prev is not None and self._state_prev[1]:
             self._pending.append((t, writer, values))  # judged if the next state confirms
 
@@ -298,7 +332,7 @@ class SafetyAudit:
         is_hold = known == values or self._is_measured(values, t)
         if is_hold:
             interval.holds[writer] = values
-        if interval.cause != "shield latched" and t - interval.start < self.grace:
+        if interval.cause not in NO_GRACE and t - interval.start < self.grace:
             if not is_hold:
                 self.lag_ns = max(self.lag_ns, t - interval.start)
             return
@@ -350,27 +384,103 @@ def slope(points: list[tuple[float, float]]) -> tuple[float, float]:
 
 # --- the graph ----------------------------------------------------------------------------
 
+#: --tracemalloc: a node run under tracemalloc dumps a snapshot every TRACE_PERIOD_S
+TRACE_FRAMES = 6
+TRACE_PERIOD_S = 60.0
+TRACED_MAIN = f"""
+import os, runpy, sys, threading, time, tracemalloc
+out = os.environ["RK_TRACEMALLOC_DIR"]
+module = sys.argv[1]
+sys.argv = [module, *sys.argv[2:]]
+def dump():
+    k = 0
+    while True:
+        time.sleep({TRACE_PERIOD_S})
+        k += 1
+        tracemalloc.take_snapshot().dump(f"{{out}}/{{os.getpid()}}-{{k:04d}}.snap")
+threading.Thread(target=dump, name="tracemalloc_dump", daemon=True).start()
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def tracemalloc_diff(folder: Path, skip_s: float = 120.0, top: int = 12) -> dict[str, Any]:
+    """The Python heap of a traced node: its traced total per snapshot and the sites
+    that grew most between the first snapshot after `skip_s` (start-up) and the last."""
+    import tracemalloc
+
+    snaps = sorted(folder.glob("*.snap"))
+    if not snaps:
+        return {}
+    first_k = max(1, int(skip_s / TRACE_PERIOD_S))
+    totals = []
+    for path in snaps:
+        snap = tracemalloc.Snapshot.load(str(path))
+        k = int(path.stem.split("-")[1])
+        totals.append(
+            (k * TRACE_PERIOD_S, sum(st.size for st in snap.statistics("filename")) / 2**20)
+        )
+    base = [p for p in snaps if int(p.stem.split("-")[1]) == first_k] or snaps[:1]
+    a = tracemalloc.Snapshot.load(str(base[0]))
+    b = tracemalloc.Snapshot.load(str(snaps[-1]))
+    diff = b.compare_to(a, "traceback")
+    pts = [(t, m) for t, m in totals if t >= skip_s]
+    b_slope, _ = slope(pts)
+    return {
+        "snapshots": len(snaps),
+        "traced_mib": [(round(t), round(m, 2)) for t, m in totals],
+        "traced_per_h_mib": round(b_slope * 3600, 2),
+        "from_s": first_k * TRACE_PERIOD_S,
+        "to_s": int(snaps[-1].stem.split("-")[1]) * TRACE_PERIOD_S,
+        "growth_mib": round(sum(d.size_diff for d in diff) / 2**20, 3),
+        "top": [{"kib": round(d.size_diff / 1024, 1), "count": d.count_diff,
+                 "where": [f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in d.traceback][:TRACE_FRAMES]}
+                for d in diff[:top]],
+    }  # fmt: skip
+
 
 class Graph:
     """The workcell's processes by node name; a killed node is restarted under its name."""
 
-    def __init__(self, nodes: list[NodeProcess], log_dir: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        nodes: list[NodeProcess],
+        log_dir: Path,
+        env: dict[str, str],
+        traced: dict[str, Path] | None = None,
+        later: tuple[str, ...] = (),
+    ) -> None:
         self.nodes = {n.name: n for n in nodes}
         self.log_dir = log_dir
         self.env = env
+        self.traced = traced or {}  # node name -> where its tracemalloc snapshots go
+        # Every node starts from this one thread: die_with_parent's SIGKILL follows the
+        # thread that started a child, and the schedule's thread (which restarts killed
+        # nodes) ends before the soak does: its children died with it, 8 s before the end.
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
         self.current: dict[str, subprocess.Popen] = {}
         self.all: list[subprocess.Popen] = []
         self.started: dict[int, tuple[str, float]] = {}  # pid -> (name, monotonic start)
         log_dir.mkdir(parents=True, exist_ok=True)
-        for name in self.nodes:
-            self.start(name)
+        for name in self.nodes:  # `later`: started by the caller
+            if name not in later:
+                self.start(name)
 
     def start(self, name: str) -> subprocess.Popen:
+        return self._spawner.submit(self._start, name).result()
+
+    def _start(self, name: str) -> subprocess.Popen:
         log = open(self.log_dir / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
+        argv, env = self.nodes[name].argv(), {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        if name in self.traced:  # python -X tracemalloc -c TRACED_MAIN <module> <args>
+            assert argv[1:3] == ["-m", self.nodes[name].module], argv
+            argv = [argv[0], "-X", f"tracemalloc={TRACE_FRAMES}", "-c", TRACED_MAIN, *argv[2:]]
+            env["RK_TRACEMALLOC_DIR"] = str(self.traced[name])
+            self.traced[name].mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(
-            self.nodes[name].argv(), stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=die_with_parent,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+            argv, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=die_with_parent, env=env,
         )  # fmt: skip
         log.close()
         self.current[name] = proc
@@ -391,6 +501,7 @@ class Graph:
 
     def stop(self) -> tuple[list[int], list[int]]:
         killed = stop_process_groups([p for p in self.all if p.poll() is None])
+        self._spawner.shutdown(wait=True)
         return killed, [p.pid for p in self.all if p.poll() is None]
 
 
@@ -405,7 +516,7 @@ class Monitor:
         import rclpy
         from rclpy.executors import MultiThreadedExecutor
         from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from robokernel_ros.ros.qos import COMMAND_QOS, ESTOP_READER_QOS, STATUS_QOS
+        from robokernel_ros.ros.qos import COMMAND_QOS, ESTOP_READER_QOS, STATUS_READER_QOS
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Bool, Float64MultiArray
 
@@ -423,7 +534,7 @@ class Monitor:
             n.create_subscription(Float64MultiArray, spec.output_topic,
                                   lambda msg, info, a=audit: self._on_cmd(a, msg, info), deep)  # fmt: skip
             n.create_subscription(ShieldState, f"{NS}/{spec.name}/state",
-                                  lambda msg, name=spec.name: self._on_state(name, msg), STATUS_QOS)  # fmt: skip
+                                  lambda msg, name=spec.name: self._on_state(name, msg), STATUS_READER_QOS)  # fmt: skip
         n.create_subscription(JointState, "/joint_states", self._on_js, deep)
         n.create_subscription(Bool, f"{NS}/estop", self._on_estop, ESTOP_READER_QOS)
         # A second command source (teleop, another node) for the e-stop phases: every
@@ -573,6 +684,11 @@ class Soak:
         )
         self.phase_marks: dict[str, float] = {}
         self.thread_errors: list[str] = []
+        self.fault_lock = threading.Lock()  # a fault and its recovery, or an operator's clear
+        self.unprovoked: list[dict[str, Any]] = []  # latches nobody pressed, cleared
+        self.recover_detail = ""  # the last failed recovery's view of the graph
+        self._open_faults: list[tuple[int, str]] = []  # (start, cause) until a clear_fault
+        self._rogue: tuple[threading.Event, threading.Thread] | None = None
 
     # ---- threads
 
@@ -594,6 +710,7 @@ class Soak:
         while not self.stop.is_set():
             k += 1
             t0 = time.monotonic()
+            chaos_at_start = self.chaos.is_set()
             box: dict[str, Any] = {}
 
             def call(seed: int = k, box: dict[str, Any] = box) -> None:
@@ -613,20 +730,43 @@ class Soak:
                                      f"{2 * self.args.max_steps / 50.0 + 60.0:.0f} s")  # fmt: skip
                 self.stop.set()
                 return
+            # an anchor call started and ended before the first fault
+            chaos = chaos_at_start or self.chaos.is_set()
             if "error" in box:
-                self.results.append(
-                    {"t": t0, "ok": False, "message": repr(box["error"]), "episodes": []}
-                )
+                self.results.append({"t": t0, "chaos": chaos, "ok": False,
+                                     "message": repr(box["error"]), "episodes": []})  # fmt: skip
                 self.stop.wait(1.0)
                 continue
             result = box["result"]
             self.results.append({
-                "t": t0, "chaos": self.chaos.is_set(), "ok": result.ok,
+                "t": t0, "chaos": chaos, "ok": result.ok,
                 "message": result.message.splitlines()[0] if result.message else "",
                 "episodes": result.report.get("episodes", []), "dt": time.monotonic() - t0,
             })  # fmt: skip
             if not result.report.get("episodes"):
+                self._unprovoked(result.message or "", chaos)
                 self.stop.wait(0.5)
+
+    def _unprovoked(self, message: str, chaos: bool) -> None:
+        """A call refused on a latched e-stop while no fault of the schedule is under
+        way: a latch nobody pressed (the runner or a shield heard its source silent
+        for estop_timeout_s: a loaded machine). The operator clears it, as a person
+        would, and it is counted (fail-closed, not a violation)."""
+        if "latched" not in message and "estopped" not in message:
+            return
+        if self.stop.is_set() or not self.fault_lock.acquire(blocking=False):
+            return  # a fault and its recovery are under way (the schedule clears), or the end
+        try:
+            if self.stop.is_set():
+                return
+            self.unprovoked.append({"t": round(time.monotonic() - self.phase_marks["start"], 2),
+                                    "chaos": chaos, "message": message[:160]})  # fmt: skip
+            if not self._recover(timeout_s=30.0):
+                self.failures.append(f"a latch nobody pressed was not cleared: {message[:160]}: "
+                                     f"{self.recover_detail}")  # fmt: skip
+                self.stop.set()
+        finally:
+            self.fault_lock.release()
 
     def audit_loop(self) -> None:
         while not self.stop.wait(0.5):
@@ -668,40 +808,74 @@ class Soak:
                 return
             deck = deck or self.faults()
             kind, target = deck.pop(0)
-            t0 = time.monotonic()
-            detail = getattr(self, f"_do_{kind}")(target)
-            recovered = self._recover()
+            with self.fault_lock:
+                t0 = time.monotonic()
+                detail = getattr(self, f"_do_{kind}")(target)
+                recovered = self._recover()
             self.actions.append({"kind": kind, "target": target, "t": round(t0 - self.phase_marks["chaos"], 2),
                                  "detail": detail, "recovery_s": round(time.monotonic() - t0, 2),
                                  "recovered": recovered})  # fmt: skip
             if not recovered:
-                self.failures.append(f"{kind} {target}: the graph did not come back ({detail})")
+                self.failures.append(f"{kind} {target}: the graph did not come back ({detail}): "
+                                     f"{self.recover_detail}")  # fmt: skip
                 self.stop.set()
                 return
 
     # ---- faults
 
-    def _rogue_for(self, seconds: float) -> None:
-        """A second command source sends for `seconds` (this thread waits)."""
-        done = threading.Event()
-        th = threading.Thread(target=self.monitor.rogue, args=(done,), name="rogue", daemon=True)
-        th.start()
-        self.stop.wait(seconds)
-        done.set()
-        th.join(timeout=5)
+    def _unknown_start(self, timeout_s: float = 120.0, rogue_s: float = 2.0) -> None:
+        """The graph's start without its panel: once every shield has heard the robot
+        (it can hold), a second source commands them for `rogue_s` while the e-stop is
+        unknown (judged with no grace); then the panel starts."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self.stop.is_set():
+            if all(s is not None and s.have_joint_state for s in self.monitor.states.values()):
+                break
+            self.stop.wait(0.2)
+        else:
+            self.failures.append(
+                f"no shield state with joint states within {timeout_s:g} s of the start"
+            )
+        self._rogue_start()
+        self.stop.wait(rogue_s)
+        self._faults_end(time.time_ns())
+        self.graph.start("estop_panel")
+
+    def _rogue_start(self) -> None:
+        """A second command source sends until `_faults_end` (a thread of its own)."""
+        if self._rogue is None:
+            done = threading.Event()
+            th = threading.Thread(target=self.monitor.rogue, args=(done,), name="rogue", daemon=True)  # fmt: skip
+            th.start()
+            self._rogue = (done, th)
 
     def _fault(self, start: int, end: int | None, cause: str) -> None:
         for audit in self.audits.values():
             audit.fault(start, end, cause)
+        if end is None:
+            self._open_faults.append((start, cause))
+        else:
+            self._open_faults.remove((start, cause))
+
+    def _faults_end(self, t: int) -> None:
+        """The operator asks to clear (`clear_fault`) at `t`: until then a latched
+        e-stop lets nothing pass, whatever the panel says (the intervals end here), and
+        the second command source stops."""
+        for start, cause in list(self._open_faults):
+            self._fault(start, t, cause)
+        if self._rogue is not None:
+            done, th = self._rogue
+            done.set()
+            th.join(timeout=5)
+            self._rogue = None
 
     def _do_estop(self, _: str) -> str:
         t0 = time.time_ns()
         ok, msg = self.monitor.trigger(f"{NS}/estop_panel/press")
-        if ok:
+        if ok:  # pressed until the operator's clear_fault (_recover), the release included
             self._fault(t0, None, "pressed")
-        self._rogue_for(self.rng.uniform(0.5, 3.0))
-        if ok:
-            self._fault(t0, time.time_ns(), "pressed")
+        self._rogue_start()
+        self.stop.wait(self.rng.uniform(0.5, 3.0))
         ok2, msg2 = self.monitor.trigger(f"{NS}/estop_panel/release")
         return f"press {ok}, release {ok2}"
 
@@ -720,13 +894,19 @@ class Soak:
 
     def _do_kill(self, node: str) -> str:
         self.graph.kill(node)
+        if node in self.monitor.states:  # its last state is no word on the new process
+            self.monitor.states[node] = None
         t0 = time.time_ns()
         pause = self.rng.uniform(1.0, 3.0)
         if node == "estop_panel":  # the source lost: nothing may pass after its timeout
             lost = t0 + int(self.specs[0].estop_timeout_s * 1e9)
             self._fault(lost, None, "source lost")
-            self._rogue_for(pause)
-            self._fault(lost, time.time_ns(), "source lost")
+            self._rogue_start()
+            self.stop.wait(pause)
+            restart = time.time_ns()
+            self._fault(lost, restart, "source lost")
+            # a new panel: not known until it proved itself and the operator cleared
+            self._fault(restart, None, "unknown")
         else:
             self.stop.wait(pause)
         self.graph.start(node)
@@ -738,7 +918,8 @@ class Soak:
         from robokernel_ros.ros.lifecycle import wait_active
 
         deadline = time.monotonic() + timeout_s
-        for name in self.graph.dead():
+        cleared = "not called"
+        for name in self.graph.dead() if not self.stop.is_set() else []:
             code = self.graph.current[name].returncode
             self.graph.start(name)  # a node that died by itself (its log says why)
             self.failures.append(f"{name} exited by itself (status {code}; logs/{name}.log)")
@@ -757,13 +938,24 @@ class Soak:
                 s is not None and s.state == "active" and not s.estop_latched
                 for s in states.values()
             ):
-                return True
-            if any(s is not None and s.estop_latched for s in states.values()):
-                self.monitor.trigger(f"{NS}/clear_fault", timeout_s=5.0)
+                # the runner's own latch (not in any state it publishes): its clear_fault
+                # answers ok when the runner and every shield it commands are clear
+                self._faults_end(time.time_ns())
+                ok, cleared = self.monitor.trigger(f"{NS}/clear_fault", timeout_s=5.0)
+                if ok:
+                    return True
+            elif any(s is not None and s.estop_latched for s in states.values()):
+                self._faults_end(time.time_ns())
+                ok, cleared = self.monitor.trigger(f"{NS}/clear_fault", timeout_s=5.0)
             for name, s in states.items():
                 if s is not None and s.state == "inactive":
                     self.monitor.transition(name, "activate")
             self.stop.wait(0.2)
+        # what the graph said last (for the failure's line)
+        self.recover_detail = "; ".join(
+            f"{n}: {'no state since its start' if s is None else f'{s.state} {s.reason}'[:160]}"
+            for n, s in self.monitor.states.items()
+        ) + f"; clear_fault: {cleared[:160]}"  # fmt: skip
         return self.stop.is_set() and not self.failures
 
     # ---- run
@@ -773,13 +965,26 @@ class Soak:
 
         args = self.args
         self.monitor = Monitor(self.audits, self.specs)
-        self.graph = Graph(self.nodes, self.work / "logs", {"PYTHONFAULTHANDLER": "1"})
+        traced = {name: self.work / "tracemalloc" / name for name in args.tracemalloc}
+        # The e-stop unknown first: no panel yet, while a second source commands the shields
+        t_unknown = time.time_ns()
+        self._fault(t_unknown, None, "unknown")
+        self.graph = Graph(self.nodes, self.work / "logs", {"PYTHONFAULTHANDLER": "1"}, traced,
+                           later=("estop_panel",))  # fmt: skip
         self.client = WorkcellClient(NS, server_timeout_s=60.0)
         threads: list[threading.Thread] = []
         try:
+            self._unknown_start()
             self.client.wait_until_ready(120.0)
+            # The graph ready before the anchor: every shield forwards, the runner's and the
+            # shields' e-stops are clear (a loaded start can latch one on a silent source)
+            if not self._recover(timeout_s=120.0):
+                self.failures.append(
+                    f"the graph was not ready within 120 s of its start: {self.recover_detail}"
+                )
+                self.stop.set()
             t = time.monotonic()
-            self.phase_marks.update(start=t, chaos=t + args.anchor_s, end=t + args.minutes * 60)
+            self.phase_marks.update(start=t)
             threads = [
                 self._guard(f)
                 for f in (self.drive, self.audit_loop, self.sample_loop, self.schedule)
@@ -788,11 +993,23 @@ class Soak:
                 th.start()
             print(f"soak: graph up; anchor {args.anchor_s:g} s, then chaos until {args.minutes:g} min "
                   f"(seed {args.seed}); work dir {self.work}", flush=True)  # fmt: skip
+            # The anchor lasts anchor_s and until one call with episodes has returned
+            # (its first call may take long on a loaded machine), at most 90 s more.
             self.stop.wait(args.anchor_s)
+            while not self.stop.is_set() and time.monotonic() < t + args.anchor_s + 90.0:
+                if any(r["episodes"] and not r["chaos"] for r in list(self.results)):
+                    break
+                self.stop.wait(0.2)
+            now = time.monotonic()
+            self.phase_marks.update(chaos=now, end=now + args.minutes * 60 - args.anchor_s)
             self.chaos.set()
             self.stop.wait(max(0.0, self.phase_marks["end"] - time.monotonic()))
         finally:
             self.stop.set()
+            self._faults_end(time.time_ns())
+            now = time.monotonic()
+            for mark in ("start", "chaos", "end"):
+                self.phase_marks.setdefault(mark, now)
             self.chaos.set()
             try:
                 self.client.cancel()
@@ -846,6 +1063,11 @@ class Soak:
                 )
                 if missing:  # reported: kinds the bag mirror does not carry
                     bag_gaps.update(missing)
+                shields = (trace.meta.get("shield") or {}).get("shields") or {}
+                negative = {f"{n}.{k}": v for n, c in shields.items() for k, v in c.items()
+                            if isinstance(v, int) and not isinstance(v, bool) and v < 0}  # fmt: skip
+                if negative:  # a shield restarted in the episode counts from 0 again
+                    problems.append(f"{run.name}: negative shield counts {negative}")
                 score = score_trace(trace)
                 if "success" not in score:
                     problems.append(f"{run.name}: the scorers gave no success ({sorted(score)})")
@@ -923,7 +1145,7 @@ class Soak:
                          if ep.get("outcome") in ("error", "env_error")]  # fmt: skip
         n_chaos = sum(len(r["episodes"]) for r in chaos)
         chaos_min = max(1e-9, (self.phase_marks["end"] - self.phase_marks["chaos"]) / 60)
-        anchor_min = max(1e-9, args.anchor_s / 60)
+        anchor_min = max(1e-9, (self.phase_marks["chaos"] - self.phase_marks["start"]) / 60)
         kinds = collections.Counter(
             f"{x['kind']}{':' + x['target'] if x['target'] else ''}" for x in self.actions
         )
@@ -966,9 +1188,28 @@ class Soak:
         )
         for message, n in calls.most_common(5):
             print(f"  no episodes x{n}: {message}")
+        latches = collections.Counter(
+            ("chaos" if u["chaos"] else "anchor", u["message"][:100]) for u in self.unprovoked
+        )
+        print(f"latches nobody pressed (a source heard silent under load; cleared by the "
+              f"operator): {len(self.unprovoked)}")  # fmt: skip
+        for (phase, message), n in latches.most_common(5):
+            print(f"  {phase} x{n}: {message}")
         for f in self.failures + self.thread_errors:
             print(f"  FAILURE {f}")
         grows = sorted(n for n, g in growth.items() if any(g[k]["grows"] for k in FLOORS))
+        heaps = {n: tracemalloc_diff(self.work / "tracemalloc" / n) for n in args.tracemalloc}
+        for name, h in heaps.items():
+            if not h:
+                print(f"{name}: no tracemalloc snapshot")
+                continue
+            print(f"{name} Python heap (tracemalloc, {h['snapshots']} snapshots): "
+                  f"{h['traced_mib'][0][1]} -> {h['traced_mib'][-1][1]} MiB, {h['traced_per_h_mib']:+.2f} MiB/h; "
+                  f"{h['from_s']:.0f} s -> {h['to_s']:.0f} s grew {h['growth_mib']:+.3f} MiB, most at:")  # fmt: skip
+            for d in h["top"][:8]:
+                print(
+                    f"  {d['kib']:+9.1f} KiB {d['count']:+6d} blocks  {' <- '.join(d['where'][:3])}"
+                )
         verdicts = {
             "zero_violations": not violations,
             "audit_saw_commands": all(a.commands > 0 and a.judged > 0 for a in audits.values()),
@@ -991,10 +1232,13 @@ class Soak:
             "episodes_on_disk": episodes["runs"], "outcomes": episodes["outcomes"],
             "recorder_bags": episodes["recorder_bags"], "trace_kinds_not_in_bag": episodes["trace_kinds_not_in_bag"], "episode_problems": episodes["problems"][:20],
             "eval_calls": len(self.results), "calls_without_episodes": dict(calls.most_common(5)),
-            "growth": growth, "growing": grows, "failures": self.failures + self.thread_errors,
+            "unprovoked_latches": len(self.unprovoked), "unprovoked_log": self.unprovoked[:50],
+            "anchor_s": round(self.phase_marks["chaos"] - self.phase_marks["start"], 1),
+            "growth": growth, "growing": grows, "tracemalloc": heaps, "failures": self.failures + self.thread_errors,
             "sigkilled_at_stop": len(killed), "work_dir": str(self.work), "verdicts": verdicts,
         }  # fmt: skip
         print(json.dumps(result))
+        (self.work / "result.json").write_text(json.dumps(result, indent=1))
         return 0 if all(verdicts.values()) else 1
 
 
@@ -1022,7 +1266,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--work-dir", default="", help="traces, bags, logs (default: a new temp dir)"
     )
+    parser.add_argument("--tracemalloc", default="", metavar="NODES",
+                        help="comma-separated nodes (not killed ones: runner, bag_recorder) "
+                             "run under tracemalloc; their heap growth's sites are reported")  # fmt: skip
     args = parser.parse_args(argv)
+    args.tracemalloc = [n for n in args.tracemalloc.split(",") if n]
     if args.quick and "--minutes" not in (argv if argv is not None else sys.argv[1:]):
         args.minutes = 2.0
     if args.anchor_s is None:
@@ -1034,6 +1282,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ("--grace-s", args.grace_s, 0 <= args.grace_s <= 2, "in [0, 2]"),
         ("--anchor-s", args.anchor_s, 0 < args.anchor_s < args.minutes * 60 - 20,
          "in (0, minutes * 60 - 20)"),
+        ("--tracemalloc", ",".join(args.tracemalloc),
+         all(n in ("runner", "bag_recorder") for n in args.tracemalloc),
+         "a comma-separated subset of runner,bag_recorder"),
     ]  # fmt: skip
     for flag, value, ok, domain in checks:
         if not ok:

@@ -29,9 +29,21 @@ def _soak_module():
 S = 1_000_000_000  # ns
 
 
-def _audit(grace_s: float = 0.1):
+def _audit(grace_s: float = 0.1, released_s: tuple[float, float] | None = (0.0, 6.0)):
+    """An audit of joints a (limits -1, 1) and b; `released_s`: the e-stop heard
+    released every 0.1 s over that span (seconds; None: no sample)."""
     soak = _soak_module()
-    return soak.SafetyAudit(("a", "b"), [(-1.0, 1.0), (None, None)], timeout_s=0.5, grace_s=grace_s)
+    audit = soak.SafetyAudit(
+        ("a", "b"), [(-1.0, 1.0), (None, None)], timeout_s=0.5, grace_s=grace_s
+    )
+    if released_s is not None:
+        _heartbeat(audit, *released_s, pressed=False)
+    return audit
+
+
+def _heartbeat(audit, t0: float, t1: float, pressed: bool, period: float = 0.1) -> None:
+    for k in range(round((t1 - t0) / period) + 1):
+        audit.estop(int((t0 + k * period) * S), pressed)
 
 
 def test_the_audit_passes_holds_and_flags_a_forward_while_pressed() -> None:
@@ -89,6 +101,30 @@ def test_a_hold_from_a_sample_the_monitor_missed_is_bracketed_and_an_offset_is_n
     assert [v["values"] for v in audit.violations] == [[0.14, 0.22]]
 
 
+def test_the_audit_judges_an_unknown_estop_at_once_and_a_pressed_sample_it_heard() -> None:
+    audit = _audit(released_s=None)
+    audit.joint_state(int(0.05 * S), ["a", "b"], [0.1, 0.2])
+    audit.fault(0, None, "unknown")  # no panel yet: nothing is known from the start
+    audit.command(int(0.1 * S), "w1", [0.3, 0.3])  # no grace for an unknown e-stop
+    audit.command(int(0.2 * S), "w1", [0.1, 0.2])  # the hold
+    audit.fault(0, int(0.3 * S), "unknown")  # the panel started
+    _heartbeat(audit, 0.3, 1.0, pressed=False)
+    audit.command(int(0.5 * S), "w1", [0.3, 0.3])  # released: not judged
+    _heartbeat(audit, 1.1, 1.5, pressed=True)  # a press the schedule did not make
+    audit.command(int(1.15 * S), "w1", [0.4, 0.4])  # heard 50 ms ago: within the grace
+    audit.command(int(1.45 * S), "w1", [0.4, 0.4])  # pressed since 1.1 s: violation
+    audit.command(int(2.2 * S), "w1", [0.5, 0.5])  # the last sample 0.7 s old: not judged
+    _heartbeat(audit, 2.3, 3.0, pressed=False)
+    audit.command(int(2.5 * S), "w1", [0.6, 0.6])  # released again
+    audit.joint_state(int(4.0 * S), ["a", "b"], [0.1, 0.2])
+    audit.advance(min(5 * S, audit.watermark() + 1))
+    assert [(v["cause"], v["values"][0]) for v in audit.violations] == [
+        ("unknown", 0.3), ("pressed (heard)", 0.4)
+    ]  # fmt: skip
+    assert audit.holds == 1 and audit.judged == 3  # the one within the grace is not judged
+    assert round(audit.lag_ns / 1e6) == 50
+
+
 def test_the_audit_judges_only_what_its_joint_states_have_reached() -> None:
     audit = _audit()
     audit.joint_state(int(0.95 * S), ["a", "b"], [0.1, 0.2])
@@ -112,11 +148,14 @@ def test_a_two_minute_chaos_soak_lets_no_forward_through_and_every_episode_loads
     )
     lines = [x for x in out.stdout.splitlines() if x.startswith("{")]
     assert lines, out.stdout[-3000:] + out.stderr[-3000:]
-    print(out.stdout[-6000:])  # shown by pytest when an assertion below fails
+    # shown by pytest when an assertion below fails (the whole JSON: tmp_path/result.json)
+    print("\n".join(x for x in out.stdout.splitlines() if not x.startswith("{"))[-8000:])
     result = json.loads(lines[-1])
     verdicts = result["verdicts"]
     assert result["n_violations"] == 0, result["violations"]
     assert verdicts["audit_saw_commands"], result["intervals"]
+    # the e-stop unknown (no panel yet, a second source commanding) was judged per shield
+    assert all(i.get("unknown") for i in result["intervals"].values()), result["intervals"]
     assert verdicts["every_episode_complete"], result["episode_problems"]
     assert verdicts["anchor_episodes_without_error"], result["outcomes"]
     assert result["episodes_chaos"] > 0 and result["fault_log"], out.stdout[-3000:]
