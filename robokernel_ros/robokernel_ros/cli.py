@@ -32,6 +32,7 @@ from robokernel_ros.cli_output import (
     json_stdout,
     load_resume,
     output_conflict,
+    usage_error,
     write_output,
 )
 from robokernel_ros.memory import retain_freed_memory
@@ -282,12 +283,6 @@ def _live_port(text: str) -> int:
     return port
 
 
-def usage_error(command: str, message: str) -> int:
-    """A usage error found after parsing: said like argparse's, exit status 2."""
-    print(f"robokernel {command}: error: {message}", file=sys.stderr)
-    return 2
-
-
 def _flag_conflict(args: argparse.Namespace) -> str | None:
     """A flag that only means something with another one: refused by name (nothing runs)."""
     if args.camera is not None and not args.video:
@@ -357,7 +352,8 @@ def video_path(value: str, label: str) -> str:
     return str(path / f"{label}_{new_run_id()}.mp4")
 
 
-def _emit_interruptible(out: dict[str, Any], state: dict[str, Any], *, as_json: bool) -> int:
+def emit_interruptible(out: dict[str, Any], state: dict[str, Any], *, as_json: bool) -> int:
+    """emit(out), with exit status 130 when a Ctrl-C came (state: `interruptible`'s)."""
     code = emit(out, as_json=as_json)
     return 130 if state["interrupted"] else code
 
@@ -445,7 +441,7 @@ def _eval_run(args: argparse.Namespace) -> int:
     if args.resume:
         defaults = argparse.ArgumentParser(add_help=False)
         _eval_arguments(defaults)
-        refused = load_resume(args, vars(defaults.parse_args([])))
+        refused = load_resume(args, vars(defaults.parse_args([])), _flags)
         if refused:
             return refused
     if not args.robot:
@@ -517,7 +513,7 @@ def _eval_run(args: argparse.Namespace) -> int:
                         break
             code = 0
             for out in outs:
-                code = _emit_interruptible(out, state, as_json=args.json) or code
+                code = emit_interruptible(out, state, as_json=args.json) or code
             if (
                 out_dir is not None
                 and not args.resume
@@ -621,7 +617,7 @@ def _benchmark_run(args: argparse.Namespace) -> int:
             out = cell.evaluate_benchmark(
                 spec, **_common_kwargs(args, str(args.name).replace("/", "_"))
             )
-        return _emit_interruptible(out, state, as_json=args.json)
+        return emit_interruptible(out, state, as_json=args.json)
 
 
 register_subcommand(

@@ -11,11 +11,17 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 TRACE_DIR_DEFAULT = "runs/"
+
+
+def usage_error(command: str, message: str) -> int:
+    """A usage error found after parsing: said like argparse's, exit status 2."""
+    print(f"robokernel {command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 @contextlib.contextmanager
@@ -69,13 +75,14 @@ RESUME_TAKES = (
 )
 
 
-def load_resume(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
+def load_resume(
+    args: argparse.Namespace, defaults: dict[str, Any], flags: Mapping[str, str]
+) -> int:
     """--resume DIR: the options of the evaluation in DIR (its eval_config.json).
 
-    `defaults`: the eval parser's defaults. A flag given with another value than the saved
-    one is refused by name (exit 2, nothing runs), but those in RESUME_TAKES, which are
-    taken as given."""
-    from robokernel_ros.cli import _flags, usage_error
+    `defaults`: the eval parser's defaults; `flags`: its parameter names' CLI flags. A
+    flag given with another value than the saved one is refused by name (exit 2, nothing
+    runs), but those in RESUME_TAKES, which are taken as given."""
     from robokernel_ros.tasks.eval_output import EVAL_CONFIG, VIDEOS_DIR
 
     path = Path(args.resume) / EVAL_CONFIG
@@ -100,10 +107,10 @@ def load_resume(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         if key == "video" and given == "" and kept == videos:
             continue  # bare --video: the folder's videos/, as saved
         if given != default and given != kept:
-            flag = _flags.get(key, "--" + key.replace("_", "-"))
+            flag = flags.get(key, "--" + key.replace("_", "-"))
             conflicts.append(f"{flag}={given!r} (it has {kept!r})")
     if conflicts:
-        takes = ", ".join(_flags.get(k, "--" + k.replace("_", "-")) for k in RESUME_TAKES)
+        takes = ", ".join(flags.get(k, "--" + k.replace("_", "-")) for k in RESUME_TAKES)
         return usage_error(
             "eval",
             f"--resume={args.resume!r} continues the evaluation as its {EVAL_CONFIG} has it: "
@@ -213,7 +220,7 @@ def write_output(
     path = write_json(out_dir / EVAL_INFO, eval_info(records, config, reports, earlier_s=earlier_s))
     report_page = None
     if not args.no_trace and records:
-        from robokernel_ros.scoring.pictures import write_report
+        from robokernel_ros.scoring import write_report
 
         try:
             report_page = write_report([out_dir], out_dir / "report")["html"]

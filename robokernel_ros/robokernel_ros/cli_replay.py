@@ -11,8 +11,8 @@ from typing import Any
 
 from robokernel_ros.cli import (
     TRACE_DIR_DEFAULT,
-    _emit_interruptible,
     emit,
+    emit_interruptible,
     flag_names,
     register_subcommand,
     usage_error,
@@ -105,7 +105,7 @@ def _replay_run(args: argparse.Namespace) -> int:
             json_stdout(args.json),
         ):
             out = cell.replay_episode(args.recording, name, episode=args.episode, **kwargs)
-        return _emit_interruptible(out, state, as_json=args.json)
+        return emit_interruptible(out, state, as_json=args.json)
 
 
 register_subcommand(
