@@ -3,7 +3,7 @@ the rollout, recording, scoring, ros or nodes layers (source and a fresh interpr
 
 from __future__ import annotations
 
-from boundary import ROS_PREFIXES, imports_of, modules_loaded_by
+from boundary import ROS_PREFIXES, imports_of, modules_loaded_by, upward_imports
 
 ABOVE = tuple(
     f"robokernel_ros.{layer}" for layer in ("rollout", "recording", "scoring", "ros", "nodes")
@@ -19,3 +19,8 @@ def test_importing_the_contract_loads_no_ros_and_no_layer_above_it() -> None:
 
 def test_the_contract_source_imports_no_ros_and_no_layer_above_it() -> None:
     assert imports_of("robokernel_ros.contract", (*ABOVE, "rclpy", "rosidl")) == {}
+
+
+def test_the_contract_source_imports_only_the_layers_below_it() -> None:
+    """boundary.LAYER_IMPORTS["contract"]: a failure names the module, line and import."""
+    assert upward_imports("contract") == []

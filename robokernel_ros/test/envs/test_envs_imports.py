@@ -3,7 +3,7 @@ environment knows the scene only through the SimScene protocol)."""
 
 from __future__ import annotations
 
-from boundary import import_cycles
+from boundary import import_cycles, upward_imports
 
 
 def test_envs_modules_import_each_other_without_a_cycle() -> None:
@@ -21,3 +21,8 @@ def test_the_cycle_finder_sees_a_cycle_under_type_checking(tmp_path, monkeypatch
     (package / "c.py").write_text("def f():\n    from cyclic_pkg import a\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert import_cycles("cyclic_pkg") == [["a", "b"]]
+
+
+def test_the_envs_source_imports_only_the_layers_below_it() -> None:
+    """boundary.LAYER_IMPORTS["envs"]: a failure names the module, line and import."""
+    assert upward_imports("envs") == []

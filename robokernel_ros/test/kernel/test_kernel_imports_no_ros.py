@@ -3,7 +3,7 @@ loads nothing of robokernel_ros outside the kernel, no ROS, torch or MuJoCo."""
 
 from __future__ import annotations
 
-from boundary import ROS_PREFIXES, modules_loaded_by
+from boundary import ROS_PREFIXES, modules_loaded_by, upward_imports
 
 FORBIDDEN_PREFIXES = (*ROS_PREFIXES, "torch", "mujoco", "rosbags")
 
@@ -60,3 +60,8 @@ def test_load_trace_of_a_bag_without_its_reader_says_what_to_import(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert "import robokernel_ros.recording" in out.stdout, out.stdout
+
+
+def test_the_kernel_source_imports_only_the_layers_below_it() -> None:
+    """boundary.LAYER_IMPORTS["kernel"]: a failure names the module, line and import."""
+    assert upward_imports("kernel") == []

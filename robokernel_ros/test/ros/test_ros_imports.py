@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from boundary import ROS_PREFIXES, modules_loaded_by
+from boundary import ROS_PREFIXES, modules_loaded_by, upward_imports
 
 #: Every layer below ros/ (tasks/ once it exists).
 BELOW_ROS = (
@@ -69,3 +69,8 @@ def test_the_policy_registry_names_remote_without_importing_ros() -> None:
     assert {"mock", "scripted", "lerobot", "remote"} <= set(names)
     assert _leaks(before) == [], f"listing providers pulled in {_leaks(before)}"
     assert module == "robokernel_ros.ros.remote_policy" and rclpy_after
+
+
+def test_the_ros_source_imports_only_the_layers_below_it() -> None:
+    """boundary.LAYER_IMPORTS["ros"]: a failure names the module, line and import."""
+    assert upward_imports("ros") == []

@@ -4,7 +4,7 @@ source (lazy imports inside functions included)."""
 
 from __future__ import annotations
 
-from boundary import ROS_PREFIXES, imports_of, modules_loaded_by
+from boundary import ROS_PREFIXES, imports_of, modules_loaded_by, upward_imports
 
 FORBIDDEN = tuple(f"robokernel_ros.{layer}" for layer in ("rollout", "envs", "policies", "nodes"))
 
@@ -19,3 +19,8 @@ def test_importing_scoring_loads_no_rollout_envs_policies_nodes_or_ros() -> None
 
 def test_the_scoring_source_imports_nothing_of_rollout_envs_policies_nodes_or_ros() -> None:
     assert imports_of("robokernel_ros.scoring", (*FORBIDDEN, "rclpy", "rosidl")) == {}
+
+
+def test_the_scoring_source_imports_only_the_layers_below_it() -> None:
+    """boundary.LAYER_IMPORTS["scoring"]: a failure names the module, line and import."""
+    assert upward_imports("scoring") == []

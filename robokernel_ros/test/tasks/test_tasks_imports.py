@@ -3,7 +3,7 @@ neither loaded in a fresh interpreter nor imported anywhere in its source."""
 
 from __future__ import annotations
 
-from boundary import ROS_PREFIXES, imports_of, modules_loaded_by
+from boundary import ROS_PREFIXES, imports_of, modules_loaded_by, upward_imports
 
 ABOVE_OR_BESIDE = tuple(
     f"robokernel_ros.{layer}" for layer in ("rollout", "envs", "policies", "scoring", "nodes")
@@ -27,3 +27,8 @@ def test_the_tasks_source_imports_only_the_kernel_of_the_package() -> None:
         for module, names in found.items()
     }
     assert {m: n for m, n in outside.items() if n} == {}
+
+
+def test_the_tasks_source_imports_only_the_layers_below_it() -> None:
+    """boundary.LAYER_IMPORTS["tasks"]: a failure names the module, line and import."""
+    assert upward_imports("tasks") == []

@@ -1,0 +1,105 @@
+"""The layers hold (DESIGN.md's import rule): no import cycle among the project's modules,
+every module in a layer with a row in boundary.LAYER_IMPORTS, and the layers without a test
+folder of their own (cli, flywheel, memory, process) import only what their row allows. Each
+other layer's row is checked by its folder's import test. The checks read the AST of every
+module (lazy imports and TYPE_CHECKING blocks count); the finders are shown failing on
+packages made for the purpose."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from boundary import (
+    LAYER_IMPORTS,
+    cycle_imports,
+    import_cycles,
+    import_graph,
+    layer_of,
+    upward_imports,
+)
+
+
+def test_the_projects_modules_import_each_other_without_a_cycle() -> None:
+    assert import_cycles("robokernel_ros") == [], cycle_imports("robokernel_ros")
+
+
+def test_every_module_of_the_project_is_in_a_layer_with_a_row() -> None:
+    layers = {layer_of(m): m for m in import_graph("robokernel_ros")}
+    layers.pop("")  # the package itself (its version)
+    assert {name: m for name, m in layers.items() if name not in LAYER_IMPORTS} == {}
+    assert {"kernel", "recording", "scoring", "live", "ros", "nodes", "cli"} <= set(layers)
+
+
+def test_no_layer_imports_the_cli_or_the_nodes() -> None:
+    for layer, allowed in LAYER_IMPORTS.items():
+        assert "cli" not in allowed or layer == "cli"
+        assert "nodes" not in allowed or layer == "nodes"
+    assert "nodes" not in LAYER_IMPORTS["cli"]
+
+
+def test_the_command_modules_are_the_cli_layer_wherever_they_sit() -> None:
+    for module in (
+        "robokernel_ros.cli",
+        "robokernel_ros.cli_output",
+        "robokernel_ros.recording.cli",
+        "robokernel_ros.recording.import_cli",
+        "robokernel_ros.scoring.__main__",
+    ):
+        assert layer_of(module) == "cli", module
+    assert layer_of("robokernel_ros.recording.export") == "recording"
+    assert layer_of("robokernel_ros.kernel.trace.load") == "kernel"
+
+
+@pytest.mark.parametrize("layer", ["cli", "flywheel", "memory", "process"])
+def test_a_layer_without_a_test_folder_imports_only_its_row(layer: str) -> None:
+    assert upward_imports(layer) == []
+
+
+def _package(root, name: str, files: dict[str, str]) -> None:
+    for relative, text in {"__init__.py": "", **files}.items():
+        path = root / name / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_the_layer_check_names_the_offending_import(tmp_path, monkeypatch) -> None:
+    _package(
+        tmp_path,
+        "layered_pkg",
+        {
+            "kernel/__init__.py": "",
+            "kernel/spec.py": "X = 1\n",
+            "kernel/loop.py": "def f():\n    from ..recording import mirror\n",
+            "kernel/registry.py": "LAZY = {'bag': 'layered_pkg.recording.mirror'}\n",
+            "recording/__init__.py": "",
+            "recording/mirror.py": "from layered_pkg.kernel.spec import X\n",
+        },
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert upward_imports("kernel", "layered_pkg") == [
+        "kernel.loop:2 imports recording (kernel may import nothing)",
+        "kernel.loop:2 imports recording.mirror (kernel may import nothing)",
+        "kernel.registry:1 names recording.mirror (kernel may import nothing)",
+    ]
+    assert upward_imports("recording", "layered_pkg") == []
+
+
+def test_the_cycle_finder_sees_a_name_read_from_a_package_still_importing(
+    tmp_path, monkeypatch
+) -> None:
+    """`from pkg import name` inside pkg/ reads pkg/__init__ while it imports: a cycle;
+    `from . import module` and a parent package imported first are none."""
+    _package(
+        tmp_path,
+        "reexporting_pkg",
+        {
+            "__init__.py": "from .a import A\nfrom .b import B\n",
+            "a.py": "from . import c\nA = 1\n",
+            "b.py": "from reexporting_pkg import A\nB = A\n",
+            "c.py": "C = 1\n",
+        },
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_cycles("reexporting_pkg") == [["__init__", "b"]]
+    assert cycle_imports("reexporting_pkg") == ["__init__:2 imports b", "b:1 imports __init__"]
