@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"robokernel ros: error: {exc}", file=sys.stderr)
         return 2
-    from .client import WorkcellClient, _Interrupted
+    from .client import CallInterrupted, WorkcellClient
 
     with WorkcellClient(args.namespace, server_timeout_s=args.server_timeout) as cell:
         try:
@@ -300,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
                     print(file=sys.stderr)
             else:
                 result = getattr(cell, args.call)(**fields)
-        except _Interrupted as stop:
+        except CallInterrupted as stop:
             _print_result(stop.result, args.json)  # what ran, on stdout as always
             print(f"\nrobokernel ros: {args.call} cancelled", file=sys.stderr)
             return 130

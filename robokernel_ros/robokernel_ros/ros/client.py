@@ -296,7 +296,7 @@ class WorkcellClient:
             except KeyboardInterrupt:
                 self._wait(handle.cancel_goal_async(), name)
                 answer = self._wait(handle.get_result_async(), name, timeout_s=None)
-                raise _Interrupted(CallResult.from_response(answer.result)) from None
+                raise CallInterrupted(CallResult.from_response(answer.result)) from None
         finally:
             with self._lock:
                 self._goals.remove(handle)
@@ -464,7 +464,7 @@ class WorkcellClient:
         return future.result()
 
 
-class _Interrupted(KeyboardInterrupt):
+class CallInterrupted(KeyboardInterrupt):
     """A KeyboardInterrupt that cancelled its goal; `result` is the cancelled call's answer."""
 
     def __init__(self, result: CallResult) -> None:
