@@ -923,6 +923,7 @@ class Soak:
             code = self.graph.current[name].returncode
             self.graph.start(name)  # a node that died by itself (its log says why)
             self.failures.append(f"{name} exited by itself (status {code}; logs/{name}.log)")
+        not_active = []
         for name in ("policy_server", "runner"):
             try:
                 wait_active(
@@ -930,7 +931,8 @@ class Soak:
                     f"{NS}/{name}",
                     timeout_s=max(1.0, deadline - time.monotonic()),
                 )
-            except RuntimeError:
+            except RuntimeError as exc:
+                not_active.append(str(exc)[:200])
                 self.monitor.transition(name, "activate")
         while time.monotonic() < deadline and not self.stop.is_set():
             states = dict(self.monitor.states)
@@ -955,7 +957,7 @@ class Soak:
         self.recover_detail = "; ".join(
             f"{n}: {'no state since its start' if s is None else f'{s.state} {s.reason}'[:160]}"
             for n, s in self.monitor.states.items()
-        ) + f"; clear_fault: {cleared[:160]}"  # fmt: skip
+        ) + f"; clear_fault: {cleared[:160]}" + "".join(f"; {x}" for x in not_active)  # fmt: skip
         return self.stop.is_set() and not self.failures
 
     # ---- run
@@ -978,9 +980,9 @@ class Soak:
             self.client.wait_until_ready(120.0)
             # The graph ready before the anchor: every shield forwards, the runner's and the
             # shields' e-stops are clear (a loaded start can latch one on a silent source)
-            if not self._recover(timeout_s=120.0):
+            if not self._recover(timeout_s=180.0):
                 self.failures.append(
-                    f"the graph was not ready within 120 s of its start: {self.recover_detail}"
+                    f"the graph was not ready within 180 s of its start: {self.recover_detail}"
                 )
                 self.stop.set()
             t = time.monotonic()
@@ -1197,6 +1199,10 @@ class Soak:
             print(f"  {phase} x{n}: {message}")
         for f in self.failures + self.thread_errors:
             print(f"  FAILURE {f}")
+        if self.failures or self.thread_errors:  # the nodes' last words (a test's dir goes)
+            for log in sorted((self.work / "logs").glob("*.log")):
+                lines = log.read_text(errors="replace").splitlines()[-4:]
+                print(f"  --- {log.name}: " + "\n      ".join(x[:220] for x in lines))
         grows = sorted(n for n, g in growth.items() if any(g[k]["grows"] for k in FLOORS))
         heaps = {n: tracemalloc_diff(self.work / "tracemalloc" / n) for n in args.tracemalloc}
         for name, h in heaps.items():
