@@ -52,9 +52,8 @@ from robokernel_ros.policies.lerobot_checkpoint import (
 )
 from robokernel_ros.policies.lerobot_config import (
     INSTALL_HINT,
+    LerobotConfig,
     LerobotNotInstalledError,
-    check_config,
-    convention_of,
     require_lerobot,
     resolve_device,
 )
@@ -70,26 +69,26 @@ class LerobotPolicy(Policy):
     def __init__(self, **config: Any) -> None:
         super().__init__()
         require_lerobot()
-        path, cfg_json, features = check_config(config)
-        for module in config.get("plugins") or []:
+        checked = LerobotConfig.from_mapping(config)
+        for module in checked.plugins or []:
             importlib.import_module(module)
         self.config = dict(config)
-        self.path = path
-        self.features = features
-        self.policy_type = features.policy_type
-        self.device = resolve_device(config.get("device", "auto"))
-        self.allow_missing_state_keys = bool(config.get("allow_missing_state_keys", False))
+        self.path = path = checked.folder
+        self.features = checked.features
+        self.policy_type = checked.features.policy_type
+        self.device = resolve_device(checked.device)
+        self.allow_missing_state_keys = checked.allow_missing_state_keys
         try:
-            declared = read_checkpoint_names(path, cfg_json)
+            declared = read_checkpoint_names(path, checked.checkpoint_config)
         except BindingError as exc:
             raise ValueError(f"policy_config path={str(path)!r}: {exc}") from exc
         self.names: DeclaredNames = merge_explicit(declared, config)
-        self.robot_type = config.get("robot_type") or self.names.robot_type or ""
-        self.convention: RobotConvention | None = convention_of(config, self.robot_type)
+        self.robot_type = checked.robot_type or self.names.robot_type or ""
+        self.convention: RobotConvention | None = checked.convention_for(self.robot_type)
 
         create_start = time.monotonic()
         self._loaded, self.load_cache_hit = load_checkpoint(
-            path, self.device, config.get("overrides") or {}, config.get("rtc")
+            path, self.device, checked.overrides or {}, checked.rtc
         )
         self.load_time_s = time.monotonic() - create_start
         self.checkpoint_load_time_s = self._loaded.load_time_s
@@ -99,7 +98,7 @@ class LerobotPolicy(Policy):
         self.supports_rtc = bool(self._loaded.rtc_signature)
         # RTC merges the whole predicted chunk (as LeRobot's RTC engine does), so its
         # tail is there to blend with and to cover the inference delay.
-        self.full_chunk = bool(config.get("full_chunk", self.supports_rtc))
+        self.full_chunk = self.supports_rtc if checked.full_chunk is None else checked.full_chunk
         n_action_steps = int(getattr(lr_cfg, "n_action_steps", 1) or 1)
         ensembling = getattr(lr_cfg, "temporal_ensemble_coeff", None) is not None
         self.chunk_mode = (n_action_steps > 1 or self.supports_rtc) and not ensembling
@@ -130,20 +129,20 @@ class LerobotPolicy(Policy):
     @classmethod
     def preflight(cls, config: Mapping[str, Any]) -> None:
         require_lerobot()
-        check_config(config)
-        device = config.get("device", "auto")
-        if isinstance(device, str) and device not in ("auto", "cpu"):
-            resolve_device(device)
+        checked = LerobotConfig.from_mapping(config)
+        if checked.device not in ("auto", "cpu"):
+            resolve_device(checked.device)
 
     @classmethod
     def batch_refusal(cls, config: Mapping[str, Any]) -> str | None:
         """Chunk policies without per-episode state batch: ACT-style predict_action_chunk.
         Diffusion keeps an observation history per episode, RTC blends each episode's
         own queue, and a temporal ensemble accumulates per episode: those cannot."""
-        _, cfg_json, features = check_config(config)
-        if features.policy_type == "diffusion":
+        checked = LerobotConfig.from_mapping(config)
+        cfg_json = checked.checkpoint_config
+        if checked.features.policy_type == "diffusion":
             return "a diffusion checkpoint keeps a per-episode observation history (n_obs_steps)"
-        if config.get("rtc") or cfg_json.get("rtc_config"):
+        if checked.rtc or cfg_json.get("rtc_config"):
             return "RTC guidance blends each episode's own queued actions"
         if cfg_json.get("temporal_ensemble_coeff") is not None:
             return "a temporal ensemble accumulates per episode"
