@@ -283,3 +283,21 @@ def test_the_teleop_source_and_handover_bounds_are_checked(tmp_path: Path) -> No
         runner_with(Leader({}), tmp_path, handover={"speed": 1})
     with pytest.raises(ValueError, match=r"max_velocity=-1: must be a positive"):
         runner_with(Leader({}), tmp_path, handover={"max_velocity": -1})
+
+
+def test_a_wall_clock_correction_runs_beside_the_policys_act_thread(tmp_path: Path) -> None:
+    leader = Leader({10: "correct", 30: "resume"})
+    timing = Timing(mode="realtime", clock="wall", refill_steps=3, max_hold_steps=10_000)
+    runner = runner_with(leader, tmp_path, chunk_size=8, timing=timing)
+    record = runner.run(45)
+    trace = load_trace(record.trace_path)
+    actions = trace.of_kind("action")
+    assert [e.data["intervention"] for e in actions] == [False] * 10 + [True] * 20 + [False] * 15
+    # the policy kept inferring on its thread: its chunks were merged during the correction
+    assert [e for e in trace.of_kind("chunk.merge") if 10 < e.step < 30]
+    assert any(e.data["policy_action"] is not None for e in actions[10:30])
+    # the takeover and the correction within the bounds: the shield clipped nothing there
+    assert [e for e in trace.of_kind("safety.intervention") if 10 <= e.step < 30] == []
+    assert_within_bounds(commands(trace), 10, 29)
+    # handed back: a request at the resume step, from its observation
+    assert 30 in [e.step for e in trace.of_kind("chunk.request")]
