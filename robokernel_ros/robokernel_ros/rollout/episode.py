@@ -4,7 +4,7 @@
     result.outcome, result.steps_advanced, result.success     # typed fields
     result.to_dict()                                          # the API's JSON names, in order
 
-The episode runs the kernel over a `_MonitoredEnv` (rollout.monitor) and the call's agent;
+The episode runs the kernel over a `MonitoredEnv` (rollout.monitor) and the call's agent;
 the action health of what it executed comes from the kernel's own counts
 (rollout.health.ExecutedHealth). Its events go to the trace, the call's observers, the runner's bus, the bag, the
 live view and the episode sinks (rollout.sinks). A fatal error of the monitor (a criterion
@@ -28,7 +28,7 @@ from robokernel_ros.kernel.events import EventBus
 from . import torque
 from .control import STOP_REASONS, RolloutControl
 from .health import ActionHealth, ExecutedHealth, RefusalTally
-from .monitor import _MonitoredEnv
+from .monitor import MonitoredEnv
 from .parts import EpisodeParts, PolicyLoad, Split
 from .plan import RolloutPlan
 from .results import BINDING_FLAGS, rtc_aliases
@@ -206,7 +206,7 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
     single_policy = (
         parts.policies[plan.robot] if parts.split is None and len(parts.policies) == 1 else None
     )
-    menv = _MonitoredEnv(parts.env, plan=plan, control=control, episode=episode, scene=parts.scene,
+    menv = MonitoredEnv(parts.env, plan=plan, control=control, episode=episode, scene=parts.scene,
                          policy=single_policy, recorder=recorder, video_stride=stride,
                          carry_state=carry_state)  # fmt: skip
     bus = EventBus()
@@ -283,7 +283,7 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
 
 
 def _stopped_reason(record: Any, outcome: str, plan: RolloutPlan, control: RolloutControl,
-                    menv: _MonitoredEnv) -> str:  # fmt: skip
+                    menv: MonitoredEnv) -> str:  # fmt: skip
     if outcome == "error":
         status = str(record.status or "")
         message = (record.error or {}).get("message") or status
@@ -303,7 +303,7 @@ def _stopped_reason(record: Any, outcome: str, plan: RolloutPlan, control: Rollo
     return outcome
 
 
-def _success(outcome: str, plan: RolloutPlan, menv: _MonitoredEnv) -> bool:
+def _success(outcome: str, plan: RolloutPlan, menv: MonitoredEnv) -> bool:
     if menv.success is not None:
         return bool(menv.success) and outcome in ("success",)
     return (
@@ -350,7 +350,7 @@ class _EpisodeRun:
     """The pieces of one episode that its result is read from (after the kernel's run)."""
 
     parts: EpisodeParts
-    menv: _MonitoredEnv
+    menv: MonitoredEnv
     health: ExecutedHealth
     seed: int | None
     video_path: str | None

@@ -1,6 +1,6 @@
 """The episode monitor: the MuJoCo env as the kernel sees it, plus the rollout's per-step duties.
 
-`_MonitoredEnv` evaluates the call's predicates over the predicate context (privileged
+`MonitoredEnv` evaluates the call's predicates over the predicate context (privileged
 state + step, robot, observation, joints, episode), ends the episode on success / failure
 / stop_when, sums dense rewards, records video frames, calls on_frame and relays a
 stop of the RolloutControl to the episode's operator channel.
@@ -24,7 +24,7 @@ from .plan import RolloutPlan
 _log = logging.getLogger(__name__)
 
 
-class _MonitoredEnv:
+class MonitoredEnv:
     """The MuJoCo env as the kernel sees it, plus the rollout's per-step duties."""
 
     def __init__(self, env: Any, *, plan: RolloutPlan, control: RolloutControl, episode: int,
