@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("rclpy")
 
 import robokernel_ros.recording  # noqa: E402, F401 - registers the rosbag2 reader with load_trace
+from rclpy.duration import Duration  # noqa: E402
 from robokernel_ros.kernel import load_trace  # noqa: E402
 from robokernel_ros.ros import wire  # noqa: E402
 from robokernel_ros.ros.qos import (  # noqa: E402  # noqa: E402
@@ -22,6 +23,7 @@ from robokernel_ros.ros.qos import (  # noqa: E402  # noqa: E402
     EVENT_QOS,
     EVENTS_QOS,
     SERVED_OBSERVATION_QOS,
+    STATUS_QOS,
 )
 from robokernel_ros.ros.transport import check_server_ready  # noqa: E402
 from robokernel_ros.safety.limits import load_limits_file  # noqa: E402
@@ -29,7 +31,12 @@ from std_msgs.msg import Bool, String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 from test_nodes_launch import served_graph  # noqa: E402
 
-from robokernel_interfaces.msg import ActionChunk, KernelEvent, Observation  # noqa: E402
+from robokernel_interfaces.msg import (  # noqa: E402
+    ActionChunk,
+    KernelEvent,
+    Observation,
+    PolicyServerStatus,
+)
 from robokernel_interfaces.srv import GetActionChunk  # noqa: E402
 
 SERVER = "robokernel_ros.nodes.policy_server"
@@ -179,18 +186,42 @@ def _server(processes, ns: str, trace_dir: Path, *extra: str):
     return processes.python(f"served{ns.replace('/', '_')}", SERVER, *args)
 
 
+NS = "/rk_served"
+
+
+@pytest.fixture(scope="module")
+def _served_server(module_processes, shared_domain, tmp_path_factory):
+    """One served-mode server (the OUT_OF_LIMITS scripted policy) for the module's tests
+    that drive episodes: every episode id is used once in the module."""
+    trace_dir = tmp_path_factory.mktemp("served") / "runs"
+    return _server(module_processes, NS, trace_dir, "start_timeout_s:=0.5"), trace_dir
+
+
+@pytest.fixture
+def served(_served_server, module_processes, ros):
+    """(a Harness connected to the module's server, its process, its trace dir), the
+    server at rest: alive, the e-stop input released and no latch (what a test's e-stop
+    leaves is cleared). An episode a failed test left open ends 'stopped' at the next
+    start, as the server does for any harness."""
+    proc, trace_dir = _served_server
+    assert proc.poll() is None, module_processes.log(proc)
+    harness = Harness(ros, NS)
+    harness.connect(module_processes, proc)
+    harness.estop_pub.publish(Bool(data=False))
+    assert ros.wait_until(
+        lambda: ros.call(Trigger, f"{NS}/served/clear_fault", timeout_s=10).success, 10, 0.1
+    ), "served/clear_fault refused with the e-stop input released"
+    return harness, proc, trace_dir
+
+
 def _within_limits(action: dict) -> bool:
     return all(LIMITS[j][0] - 1e-9 <= action[j] <= LIMITS[j][1] + 1e-9 for j in JOINTS)
 
 
 def test_harness_drives_two_episodes_gets_shielded_actions_traces_and_bags(
-    processes, ros, tmp_path
+    served, module_processes, ros
 ) -> None:
-    ns = "/rk_served"
-    trace_dir = tmp_path / "runs"
-    proc = _server(processes, ns, trace_dir)
-    harness = Harness(ros, ns)
-    harness.connect(processes, proc)
+    harness, proc, trace_dir = served
 
     results = {}
     for episode_id, n_steps, end in (
@@ -262,19 +293,15 @@ def test_harness_drives_two_episodes_gets_shielded_actions_traces_and_bags(
         assert seqs == list(range(len(seqs))) and len(seqs) == len(
             load_trace(Path(ended["trace_path"])).events
         )
-    assert proc.poll() is None, processes.log(proc)
+    assert proc.poll() is None, module_processes.log(proc)
 
 
 def test_harness_steps_over_topics_gets_shielded_chunks_refusals_trace_and_bag(
-    processes, ros, tmp_path
+    served, module_processes
 ) -> None:
     """served/observation in, served/action_chunk out (tagged with the step); refusals on
     served/episode_status; the service and the topics share one step sequence."""
-    ns = "/rk_served_topics"
-    trace_dir = tmp_path / "runs"
-    proc = _server(processes, ns, trace_dir, "start_timeout_s:=0.5")
-    harness = Harness(ros, ns)
-    harness.connect(processes, proc)
+    harness, proc, trace_dir = served
     q = dict.fromkeys(JOINTS, 0.0)
 
     ghost = harness.step_topic("ghost", 0, q)
@@ -333,7 +360,7 @@ def test_harness_steps_over_topics_gets_shielded_chunks_refusals_trace_and_bag(
     for row, action in zip(bag.of_kind("action"), actions, strict=True):
         assert row.data["action"] == pytest.approx(action)
     assert bag.of_kind("episode.end")[0].data["outcome"] == "success"
-    assert proc.poll() is None, processes.log(proc)
+    assert proc.poll() is None, module_processes.log(proc)
 
 
 def test_the_launch_graph_serves_a_harness_over_topics(processes, ros, tmp_path) -> None:
@@ -383,13 +410,9 @@ def _items(data: dict) -> list[dict]:
     return list(items) if isinstance(items, list) else [data]
 
 
-def test_estop_holds_ends_estopped_and_refuses_starts_until_clear_fault(
-    processes, ros, tmp_path
-) -> None:
-    ns = "/rk_served_estop"
-    proc = _server(processes, ns, tmp_path / "runs")
-    harness = Harness(ros, ns)
-    harness.connect(processes, proc)
+def test_estop_holds_ends_estopped_and_refuses_starts_until_clear_fault(served, ros) -> None:
+    harness, _, _ = served
+    ns = NS
     harness.start("a")
     harness.status("a", "started")
     q = dict.fromkeys(JOINTS, 0.0)
@@ -400,7 +423,11 @@ def test_estop_holds_ends_estopped_and_refuses_starts_until_clear_fault(
         (last,) = wire.msg_to_chunk(response.chunk)
         q = {j: last[j] for j in JOINTS}
     harness.estop_pub.publish(Bool(data=True))
-    time.sleep(0.5)
+    # the press has reached the server: its clear_fault says the input is still pressed
+    harness.estop_pub.wait_for_all_acked(Duration(seconds=10))
+    assert ros.wait_until(
+        lambda: "still pressed" in ros.call(Trigger, f"{ns}/served/clear_fault").message, 10, 0.1
+    ), "the server never heard the press"
     for step in range(5, 8):
         response = harness.step("a", step, q)
         assert response.ok, response.message
@@ -416,9 +443,11 @@ def test_estop_holds_ends_estopped_and_refuses_starts_until_clear_fault(
     pressed = ros.call(Trigger, f"{ns}/served/clear_fault", timeout_s=10)
     assert not pressed.success and "still pressed" in pressed.message
     harness.estop_pub.publish(Bool(data=False))
-    time.sleep(0.5)
-    cleared = ros.call(Trigger, f"{ns}/served/clear_fault", timeout_s=10)
-    assert cleared.success, cleared.message
+    # refused only while the release has not reached the server
+    deadline = time.monotonic() + 10
+    while not (cleared := ros.call(Trigger, f"{ns}/served/clear_fault", timeout_s=10)).success:
+        assert "still pressed" in cleared.message and time.monotonic() < deadline, cleared.message
+        time.sleep(0.05)
     harness.start("c")
     harness.status("c", "started")
     assert harness.step("c", 0, q).ok
@@ -426,12 +455,9 @@ def test_estop_holds_ends_estopped_and_refuses_starts_until_clear_fault(
 
 
 def test_refusals_name_field_value_and_domain_and_the_server_keeps_serving(
-    processes, ros, tmp_path
+    served, module_processes, ros
 ) -> None:
-    ns = "/rk_served_refusals"
-    proc = _server(processes, ns, tmp_path / "runs", "start_timeout_s:=0.5")
-    harness = Harness(ros, ns)
-    harness.connect(processes, proc)
+    harness, proc, _ = served
     q = dict.fromkeys(JOINTS, 0.0)
 
     t0 = time.monotonic()
@@ -479,7 +505,7 @@ def test_refusals_name_field_value_and_domain_and_the_server_keeps_serving(
     mark = len(harness.statuses)
     harness.start("e1")
     assert "already used" in harness.status("e1", "refused", after=mark)["message"]
-    assert proc.poll() is None, processes.log(proc)
+    assert proc.poll() is None, module_processes.log(proc)
 
 
 @pytest.mark.parametrize(
@@ -494,7 +520,9 @@ def test_refusals_name_field_value_and_domain_and_the_server_keeps_serving(
         (("control_hz:=0.0",), "control_hz"),
     ],
 )
-def test_served_parameters_are_refused_at_start(processes, tmp_path, extra, needle) -> None:
+def test_served_parameters_are_refused_at_start(
+    processes, tmp_path, request, extra, needle
+) -> None:
     params = {
         "served": "true",
         "provider": "mock",
@@ -509,9 +537,12 @@ def test_served_parameters_are_refused_at_start(processes, tmp_path, extra, need
         args += ["-p", f"{name}:={value}"]
     proc = processes.python("served_bad", SERVER, *args)
     if needle is None:
-        # Driven mode ignores served mode's parameters: it starts and serves.
-        time.sleep(3)
-        assert proc.poll() is None, processes.log(proc)
+        # Driven mode ignores served mode's parameters: it starts and serves (its heartbeat
+        # comes), and lives on.
+        ros = request.getfixturevalue("ros")
+        status = ros.collect(PolicyServerStatus, "/rk_served_bad/policy_server/status", STATUS_QOS)
+        assert ros.wait_until(lambda: status or proc.poll() is not None, 60), processes.log(proc)
+        assert status and proc.poll() is None, processes.log(proc)
         return
     assert proc.wait(timeout=60) == 2, processes.log(proc)
     log = processes.log(proc)
