@@ -38,8 +38,31 @@ def _server(processes, ns: str, provider: str, config: dict | None = None, *extr
     return processes.python(f"policy_server{ns.replace('/', '_')}", SERVER, *args)
 
 
-def test_mock_server_answers_observations_by_topic_and_service(processes) -> None:
-    server = _server(processes, "/ps_mock", "mock", {"execution_horizon": 4}, "action_keys:=[a,b]")
+@pytest.fixture(scope="module")
+def _mock_server(module_processes, shared_domain):
+    return _server(
+        module_processes, "/ps_mock", "mock", {"execution_horizon": 4}, "action_keys:=[a,b]"
+    )
+
+
+@pytest.fixture
+def mock_server(_mock_server, module_processes):
+    """The module's mock server on /ps_mock (4 actions a chunk, keys a and b), alive: each
+    test's RemotePolicy has a run id of its own, so what the server cached for another
+    test's observations is never an answer to this one's."""
+    assert _mock_server.poll() is None, module_processes.log(_mock_server)
+    return _mock_server
+
+
+@pytest.fixture(scope="module")
+def _steps_server(module_processes, shared_domain):
+    return _server(module_processes, "/ps_steps", "mock", {"execution_horizon": 8})
+
+
+def test_mock_server_answers_observations_by_topic_and_service(
+    mock_server, module_processes
+) -> None:
+    server = mock_server
     policy = create_policy("remote", namespace="/ps_mock", ready_timeout_s=30)
     try:
         assert policy.server_provider == "mock"
@@ -63,7 +86,7 @@ def test_mock_server_answers_observations_by_topic_and_service(processes) -> Non
         assert len(chunk) == 4 and policy.chunk_log[-1][0] == 12
     finally:
         policy.close()
-    assert server.poll() is None, processes.log(server)
+    assert server.poll() is None, module_processes.log(server)
 
 
 def test_remote_refuses_a_server_that_failed_to_load(processes) -> None:
@@ -175,7 +198,9 @@ def test_lerobot_checkpoint_served_readiness_waits_for_the_load(processes, tmp_p
 
 
 @pytest.mark.parametrize("async_rtc", [False, True])
-def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, async_rtc) -> None:
+def test_chunks_carry_the_kernels_observation_step(
+    _steps_server, module_processes, ros, tmp_path, async_rtc
+) -> None:
     """A rollout through the remote provider: every chunk on the wire is tagged with the
     kernel step of the observation it answers (not a count of requests), the same step
     as the trace's chunk events, although the kernel skips steps between requests
@@ -186,8 +211,9 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
 
     from robokernel_interfaces.msg import ActionChunk
 
-    ns = "/ps_steps_async" if async_rtc else "/ps_steps_sync"
-    server = _server(processes, ns, "mock", {"execution_horizon": 8})
+    ns = "/ps_steps"  # the module's server: 8 actions a chunk
+    server = _steps_server
+    assert server.poll() is None, module_processes.log(server)
     wire_chunks = ros.collect(ActionChunk, f"{ns}/action_chunk", CHUNK_QOS)
     wait_active(ros.node, f"{ns}/policy_server", timeout_s=30)
     ros.wait_matched(f"{ns}/action_chunk")  # the collector matched the server's publisher
@@ -218,7 +244,7 @@ def test_chunks_carry_the_kernels_observation_step(processes, ros, tmp_path, asy
     # an observation resent without its chunk (resend_after_s) is answered again, the same
     on_wire = [step for i, step in enumerate(on_wire) if i == 0 or step != on_wire[i - 1]]
     assert on_wire[: len(merged)] == merged, (on_wire, merged)
-    assert server.poll() is None, processes.log(server)
+    assert server.poll() is None, module_processes.log(server)
 
 
 def test_wire_messages_refilled_in_place_carry_nothing_over() -> None:
@@ -275,9 +301,12 @@ def test_closing_the_link_wakes_a_policy_waiting_for_its_chunk(processes) -> Non
 
     try:
         policy.set_robot_state_keys(["a"])
+        sent = _Sent(policy._obs_pub)
+        policy._obs_pub = sent
         thread = threading.Thread(target=ask)
         thread.start()
-        time.sleep(0.5)
+        # the request is out (5 s before its chunk): the policy waits for it now
+        assert _until(lambda: sent.steps, 30), "the observation was never published"
         closed_at = time.monotonic()
         close_private_link()
         thread.join(timeout=10)
@@ -286,6 +315,21 @@ def test_closing_the_link_wakes_a_policy_waiting_for_its_chunk(processes) -> Non
         assert isinstance(result, RuntimeError) and "closed" in str(result), result
     finally:
         policy.close()
+
+
+class _Sent:
+    """The remote provider's observation publisher, noting the step of each message sent."""
+
+    def __init__(self, publisher) -> None:
+        self._publisher = publisher
+        self.steps: list[int] = []
+
+    def publish(self, msg) -> None:
+        self._publisher.publish(msg)
+        self.steps.append(int(msg.step))
+
+    def get_subscription_count(self) -> int:
+        return self._publisher.get_subscription_count()
 
 
 def _until(predicate, timeout_s: float) -> bool:
@@ -333,6 +377,7 @@ def test_direct_reader_drains_what_waits_and_answers_the_first_after_a_wait() ->
     import threading
 
     import rclpy
+    from rclpy.duration import Duration
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
     from std_msgs.msg import String
 
@@ -348,7 +393,7 @@ def test_direct_reader_drains_what_waits_and_answers_the_first_after_a_wait() ->
         assert _until(lambda: reader.publisher_count() > 0, 10)
         for text in ("a", "b", "c"):
             pub.publish(String(data=text))
-        time.sleep(0.3)  # they arrive
+        assert pub.wait_for_all_acked(Duration(seconds=10))  # they arrived at the reader
         assert [m.data for m in reader.take(1.0)] == ["a", "b", "c"]
         assert reader.take(0.0) == []
 
@@ -413,7 +458,7 @@ def test_observation_view_is_the_observation_dict_converted_as_read(monkeypatch)
 
 
 def test_a_resent_observation_gets_the_same_chunk_without_a_second_inference(
-    processes, ros
+    mock_server, module_processes, ros
 ) -> None:
     """The remote provider publishes an unanswered observation again (RESEND_S): the
     server answers the repeat with the chunk it computed, so its policy (stateful: the
@@ -423,11 +468,20 @@ def test_a_resent_observation_gets_the_same_chunk_without_a_second_inference(
 
     from robokernel_interfaces.msg import ActionChunk, Observation, PolicyServerStatus
 
-    ns = "/ps_resend"
-    server = _server(processes, ns, "mock", {"execution_horizon": 4})
+    ns = "/ps_mock"  # the module's server: other tests' inferences are in its count
+    server = mock_server
+    began = time.time_ns()
     chunks = ros.collect(ActionChunk, f"{ns}/action_chunk", CHUNK_QOS)
     status = ros.collect(PolicyServerStatus, f"{ns}/policy_server/status", STATUS_QOS)
     wait_active(ros.node, f"{ns}/policy_server", timeout_s=30)
+
+    def _stamp(msg) -> int:
+        return msg.stamp.sec * 1_000_000_000 + msg.stamp.nanosec
+
+    # its count before this test: a heartbeat stamped after the test began (the earlier
+    # tests' requests were all answered by then)
+    assert ros.wait_until(lambda: status and _stamp(status[-1]) >= began, 30)
+    before = status[-1].chunks_served
     pub = ros.node.create_publisher(Observation, f"{ns}/observation", OBSERVATION_QOS)
     assert ros.wait_until(
         lambda: pub.get_subscription_count() and ros.node.count_publishers(f"{ns}/action_chunk"),
@@ -449,10 +503,10 @@ def test_a_resent_observation_gets_the_same_chunk_without_a_second_inference(
     first_sevens = [c for c in list(chunks) if c.obs_step == 7]
     assert len({tuple(c.actions) for c in first_sevens}) == 1, "a repeat got another chunk"
     # one inference per distinct observation: the heartbeat's count, published after
-    assert ros.wait_until(lambda: status and status[-1].chunks_served == 2, 10), (
-        status[-1].chunks_served if status else None, steps,
+    assert ros.wait_until(lambda: status[-1].chunks_served == before + 2, 10), (
+        status[-1].chunks_served, before, steps,
     )  # fmt: skip
-    assert server.poll() is None, processes.log(server)
+    assert server.poll() is None, module_processes.log(server)
 
 
 class _LosesFirstCopy:
@@ -475,15 +529,15 @@ class _LosesFirstCopy:
 
 
 def test_a_lost_copy_is_resent_after_a_few_round_trips_not_after_resend_s(
-    processes, caplog
+    mock_server, module_processes, caplog
 ) -> None:
     """An observation or chunk lost on the way costs four of the recent round trips
     (resend_after_s), not RESEND_S: at 50 Hz, 0.2 s was 10 holds and then a jump that the
     shield clipped. The late chunk is warned about, with the real longest round trip."""
     from robokernel_ros.ros.remote_policy import MIN_RESEND_S, RESEND_FACTOR, RESEND_S
 
-    server = _server(processes, "/ps_lost", "mock", {"execution_horizon": 4}, "action_keys:=[a,b]")
-    policy = create_policy("remote", namespace="/ps_lost", ready_timeout_s=30)
+    server = mock_server
+    policy = create_policy("remote", namespace="/ps_mock", ready_timeout_s=30)
     try:
         policy.set_robot_state_keys(["a", "b"])
         policy.reset()
@@ -509,7 +563,7 @@ def test_a_lost_copy_is_resent_after_a_few_round_trips_not_after_resend_s(
             assert copies[1] - copies[0] < RESEND_S / 2
     finally:
         policy.close()
-    assert server.poll() is None, processes.log(server)
+    assert server.poll() is None, module_processes.log(server)
 
 
 def test_a_policy_slower_than_the_resend_cap_is_not_warned_about_every_chunk(
