@@ -101,11 +101,11 @@ def bag_streams(contract: Contract, bag: Path) -> tuple[Contract, list[dict[str,
     """The contract resolved against `bag` and, per stream, what the bag holds: messages,
     rate (Hz over the alignment stamps), first and last stamp. ContractError: a missing
     topic or a type mismatch, by name."""
-    from .importer import _has_header, _reader, _stamp_of
+    from .importer import has_header, open_bag, stamp_of
     from .reader import bag_info
 
     info = bag_info(bag)
-    with _reader(info.path) as reader:
+    with open_bag(info.path) as reader:
         types = {c.topic: c.msgtype for c in reader.connections}
         try:
             resolved = resolve_types(contract, types)
@@ -115,7 +115,7 @@ def bag_streams(contract: Contract, bag: Path) -> tuple[Contract, list[dict[str,
             ) from None
         topics = resolved.topics()
         stats: dict[str, list[Any]] = {t: [0, None, None] for t in topics}
-        stampers = {t: _stamp_of(resolved.align, _has_header(types[t])) for t in topics}
+        stampers = {t: stamp_of(resolved.align, has_header(types[t])) for t in topics}
         conns = [c for c in reader.connections if c.topic in stats]
         for conn, log_ns, raw in reader.messages(connections=conns):
             s = stats[conn.topic]
@@ -138,7 +138,7 @@ def bag_streams(contract: Contract, bag: Path) -> tuple[Contract, list[dict[str,
                 "rate_hz": (n - 1) / span if span > 0 else None,
                 "first_ns": first,
                 "last_ns": last,
-                "header": _has_header(types[stream.topic]),
+                "header": has_header(types[stream.topic]),
             }
         )
     return resolved, rows

@@ -153,18 +153,24 @@ class _JointStateReader:
         return self._layouts[key]
 
 
-def _has_header(msgtype: str) -> bool:
+def has_header(msgtype: str) -> bool:
+    """Whether messages of `msgtype` start with a std_msgs/Header (their stamp can align)."""
     fields = T.typestore().fielddefs.get(msgtype)
     return bool(fields and fields[1] and fields[1][0][0] == "header")
 
 
-def _reader(path: Path) -> Any:
+def open_bag(path: Path) -> Any:
+    """rosbags' AnyReader of the bag at `path`, with the package's typestore (a context
+    manager: `with open_bag(path) as reader`)."""
     from rosbags.highlevel import AnyReader
 
     return AnyReader([path], default_typestore=T.typestore())
 
 
-def _stamp_of(align: str, with_header: bool) -> Callable[[bytes, int], int]:
+def stamp_of(align: str, with_header: bool) -> Callable[[bytes, int], int]:
+    """(raw message, log time) -> the stamp a stream is aligned by: the header's stamp
+    under `align: header` (the log time when the message has no header or a zero stamp),
+    else the log time."""
     if align == "header" and with_header:
 
         def stamp(raw: bytes, log_ns: int) -> int:
@@ -183,7 +189,7 @@ def _episode_bounds(reader: Any, contract: Contract) -> list[tuple[int | None, i
     if rule.rule == "gap":
         return None
     conns = [c for c in reader.connections if c.topic == rule.topic]
-    stamp = _stamp_of(contract.align, _has_header(conns[0].msgtype))
+    stamp = stamp_of(contract.align, has_header(conns[0].msgtype))
     stamps = sorted(stamp(raw, ns) for _, ns, raw in reader.messages(connections=conns))
     return [(s, (stamps[i + 1] - 1) if i + 1 < len(stamps) else None) for i, s in enumerate(stamps)]
 
@@ -212,7 +218,7 @@ def _open_bag(path: Path, contract: Contract) -> _Bag:
         info = bag_info(path)
     except ValueError as exc:
         raise ValueError(f"bag={str(path)!r}: {exc}") from None
-    with _reader(info.path) as reader:
+    with open_bag(info.path) as reader:
         types = {c.topic: c.msgtype for c in reader.connections}
         counts: dict[str, int] = {}
         for c in reader.connections:
@@ -545,7 +551,7 @@ def _import_one(
     for j, (_, img) in enumerate(cameras):
         topics.setdefault(img.topic, []).append(len(numeric) + j)
     fast = {k: _JointStateReader(s) for k, s in enumerate(numeric) if s.type == JOINT_STATE}
-    stampers = {t: _stamp_of(c.align, _has_header(bag.types[t])) for t in topics}
+    stampers = {t: stamp_of(c.align, has_header(bag.types[t])) for t in topics}
     runs: list[_RunDir] = []
 
     def emit(episode: int, frames: list[Frame]) -> None:
@@ -566,7 +572,7 @@ def _import_one(
     msgs: dict[str, int] = dict.fromkeys(topics, 0)
     total = sum(bag.counts.get(t, 0) for t in topics)
     n_numeric = len(numeric)
-    with _reader(bag.path) as reader, _progress(total, bag.path.name, progress) as bar:
+    with open_bag(bag.path) as reader, _progress(total, bag.path.name, progress) as bar:
         conns = [x for x in reader.connections if x.topic in topics]
         for conn, log_ns, raw in reader.messages(connections=conns):
             bar.update(1)

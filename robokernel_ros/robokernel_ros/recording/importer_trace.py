@@ -20,7 +20,7 @@ import numpy as np
 from ..contract.fields import image_rgb
 from ..kernel.events import OBSERVATION
 from ..kernel.trace import EVENTS_FILE, Trace
-from ..kernel.trace.load import _load_run_dir
+from ..kernel.trace.load import load_run_dir
 from . import types as T
 
 IMPORT_FILE = "import.json"
@@ -127,7 +127,7 @@ def is_imported(path: Path) -> bool:
 
 
 def load_imported(path: Path) -> ImportedTrace:
-    base = _load_run_dir(path)
+    base = load_run_dir(path)
     run = base.path
     info = json.loads((run / IMPORT_FILE).read_text())
     return ImportedTrace(

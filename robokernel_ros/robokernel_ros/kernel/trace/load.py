@@ -141,8 +141,10 @@ def meta_from_events(events: list[Event], run_id: str) -> dict[str, Any]:
     return meta
 
 
-def _load_run_dir(path: Path) -> Trace:
-    """A run directory; without meta.json (lost, not copied) its meta comes from the events."""
+def load_run_dir(path: Path) -> Trace:
+    """A run directory (or its events.jsonl), read as it is: without meta.json (lost, not
+    copied) its meta comes from the events. load_trace reads run directories with it; a
+    loader of run directories with more beside them (recording.importer_trace) starts from it."""
     run_dir = path.parent if path.is_file() else path
     meta_path = run_dir / META_FILE
     meta: dict[str, Any] | None = json.loads(meta_path.read_text()) if meta_path.exists() else None
@@ -161,4 +163,4 @@ def _load_run_dir(path: Path) -> Trace:
     return Trace(meta=meta, events=events, path=run_dir, truncated=truncated)
 
 
-register_trace_loader("run_dir", _is_run_dir, _load_run_dir)
+register_trace_loader("run_dir", _is_run_dir, load_run_dir)
