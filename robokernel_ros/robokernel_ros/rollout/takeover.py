@@ -18,7 +18,8 @@ observed joint position and the expert's command (in the joints' unit: rad for S
   - hand back (resume) once the distance has stayed within `back_radius` (default
     radius / 2) for `back_steps` consecutive steps while correcting;
   - nothing else: no limit on the number of interventions, no takeover while the
-    operator channel is paused or already correcting (a person's call stands).
+    operator channel is paused or already correcting, and no handing back of an
+    intervention it did not start (a person's call stands).
 
 While correcting, the expert's command is the teleop action (what the leader arm sends):
 the kernel's handover limiter takes the robot from where it is to it, and the shield
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from robokernel_ros.kernel.observation import observed_joint_positions
-from robokernel_ros.kernel.operator import AUTONOMOUS
+from robokernel_ros.kernel.operator import AUTONOMOUS, CORRECTING
 
 CORRECT, RESUME = "correct", "resume"
 
@@ -140,6 +141,7 @@ class SimulatedOperator:
         self.leader: dict[str, float] | None = None
         self.distance: float | None = None
         self.decisions: list[tuple[int, str, float, str]] = []
+        self.owned = False  # the current intervention is one this operator started
 
     def attach(self, operator: OperatorCalls) -> None:
         self.operator = operator
@@ -153,6 +155,7 @@ class SimulatedOperator:
         self.leader = None
         self.distance = None
         self.decisions = []
+        self.owned = False
 
     def observe(self, step: int, observation: Mapping[str, Any]) -> None:
         """The expert's command for this observation, and the rule's decision on it."""
@@ -171,8 +174,11 @@ class SimulatedOperator:
         operator = self.operator
         if operator is None:
             return
-        decision = self.rule.update(self.distance, operator.mode != AUTONOMOUS)
-        if decision is None:
+        mode = operator.mode
+        if mode == AUTONOMOUS:
+            self.owned = False
+        decision = self.rule.update(self.distance, mode != AUTONOMOUS)
+        if decision is None or (decision == RESUME and not (self.owned and mode == CORRECTING)):
             return
         why = (
             f"left the tube: {self.distance:.3f} > {self.rule.radius}"
@@ -181,6 +187,7 @@ class SimulatedOperator:
         )
         call = operator.correct if decision == CORRECT else operator.resume
         answer = call(by=f"{self.name}: {why}")
+        self.owned = decision == CORRECT and answer == ""
         self.decisions.append((step, decision, self.distance, answer))
 
     def teleop_action(self, observation: Mapping[str, Any]) -> dict[str, float] | None:

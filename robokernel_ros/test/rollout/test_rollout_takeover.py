@@ -82,3 +82,18 @@ def test_a_bad_expert_or_name_is_refused() -> None:
         SimulatedOperator(object())
     with pytest.raises(ValueError, match="name='': must be a non-empty string"):
         SimulatedOperator(ScriptedAgent(lambda o, s, i: {}), name="")
+
+
+def test_the_simulated_operator_never_hands_back_a_persons_intervention() -> None:
+    expert = ScriptedAgent(lambda obs, step, i: {"a": 1.0})
+    channel = Channel()
+    operator = SimulatedOperator(expert, TubeRule(radius=0.5, back_steps=2), channel)
+    operator.reset()
+    channel.mode = "paused"  # a person paused the robot, inside the tube
+    for step in range(5):
+        operator.observe(step, {"joint_positions": {"a": 0.95}})
+    assert channel.calls == [] and channel.mode == "paused"
+    channel.mode = "correcting"  # the person corrects: still theirs
+    for step in range(5, 10):
+        operator.observe(step, {"joint_positions": {"a": 0.95}})
+    assert channel.calls == []
