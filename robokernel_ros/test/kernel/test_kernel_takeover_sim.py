@@ -112,3 +112,31 @@ def test_an_estop_during_the_simulated_correction_holds_and_latches(cell) -> Non
     assert again.outcome == EpisodeOutcome.ESTOPPED and again.steps == 0
     assert repr(env.privileged_state()) == repr(before)  # nothing moved it while latched
     assert runner.operator.correct() == "correct refused: no episode is running"
+
+
+def test_pause_without_a_teleop_source_is_refused_and_the_policy_keeps_driving(
+    tmp_path: Path,
+) -> None:
+    scene = MujocoScene()
+    scene.add_robot("arm", "so101")
+    env = scene.make_env("arm", control_hz=HZ)
+    runner = EpisodeRunner(env, agent(EXPERT, env), trace=TraceStore(tmp_path))
+    answers: list[str] = []
+
+    def ask(event: Any) -> None:
+        if event.step == 5:
+            answers.extend([runner.operator.pause(by="panel"), runner.operator.correct()])
+
+    runner.bus.subscribe(ask, kinds=["action"])
+    record = runner.run(40, seed=0)
+    assert answers == [
+        "pause refused: no teleop source is attached to the runner "
+        "(EpisodeRunner(teleop=...), or the contract's teleop channel)",
+        "correct refused: no teleop source is attached to the runner "
+        "(EpisodeRunner(teleop=...), or the contract's teleop channel)",
+    ]
+    trace = load_trace(record.trace_path)
+    assert record.holds == 0 and record.execution.operator == 0  # nothing held the robot
+    assert not [e for e in trace.events if e.kind.startswith(("intervention.", "operator."))]
+    pan = [e.data["action"]["shoulder_pan"] for e in trace.of_kind("action")]
+    assert pan[39] > pan[5] > 0.0  # the policy drove on toward its first waypoint
