@@ -279,3 +279,25 @@ def upward_imports(layer: str, package: str = "robokernel_ros") -> list[str]:
                     short = _short(package, module)
                     out.append(f"{short}:{line} {verb} {_short(package, target)} {rule}")
     return out
+
+
+def private_imports(package: str) -> list[str]:
+    """Every `from module import _name` of another module's private name (not a private
+    module), as "module:line imports target._name": what is shared is public where it lives."""
+    files = _module_files(package)
+    out = []
+    for module, (path, is_package) in files.items():
+        here = module.split(".") if is_package else module.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = here[: len(here) - node.level + 1] if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            if target not in files or target == module:
+                continue
+            out += [
+                f"{_short(package, module)}:{node.lineno} imports {_short(package, target)}.{a.name}"
+                for a in node.names
+                if a.name.startswith("_") and f"{target}.{a.name}" not in files
+            ]
+    return sorted(out)

@@ -7,6 +7,8 @@ packages made for the purpose."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -16,12 +18,47 @@ from boundary import (
     import_cycles,
     import_graph,
     layer_of,
+    private_imports,
     upward_imports,
 )
 
 
 def test_the_projects_modules_import_each_other_without_a_cycle() -> None:
     assert import_cycles("robokernel_ros") == [], cycle_imports("robokernel_ros")
+
+
+def test_each_subcommand_module_imports_first_in_a_fresh_interpreter() -> None:
+    """A subcommand module imports the command's registry (robokernel_ros.cli), which loads
+    the subcommand modules by name only when it runs: imported before anything else, each
+    one imports (an import-time circle through the registry would fail here)."""
+    from robokernel_ros.cli import SUBCOMMAND_MODULES
+
+    runs = {
+        module: subprocess.Popen(
+            [sys.executable, "-c", f"import {module}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for module in SUBCOMMAND_MODULES
+    }
+    failed = {}
+    try:
+        for module, run in runs.items():
+            _, err = run.communicate(timeout=300)
+            if run.returncode != 0:
+                failed[module] = err.strip().splitlines()[-1:]
+    finally:
+        for run in runs.values():
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+    assert all(run.returncode is not None for run in runs.values())
+    assert len(runs) >= 7 and failed == {}
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    assert private_imports("robokernel_ros") == []
 
 
 def test_every_module_of_the_project_is_in_a_layer_with_a_row() -> None:
@@ -74,6 +111,8 @@ def test_the_layer_check_names_the_offending_import(tmp_path, monkeypatch) -> No
             "kernel/registry.py": "LAZY = {'bag': 'layered_pkg.recording.mirror'}\n",
             "recording/__init__.py": "",
             "recording/mirror.py": "from layered_pkg.kernel.spec import X\n",
+            "recording/reader.py": "from .mirror import X, _Y\nfrom . import _helpers\n",
+            "recording/_helpers.py": "",
         },
     )
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -83,6 +122,7 @@ def test_the_layer_check_names_the_offending_import(tmp_path, monkeypatch) -> No
         "kernel.registry:1 names recording.mirror (kernel may import nothing)",
     ]
     assert upward_imports("recording", "layered_pkg") == []
+    assert private_imports("layered_pkg") == ["recording.reader:1 imports recording.mirror._Y"]
 
 
 def test_the_cycle_finder_sees_a_name_read_from_a_package_still_importing(
