@@ -21,6 +21,8 @@
   (`<node>/get_state`, `<node>/change_state`), and `wait_active`.
 - `client`: `WorkcellClient`, the runner's API from Python; `cli`: `robokernel ros`.
 
-Import rule: this package imports the layers below it (kernel, safety, policies, envs,
-rollout, bag, scoring), never `nodes/`; nothing below it imports rclpy.
+Import rule: this package imports the layers below it (kernel, safety, tasks, envs,
+policies, contract, recording, live, rollout, scoring), never `nodes/` or the CLI; nothing
+below it imports rclpy (test/boundary.py's LAYER_IMPORTS; test_ros_imports). The `remote`
+provider reaches the policy registry as an entry point (robokernel_ros/setup.py).
 """
