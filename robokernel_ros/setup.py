@@ -31,6 +31,7 @@ setup(
             "estop_panel = robokernel_ros.nodes.estop_panel:main",
             "sim_robot = robokernel_ros.nodes.sim_robot:main",
             "bag_recorder = robokernel_ros.nodes.bag_recorder:main",
+            "sim_operator = robokernel_ros.nodes.sim_operator:main",
         ],
         # policy providers of layers above policies/ (robokernel_ros.policies.base)
         "robokernel_ros.policies": [

@@ -2,7 +2,7 @@
 + runner, for an SO-101 whose arm and gripper are two controllers.
 
     ros2 launch robokernel_ros sim_workcell.launch.py [namespace:=robokernel]
-        [policy_params:=<policy_server params file>] [trace_dir:=runs]
+        [policy_params:=<policy_server params file>] [trace_dir:=runs] [sim_operator:=true]
 
 One topic contract (config/contract_so101_arm_gripper.yaml) describes the robot: the
 state on /joint_states, the arm's command on /arm_controller/commands, the gripper's on
@@ -19,6 +19,12 @@ is heard by both shields and the runner, so one press holds both controllers.
          |      +--- <ns>/estop ---+-+--- estop_panel                             |
          +----------------------------- /joint_states <---------------------------+
 
+`sim_operator:=true` adds the simulated operator (nodes/sim_operator.py,
+config/sim_operator_so101.yaml): it plays the contract's leader arm (/leader/joint_states)
+from the scripted expert and presses its pedal (/pedal) when the robot leaves the
+expert's tube; the runner then hands the robot to it through the same shields
+(docs/operator_ros.md).
+
 The policy_server and the runner are lifecycle nodes brought up in order by this file
 (configure, activate the policy_server; then configure, activate the runner); the
 shields bring themselves up (autostart in their parameter files). The same graph, from
@@ -32,6 +38,7 @@ import os
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode, Node
 
@@ -168,6 +175,24 @@ def generate_launch_description():
                 name="estop_panel",
                 namespace=namespace,
                 parameters=[os.path.join(config, "estop_panel.yaml")],
+                output="screen",
+            ),
+            DeclareLaunchArgument(
+                "sim_operator",
+                default_value="false",
+                description="add the simulated operator (the scripted expert on the leader "
+                "topic, the pedal when the robot leaves its tube)",
+            ),
+            Node(
+                package="robokernel_ros",
+                executable="sim_operator",
+                name="sim_operator",
+                namespace=namespace,
+                parameters=[
+                    os.path.join(config, "sim_operator_so101.yaml"),
+                    {"contract_file": os.path.join(config, "contract_so101_arm_gripper.yaml")},
+                ],
+                condition=IfCondition(LaunchConfiguration("sim_operator")),
                 output="screen",
             ),
             policy_server,

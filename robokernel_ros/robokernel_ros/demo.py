@@ -107,10 +107,16 @@ class NodeProcess:
 
 
 def workcell_graph(
-    *, trace_dir: str, sim: bool = True, policy_params: str = "policy_server_scripted_so101.yaml"
+    *,
+    trace_dir: str,
+    sim: bool = True,
+    policy_params: str = "policy_server_scripted_so101.yaml",
+    sim_operator: bool = False,
 ) -> list[NodeProcess]:
     """The nodes of sim_workcell.launch.py (sim=True) or workcell.launch.py (sim=False):
-    the contract's two controllers (arm, gripper), a shield in front of each, one panel."""
+    the contract's two controllers (arm, gripper), a shield in front of each, one panel;
+    with sim_operator (sim_workcell.launch.py's sim_operator:=true) the simulated
+    operator too."""
     config = config_dir()
     limits = str(config / "joint_limits_so101.yaml")
     contract = str(config / CONTRACT)
@@ -138,6 +144,11 @@ def workcell_graph(
                 "sim_robot", "sim_robot", ["workcell_sim_robot_so101.yaml"],
                 {"contract_file": contract},
             ),
+        )  # fmt: skip
+    if sim_operator:
+        nodes.append(
+            NodeProcess("sim_operator", "sim_operator", ["sim_operator_so101.yaml"],
+                        {"contract_file": contract}),
         )  # fmt: skip
     return nodes
 

@@ -91,7 +91,8 @@ def test_launch_file_is_consistent(launch_file: str) -> None:
 def test_the_process_graph_is_the_launch_graph(launch_file: str, sim: bool) -> None:
     tree = _parse(launch_file)
     launched = sorted(ast.literal_eval(_kw(n, "executable")) for n in _nodes(tree))
-    graph = workcell_graph(trace_dir="runs", sim=sim)
+    # sim_workcell.launch.py's nodes with its sim_operator:=true option
+    graph = workcell_graph(trace_dir="runs", sim=sim, sim_operator=sim)
     assert sorted(n.executable for n in graph) == launched
     yaml_names = {
         c.value for c in ast.walk(tree) if isinstance(c, ast.Constant) and isinstance(c.value, str)
