@@ -139,6 +139,17 @@ def shared_ros(shared_domain) -> Iterator[RosClient]:
         client.close()
 
 
+def _start_sim_runner(
+    processes: Any, trace_dir: Path, namespace: str, *params: str, autostart: bool = True
+) -> Any:
+    args = ["--ros-args", "-r", f"__ns:={namespace}"]
+    for item in ("env:=sim", "robot:=so101", "robot_name:=arm", f"trace_dir:={trace_dir}",
+                 f"autostart:={str(autostart).lower()}", *params):  # fmt: skip
+        args += ["-p", item]
+    name = f"runner{namespace.replace('/', '_')}"
+    return processes.python(name, "robokernel_ros.nodes.runner", *args)
+
+
 @pytest.fixture
 def sim_runner(processes, tmp_path) -> Callable[..., tuple[Any, Path]]:
     """Start the runner node as a process: env=sim (the MuJoCo SO-101 in-process) with the
@@ -154,14 +165,55 @@ def sim_runner(processes, tmp_path) -> Callable[..., tuple[Any, Path]]:
 
     def start(namespace: str, *params: str, autostart: bool = True) -> tuple[Any, Path]:
         trace_dir = tmp_path / "runs"
-        args = ["--ros-args", "-r", f"__ns:={namespace}"]
-        for item in ("env:=sim", "robot:=so101", "robot_name:=arm", f"trace_dir:={trace_dir}",
-                     f"autostart:={str(autostart).lower()}", *params):  # fmt: skip
-            args += ["-p", item]
-        name = f"runner{namespace.replace('/', '_')}"
-        return processes.python(name, "robokernel_ros.nodes.runner", *args), trace_dir
+        proc = _start_sim_runner(processes, trace_dir, namespace, *params, autostart=autostart)
+        return proc, trace_dir
 
     return start
+
+
+@pytest.fixture(scope="module")
+def shared_sim_runner(
+    module_processes, shared_domain, tmp_path_factory
+) -> Callable[..., tuple[Any, Path]]:
+    """`sim_runner` for a runner that a module's tests share (a module-scoped fixture
+    starts it once, on the module's `shared_domain`; traces and bags of all its tests in
+    one folder: a test tells its own runs by their reports or by what it found before)."""
+
+    def start(namespace: str, *params: str, autostart: bool = True) -> tuple[Any, Path]:
+        trace_dir = tmp_path_factory.mktemp("shared_runner") / "runs"
+        proc = _start_sim_runner(
+            module_processes, trace_dir, namespace, *params, autostart=autostart
+        )
+        return proc, trace_dir
+
+    return start
+
+
+@pytest.fixture
+def runner_at_rest(shared_ros) -> Callable[[Any, Any, str], None]:
+    """runner_at_rest(processes, proc, namespace): a shared runner handed to the test as a
+    fresh one would be: alive, answering, no policy running (one a failed test left is
+    stopped). Asked by the module's `shared_ros` (discovered once)."""
+    return lambda processes, proc, namespace: _runner_at_rest(
+        shared_ros, processes, proc, namespace
+    )
+
+
+def _runner_at_rest(ros: RosClient, processes: Any, proc: Any, namespace: str) -> None:
+    from robokernel_interfaces.srv import ListPoliciesRunning, RunPolicy, StopPolicy
+
+    assert proc.poll() is None, processes.log(proc)
+    assert ros.wait_for(RunPolicy, f"{namespace}/run_policy", 60), processes.log(proc)
+
+    def running() -> list[str]:
+        # answered(): a new client's first requests can go unanswered while DDS matches
+        # the reply path (RosClient.answered)
+        name = f"{namespace}/list_policies_running"
+        return list(ros.answered(ListPoliciesRunning, name, ListPoliciesRunning.Request()).robots)
+
+    for robot in running():
+        ros.call(StopPolicy, f"{namespace}/stop_policy", StopPolicy.Request(robot_name=robot))
+    assert ros.wait_until(lambda: not running(), 30), "a policy still runs after stop_policy"
 
 
 _recent_domains: list[int] = []  # this process's last test domains: not reused at once

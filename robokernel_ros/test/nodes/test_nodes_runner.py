@@ -25,9 +25,17 @@ from robokernel_interfaces.srv import (  # noqa: E402
 NS = "/rk_runner"
 
 
+@pytest.fixture(scope="module")
+def _runner(shared_sim_runner):
+    return shared_sim_runner(NS)
+
+
 @pytest.fixture
-def runner(sim_runner):
-    return sim_runner(NS)
+def runner(_runner, runner_at_rest, module_processes):
+    """The module's runner (one process for its tests), at rest (conftest.runner_at_rest):
+    (process, trace dir shared by the module's runs)."""
+    runner_at_rest(module_processes, _runner[0], NS)
+    return _runner
 
 
 def _run(**fields) -> RunPolicy.Request:
@@ -38,13 +46,13 @@ def _run(**fields) -> RunPolicy.Request:
 
 
 def test_run_policy_answers_with_the_report_trace_bag_and_live_events(
-    runner, ros, processes
+    runner, ros, module_processes
 ) -> None:
     proc, trace_dir = runner
     from robokernel_ros.nodes.runner import EVENTS_QOS
 
     events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
-    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), processes.log(proc)
+    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), module_processes.log(proc)
     ros.wait_matched(f"{NS}/events")  # the runner's events reach the collector
     response = ros.call(RunPolicy, f"{NS}/run_policy", _run(n_steps=25, seed=3, instruction="wave"))
     assert response.ok and response.status == "success", response.message
@@ -63,10 +71,10 @@ def test_run_policy_answers_with_the_report_trace_bag_and_live_events(
 
 
 def test_refusals_name_parameter_value_domain_and_leave_the_robot_startable(
-    runner, ros, processes
+    runner, ros, module_processes
 ) -> None:
     proc, _ = runner
-    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), processes.log(proc)
+    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), module_processes.log(proc)
     cases = [
         (_run(n_steps=0), "n_steps"),
         (_run(async_rtc=5), "async_rtc"),
@@ -87,9 +95,9 @@ def test_refusals_name_parameter_value_domain_and_leave_the_robot_startable(
     assert ok.ok, ok.message
 
 
-def test_start_list_stop_answer_during_a_run(runner, ros, processes) -> None:
+def test_start_list_stop_answer_during_a_run(runner, ros, module_processes) -> None:
     proc, _ = runner
-    assert ros.wait_for(StartPolicy, f"{NS}/start_policy", 60), processes.log(proc)
+    assert ros.wait_for(StartPolicy, f"{NS}/start_policy", 60), module_processes.log(proc)
     request = StartPolicy.Request(robot_name="arm", policy_provider="mock", n_steps=100000)
     request.extra_json = json.dumps({"fast_mode": False})
     started = ros.call(StartPolicy, f"{NS}/start_policy", request)
@@ -115,9 +123,9 @@ def test_start_list_stop_answer_during_a_run(runner, ros, processes) -> None:
     assert not idle.ok and "not running" in idle.message
 
 
-def test_eval_policy_over_ros(runner, ros, processes) -> None:
+def test_eval_policy_over_ros(runner, ros, module_processes) -> None:
     proc, _ = runner
-    assert ros.wait_for(EvalPolicy, f"{NS}/eval_policy", 60), processes.log(proc)
+    assert ros.wait_for(EvalPolicy, f"{NS}/eval_policy", 60), module_processes.log(proc)
     request = EvalPolicy.Request(
         robot_name="arm", policy_provider="mock", n_episodes=2, max_steps=10, seed=1
     )
@@ -132,13 +140,13 @@ def test_eval_policy_over_ros(runner, ros, processes) -> None:
 
 
 def test_200_malformed_requests_are_all_refused_and_the_node_still_serves(
-    runner, ros, processes
+    runner, ros, module_processes
 ) -> None:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     proc, _ = runner
-    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), processes.log(proc)
+    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), module_processes.log(proc)
     bad_float = st.sampled_from([0.0, -1.0, -1e9, float("nan"), float("inf"), float("-inf")])
     not_object = st.one_of(
         st.text(max_size=20).filter(lambda t: not t.strip().startswith("{")),
@@ -188,24 +196,25 @@ def test_200_malformed_requests_are_all_refused_and_the_node_still_serves(
 
     check()
     assert len(answers) == 200
-    assert proc.poll() is None, processes.log(proc)
+    assert proc.poll() is None, module_processes.log(proc)
     ok = ros.call(RunPolicy, f"{NS}/run_policy", _run(n_steps=5))
     assert ok.ok, ok.message
     listed = ros.call(ListPoliciesRunning, f"{NS}/list_policies_running", timeout_s=5)
     assert listed.ok and list(listed.robots) == []
 
 
-def test_operator_verdict_and_reset_done_services(runner, ros, processes) -> None:
+def test_operator_verdict_and_reset_done_services(runner, ros, module_processes) -> None:
     proc, trace_dir = runner
-    assert ros.wait_for(SubmitVerdict, f"{NS}/verdict", 60), processes.log(proc)
+    assert ros.wait_for(SubmitVerdict, f"{NS}/verdict", 60), module_processes.log(proc)
     bad = ros.call(SubmitVerdict, f"{NS}/verdict", SubmitVerdict.Request(outcome="maybe"))
     assert not bad.ok and "outcome" in bad.message and "maybe" in bad.message
     reset = ros.call(Trigger, f"{NS}/reset_done", Trigger.Request(), timeout_s=10)
     assert reset.message, "reset_done answered without a message"
 
+    earlier = set(trace_dir.glob("*")) if trace_dir.is_dir() else set()  # other tests' runs
     start = StartPolicy.Request(robot_name="arm", policy_provider="mock", n_steps=100000)
     assert ros.call(StartPolicy, f"{NS}/start_policy", start).ok
-    assert ros.wait_until(lambda: list(trace_dir.glob("*/events.jsonl")), 30)
+    assert ros.wait_until(lambda: set(trace_dir.glob("*/events.jsonl")) - earlier, 30)
     verdict = SubmitVerdict.Request(outcome="failure", note="dropped the cube")
     answered = ros.call(SubmitVerdict, f"{NS}/verdict", verdict)
     assert answered.ok, answered.message
@@ -214,13 +223,16 @@ def test_operator_verdict_and_reset_done_services(runner, ros, processes) -> Non
 
     from robokernel_ros.kernel import load_trace
 
+    def ours() -> list[Path]:
+        return [p for p in trace_dir.iterdir() if p not in earlier and (p / "meta.json").is_file()]
+
     def verdict_recorded() -> bool:
-        runs = [p for p in trace_dir.iterdir() if (p / "meta.json").is_file()]
+        runs = ours()
         meta = load_trace(runs[0]).meta if runs else {}
         return bool(meta.get("verdict")) and meta.get("outcome") is not None
 
     assert ros.wait_until(verdict_recorded, 30)
-    run = next(p for p in trace_dir.iterdir() if (p / "meta.json").is_file())
+    (run,) = ours()
     meta = load_trace(run).meta
     assert meta["verdict"]["outcome"] == "failure", meta["verdict"]
     assert meta["verdict"]["note"] == "dropped the cube"

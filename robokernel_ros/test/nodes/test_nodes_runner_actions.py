@@ -19,17 +19,25 @@ NS = "/rk_actions"
 PACED = {"fast_mode": False, "control_frequency": 50.0}  # wall-clock episodes: time to act
 
 
-@pytest.fixture
-def runner(sim_runner):
-    return sim_runner(NS)
+@pytest.fixture(scope="module")
+def _runner(shared_sim_runner):
+    return shared_sim_runner(NS)
 
 
 @pytest.fixture
-def cell(runner, processes):
+def runner(_runner, runner_at_rest, module_processes):
+    """The module's runner (one process for its tests), at rest (conftest.runner_at_rest):
+    (process, trace dir shared by the module's runs)."""
+    runner_at_rest(module_processes, _runner[0], NS)
+    return _runner
+
+
+@pytest.fixture
+def cell(runner, module_processes):
     client = WorkcellClient(NS, server_timeout_s=60.0)
     try:
         # Answered once: discovery of the runner (and its answer path) is complete.
-        assert client.list_policies_running().ok, processes.log(runner[0])
+        assert client.list_policies_running().ok, module_processes.log(runner[0])
         yield client
     finally:
         client.close()
@@ -120,12 +128,14 @@ def test_cancel_mid_eval_holds_and_leaves_a_complete_trace_and_bag(cell) -> None
 
 def test_refused_goal_is_answered_before_anything_starts(cell, runner) -> None:
     _, trace_dir = runner
+    earlier = set(trace_dir.iterdir()) if trace_dir.exists() else set()  # other tests' runs
     t0 = time.monotonic()
     result = cell.eval_policy(robot_name="arm", policy_provider="mock", n_episodes=0)
     assert time.monotonic() - t0 < 10.0
     assert not result.ok and result.status == "error"
     assert "n_episodes" in result.message, result.message
-    assert not trace_dir.exists() or not any(trace_dir.iterdir()), "a refused goal started a run"
+    now = set(trace_dir.iterdir()) if trace_dir.exists() else set()
+    assert now == earlier, "a refused goal started a run"
     with pytest.raises(ValueError, match="n_episodes"):
         cell.eval_policy(robot_name="arm", n_episodes="three")  # refused by the client
 

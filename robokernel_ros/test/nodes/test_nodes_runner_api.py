@@ -30,11 +30,17 @@ TINY_SPEC = {
 }
 
 
+@pytest.fixture(scope="module")
+def _runner(shared_sim_runner):
+    return shared_sim_runner(NS)
+
+
 @pytest.fixture
-def runner(sim_runner, processes, ros):
-    proc, trace_dir = sim_runner(NS)
-    assert ros.wait_for(RunPolicy, f"{NS}/run_policy", 60), processes.log(proc)
-    return proc, trace_dir
+def runner(_runner, runner_at_rest, module_processes):
+    """The module's runner (one process for its tests), at rest (conftest.runner_at_rest):
+    (process, trace dir shared by the module's runs)."""
+    runner_at_rest(module_processes, _runner[0], NS)
+    return _runner
 
 
 def _idle(ros) -> bool:
@@ -51,7 +57,7 @@ def _assert_run_dir(report: dict, trace_dir: Path, steps: int) -> None:
     assert [e.kind for e in bag.events] == [e.kind for e in trace.events]
 
 
-def test_evaluate_benchmark_over_ros(runner, ros, processes) -> None:
+def test_evaluate_benchmark_over_ros(runner, ros, module_processes) -> None:
     proc, trace_dir = runner
     request = EvaluateBenchmark.Request(
         spec_json=json.dumps(TINY_SPEC), policy_provider="mock", n_episodes=2, seed=4
@@ -80,10 +86,10 @@ def test_evaluate_benchmark_over_ros(runner, ros, processes) -> None:
         assert not refused.ok and refused.status == "error", (fields, refused.message)
         assert needle in refused.message, (fields, refused.message)
     assert _idle(ros)
-    assert proc.poll() is None, processes.log(proc)
+    assert proc.poll() is None, module_processes.log(proc)
 
 
-def test_replay_episode_from_run_directory_and_bag_over_ros(runner, ros, processes) -> None:
+def test_replay_episode_from_run_directory_and_bag_over_ros(runner, ros, module_processes) -> None:
     proc, trace_dir = runner
     run = ros.call(
         RunPolicy,
@@ -124,10 +130,10 @@ def test_replay_episode_from_run_directory_and_bag_over_ros(runner, ros, process
         assert not refused.ok and refused.status == "error", (request, refused.message)
         assert needle in refused.message, (needle, refused.message)
     assert _idle(ros)
-    assert proc.poll() is None, processes.log(proc)
+    assert proc.poll() is None, module_processes.log(proc)
 
 
-def test_run_multi_policy_over_ros(runner, ros, processes) -> None:
+def test_run_multi_policy_over_ros(runner, ros, module_processes) -> None:
     proc, trace_dir = runner
     request = RunMultiPolicy.Request(
         policies_json=json.dumps(
@@ -165,4 +171,4 @@ def test_run_multi_policy_over_ros(runner, ros, processes) -> None:
         assert not refused.ok and refused.status == "error", (fields, refused.message)
         assert needle in refused.message, (fields, refused.message)
     assert _idle(ros)
-    assert proc.poll() is None, processes.log(proc)
+    assert proc.poll() is None, module_processes.log(proc)
