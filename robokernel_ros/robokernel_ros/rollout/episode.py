@@ -238,13 +238,18 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
     operator = OperatorChannel()
     menv.operator = operator
     control.attach_operator(operator)
+    # the plan's teleop source (an in-process simulated operator), else the env's (ROS)
+    teleop = plan.teleop if plan.teleop is not None else getattr(parts.env, "teleop_source", None)
+    if callable(getattr(teleop, "attach", None)):
+        teleop.attach(operator)  # a simulated operator calls correct()/resume() on it
     runner = EpisodeRunner(menv, parts.agent, trace=trace, bus=bus, safety=plan.safety,
                            act_timeout_s=plan.rtc_timeout, record_privileged=outlet.record_privileged,
                            image_every=outlet.image_every,
                            privileged_every=1 if menv.needs_context or plan.benchmark is not None
                            else outlet.privileged_every,
                            timing=timing, operator=operator,
-                           count_action=executed.count_action)  # fmt: skip
+                           count_action=executed.count_action,
+                           teleop=teleop)  # fmt: skip
     # what the shield refused is not applied (health.RefusalTally)
     runner.shield = executed.tally = RefusalTally(runner.shield)
     if seed is not None:

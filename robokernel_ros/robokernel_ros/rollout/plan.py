@@ -69,6 +69,7 @@ class RolloutPlan:
     torque_gains: dict[str, Any] = field(default_factory=dict)  # robot -> resolved, by preflight
     live: Any = None  # live.LiveOptions: a Foxglove view of every episode; None: none
     live_view: Any = field(default=None, repr=False, compare=False)  # started by the first episode
+    teleop: Any = None  # a kernel TeleopSource for every episode (None: the env's, if any)
 
     @property
     def robot(self) -> str:

@@ -58,6 +58,7 @@ class _Outputs:
     live: Any = None  # True, a port, or a live.LiveOptions mapping; checked: LiveOptions or None
     wbc_install_torque_control: bool = False
     wbc_gains: Mapping[str, Any] | None = None
+    teleop: Any = None  # a kernel TeleopSource (takes over when the operator corrects); checked
 
     def _check_outputs(self) -> None:
         self.observer = v.callables("observer", self.observer)
@@ -71,13 +72,14 @@ class _Outputs:
             raise ValueError(f"safety={self.safety!r}: must be a dict of shield settings or None")
         self.safety = dict(self.safety) if self.safety is not None else None
         self.live = _live_option(self.live)
+        self.teleop = _teleop_option(self.teleop)
 
     def _plan_outputs(self, progress: bool | None) -> dict[str, Any]:
         """The RolloutPlan fields of the checked outputs."""
         return {"observers": self.observer, "on_frame": self.on_frame, "video": self.video,
                 "trace_dir": self.trace_dir, "bag": self.bag, "cameras": self.cameras,
                 "image_size": self.image_size, "safety": self.safety, "progress": progress,
-                "live": self.live}  # fmt: skip
+                "live": self.live, "teleop": self.teleop}  # fmt: skip
 
 
 class _OneRobot:
@@ -266,6 +268,11 @@ class EvalRequest(_Outputs, _OneRobot):
             raise ValueError(
                 f"live={live_asked!r}: the live view follows the episodes of this process and workers="
                 f"{self.workers} runs them in Ray workers; use workers=1 to watch an eval live"
+            )
+        if self.teleop is not None and self.workers > 1:
+            raise ValueError(
+                f"teleop={self.teleop.name!r}: a teleop source drives the episodes of this process "
+                f"and workers={self.workers} runs them in Ray workers; use workers=1"
             )
         self._check_rollout()
         self.success_fn = _success_fn(self.success_fn)
@@ -469,6 +476,19 @@ def _policy_choices(policies: Mapping[str, Any]) -> dict[str, PolicyChoice]:
                 "{'policy_provider': ..., 'policy_config': {...}}"
             )
     return resolved
+
+
+def _teleop_option(teleop: Any) -> Any:
+    """None, or a kernel TeleopSource: a non-empty `name` and a callable `teleop_action`."""
+    if teleop is None:
+        return None
+    name = getattr(teleop, "name", None)
+    if not (isinstance(name, str) and name and callable(getattr(teleop, "teleop_action", None))):
+        raise ValueError(
+            f"teleop={teleop!r}: must be a teleop source (a non-empty `name` and "
+            "teleop_action(observation)), e.g. rollout.takeover.SimulatedOperator, or None"
+        )
+    return teleop
 
 
 def _check_batching(policy: PolicyChoice, workers: int) -> None:
