@@ -79,12 +79,21 @@ def _ros_chunks(ns: str, instruction: str) -> list[np.ndarray]:
         policy.close()
 
 
-@pytest.fixture
-def mock_server(processes):
-    """A mock policy_server (5-action chunks, seeded: every episode the same) with the openpi endpoint and an API key."""
-    proc, port = _start(processes, "/openpi_mock", "mock", {"execution_horizon": 5, "seed": 7},
+@pytest.fixture(scope="module")
+def _mock_server(module_processes, shared_domain):
+    proc, port = _start(module_processes, "/openpi_mock", "mock", {"execution_horizon": 5, "seed": 7},
                         "action_keys:=[a,b,c]", f"openpi_api_key:={KEY}")  # fmt: skip
-    return proc, port, processes
+    return proc, port, module_processes
+
+
+@pytest.fixture
+def mock_server(_mock_server):
+    """A mock policy_server (5-action chunks, seeded: every episode the same) with the
+    openpi endpoint and an API key: one for the module's tests (each client's episode
+    starts the mock anew), alive and healthy when a test gets it."""
+    proc, port, group = _mock_server
+    _wait_healthy(port, proc, group)
+    return _mock_server
 
 
 def _openpi_chunks(client, instruction: str) -> list[np.ndarray]:
