@@ -124,7 +124,8 @@ def import_graph(package: str) -> dict[str, dict[str, int]]:
                         and imported != module
                         and (imported not in own or imported in read)
                     ):
-                        graph[module].setdefault(imported, node.lineno)
+                        line = graph[module].get(imported, node.lineno)
+                        graph[module][imported] = min(line, node.lineno)
     return graph
 
 
@@ -152,7 +153,8 @@ def modules_named(package: str) -> dict[str, dict[str, int]]:
             ):
                 name = node.value.partition(":")[0]  # an entry point's module:attribute
                 if name in files and name != module:
-                    named[module].setdefault(name, node.lineno)
+                    line = named[module].get(name, node.lineno)
+                    named[module][name] = min(line, node.lineno)
     return named
 
 
