@@ -140,9 +140,7 @@ class _PedalReader:
         self.owner = owner
         self.takeover = takeover
         self.topic = node.resolve_topic_name(takeover.topic)
-        self.is_joy = takeover.type.endswith("/Joy")
-        self._last_bool: bool | None = None
-        self._last_buttons: list[int] = []
+        self._last: Any = None  # the last message's state (pedal_calls)
         self._link = acquire_link()
         self._reader = DirectReader(
             self._link.rx_node, message_class(takeover.type), self.topic, TAKEOVER_QOS
@@ -167,29 +165,36 @@ class _PedalReader:
                         )
 
     def _calls(self, msg: Any) -> list[tuple[str, str]]:
-        """The calls one message makes: a Bool's change (the first one counts), a Joy's
-        buttons going from 0 to 1."""
-        if not self.is_joy:
-            value = bool(msg.data)
-            changed = value != self._last_bool
-            self._last_bool = value
-            if not changed:
-                return []
-            return [("correct" if value else "resume", f"pedal {self.topic}")]
-        buttons = [int(b) for b in msg.buttons]
-        previous = self._last_buttons
-        self._last_buttons = buttons
-        calls = []
-        for verb in VERBS:
-            index = self.takeover.buttons.get(verb)
-            if index is None or index >= len(buttons):
-                continue
-            was = previous[index] if index < len(previous) else 0
-            if buttons[index] and not was:
-                calls.append((verb, f"joystick {self.topic} button {index}"))
+        calls, self._last = pedal_calls(self.takeover, msg, self._last, self.topic)
         return calls
 
     def close(self) -> None:
         self._reader.close()  # wakes the thread's take
         self._thread.join(timeout=2.0)
         release_link()
+
+
+def pedal_calls(
+    takeover: Any, msg: Any, last: Any, topic: str
+) -> tuple[list[tuple[str, str]], Any]:
+    """The calls (verb, by) one message on the takeover topic makes, and the state to
+    pass with the next message (`last`: None before the first). A Bool: its change (the
+    first message counts as one) to true is correct, to false resume; a repeated value
+    is nothing. A Joy: each of `takeover.buttons` going from 0 (or absent) to pressed,
+    in the order pause, correct, resume."""
+    if not takeover.type.endswith("/Joy"):
+        value = bool(msg.data)
+        if value == last:
+            return [], value
+        return [("correct" if value else "resume", f"pedal {topic}")], value
+    buttons = [int(b) for b in msg.buttons]
+    previous = list(last or [])
+    calls = []
+    for verb in VERBS:
+        index = takeover.buttons.get(verb)
+        if index is None or index >= len(buttons):
+            continue
+        was = previous[index] if index < len(previous) else 0
+        if buttons[index] and not was:
+            calls.append((verb, f"joystick {topic} button {index}"))
+    return calls, buttons
