@@ -32,10 +32,11 @@ act slower than act_timeout_s (policy_timeout), an exception in env.reset/env.st
 (env_error) -> error. An operator verdict turns success/failure/truncated/stopped into
 the verdict's outcome.
 
-Why one module of ~900 lines: the step (`_Episode.loop`) and the per-episode state it
+Why one module of ~1100 lines: the step (`_Episode.loop`) and the per-episode state it
 reads and writes (queue, pending chunk, holds, counts, the recorder) are one piece; the
-rest (act worker, hold action, finish) exists for it. What has a concept of its own
-already lives beside it: timing, chunks, recorder, shield, operator, scheduling.
+rest (act worker, hold action, finish, sentry's carry-over) exists for it. What has a
+concept of its own already lives beside it: timing, chunks, recorder, shield, operator,
+scheduling, handover (the limiter), intervention (the takeover steps).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ from . import events as ev
 from .chunks import action_row, as_chunk
 from .events import Event, EventBus
 from .handover import HandoverLimiter
-from .operator import AUTONOMOUS, CORRECTING, PAUSED, OperatorChannel
+from .intervention import InterventionSteps
+from .operator import AUTONOMOUS, PAUSED, OperatorChannel
 from .recorder import (
     ENV_ERROR,
     POLICY_ERROR,
@@ -427,7 +429,7 @@ class EpisodeRunner:
         return None
 
 
-class _Episode:
+class _Episode(InterventionSteps):
     """The state of one run(); a fresh object per episode keeps run() re-entrant-free and simple."""
 
     def __init__(
@@ -701,120 +703,9 @@ class _Episode:
         else:
             rec.seq += 1
 
-    # -- takeover (docs/operator.md) -------------------------------------------------------
+    # -- takeover (docs/operator.md; the steps themselves: kernel.intervention) ---------
     def teleop_failure(self, exc: BaseException, where: str) -> _EpisodeOver:
         return _EpisodeOver.failure(TELEOP_ERROR, exc, f"teleop {self.teleop.name!r}: {where}")
-
-    def operator_mode(self, step: int, observation: Any) -> str:
-        """The mode of this step: the teleop source observes first (a simulated operator
-        may take over or hand back here), then the channel's mode is read; a change opens,
-        changes or closes the intervention (its events follow the operator's call)."""
-        observe = getattr(self.teleop, "observe", None)
-        if observe is not None:
-            try:
-                observe(step, observation)
-            except Exception as exc:
-                raise self.teleop_failure(exc, "observe") from exc
-        op = self.r.operator
-        mode = op.mode
-        if op.has_notices:
-            self.publish_operator_notices(step)
-        if mode != self.mode:
-            self.switch_mode(step, mode, op.mode_by)
-        return self.mode
-
-    def switch_mode(self, step: int, mode: str, by: str) -> None:
-        old, self.mode = self.mode, mode
-        rec = self.rec
-        shield = self.r.shield
-        limiter = self.r.handover if self.spec.control == "absolute" else None
-        if mode == AUTONOMOUS:  # handing back: the policy starts over from here
-            self.close_intervention(step, by)
-            self.queue.clear()
-            self.pending = None  # a chunk in flight was computed before: dropped
-            if limiter is not None:
-                limiter.start(shield.last, shield.previous)
-                self.handing_back = True
-            return
-        if old == AUTONOMOUS:
-            self.interventions += 1
-            if self.first_intervention_step is None:
-                self.first_intervention_step = step
-            self.intervention_start = (step, self.clock(step))
-            self.handing_back = False
-            rec.emit(
-                ev.INTERVENTION_START,
-                step,
-                {"step": step, "mode": mode, "by": by, "teleop": self.teleop.name},
-            )
-        else:
-            rec.emit(ev.INTERVENTION_MODE, step, {"step": step, "mode": mode, "by": by})
-        if limiter is not None:
-            # From the robot's command as it moves (at step 0: where the robot is).
-            last = shield.last if shield.last is not None else self.r.hold_action(None)
-            limiter.start(last, shield.previous)
-
-    def close_intervention(self, step: int, by: str) -> None:
-        """intervention.end for the open intervention (none open: nothing)."""
-        if self.intervention_start is None:
-            return
-        start_step, start_t = self.intervention_start
-        self.intervention_start = None
-        self.rec.emit(
-            ev.INTERVENTION_END,
-            step,
-            {
-                "step": step,
-                "start_step": start_step,
-                "steps": step - start_step,
-                "duration_s": self.clock(step) - start_t,
-                "by": by,
-            },
-        )
-
-    def operator_step(
-        self, mode: str, observation: Any, stopping: bool, plain_absolute_hold: bool
-    ) -> tuple[ShieldResult, bool, dict[str, Any]]:
-        """The shield's result for a step the operator decides: paused (or stopping) holds,
-        correcting follows the teleop source; both through the handover limiter (absolute
-        control) and then the shield. Returns (result, whether it held, the action event's
-        takeover fields)."""
-        human = policy = None
-        fields: dict[str, Any] = {"mode": mode}
-        if mode == CORRECTING and not stopping:
-            if self.queue:
-                policy = self.queue.popleft()  # the policy's shadow action: not executed
-                self.shadow += 1
-            try:
-                human = self.teleop.teleop_action(observation)
-            except Exception as exc:
-                raise self.teleop_failure(exc, "teleop_action") from exc
-            if human is not None and not isinstance(human, Mapping):
-                raise self.teleop_failure(
-                    TypeError(f"returned {type(human).__name__}, not a mapping or None"),
-                    "teleop_action",
-                )
-            fields["human_action"] = None if human is None else dict(human)
-            fields["policy_action"] = dict(policy) if isinstance(policy, Mapping) else None
-        hold = self.hold(plain_absolute_hold)
-        limiter = self.r.handover
-        if self.spec.control == "absolute" and limiter.active:
-            proposed: Any = limiter.step(human)  # None: brake to rest where it is
-        else:
-            proposed = hold if human is None else human
-        return self.r.shield.review(proposed, hold=hold), human is None, fields
-
-    def lead(self, proposed: Any) -> Any:
-        """Handing back: the limiter leads the policy's command (None: the hold) until it
-        has caught up with it; from then on the policy's actions pass as they are."""
-        limiter = self.r.handover
-        if proposed is not None and not isinstance(proposed, Mapping):
-            return proposed  # garbage: the shield refuses it
-        led = limiter.step(proposed)
-        if proposed is not None and limiter.caught_up(proposed):
-            limiter.stop()
-            self.handing_back = False
-        return led
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> EpisodeRecord:
