@@ -254,20 +254,3 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     seed = getattr(config.option, "randomly_seed", None)
     if isinstance(seed, int):
         terminalreporter.write_line(f"test order: -p randomly --randomly-seed={seed}")
-
-
-_FILE_ORDER_MODULES = ("robokernel_ros/test/rollout/test_rollout_parallel.py::",)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """The one exception to the random order (after pytest-randomly's shuffle): the tests of
-    test_rollout_parallel.py run in their file order. They share one local Ray instance (the
-    module's `cell`), and in some orders (seeds 7 and 11: a parallel eval after the stop_policy
-    test) the pytest process ended at once, exit 1 and no output, as a Ray driver does when
-    its instance fails; the cause is not found yet. The module's own position stays random."""
-    for prefix in _FILE_ORDER_MODULES:
-        at = [i for i, item in enumerate(items) if item.nodeid.startswith(prefix)]
-        in_file_order = sorted((items[i] for i in at), key=lambda item: item.reportinfo()[1])
-        for i, item in zip(at, in_file_order, strict=True):
-            items[i] = item

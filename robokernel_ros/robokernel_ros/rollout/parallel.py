@@ -11,7 +11,8 @@ imports Ray). The contract:
   and cameras as added through the API) and its own policy, built once per worker by an
   `EvalSession`: `policy_load_cache_hit` is true from a worker's second episode on. Ray
   starts a local instance when no address is given (kept for the life of the process:
-  the second eval does not pay the start again).
+  the second eval does not pay the start again), whichever thread the first eval ran in
+  (`ray_init`).
 - **Same seeds, same episodes.** Episode i runs with seed + i, exactly as on the serial
   path, so in sync mode each episode's result (outcome, steps, reward, actions) equals
   the serial run's and the aggregate is built from them in episode order by the same
@@ -37,11 +38,13 @@ bus events (the trace's) stay in the workers; only progress reaches the driver's
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import io
 import logging
 import os
+import queue
 import shutil
 import signal
 import tarfile
@@ -73,7 +76,16 @@ def ray_init(address: str | None, workers: int) -> None:
     A local instance runs its workers at this process's priority: Ray's default starts them
     15 nicer than the raylet, so on a machine with any other load a parallel eval's episodes
     (and their bag writers) would get less CPU than the serial path or a process pool.
-    A cluster's own settings are left as they are."""
+    A cluster's own settings are left as they are.
+
+    A local instance lives as long as this process, whichever thread asked for it. Ray
+    starts its processes (GCS, raylet, monitors) with PR_SET_PDEATHSIG=SIGKILL, and Linux
+    sends that signal when the *thread* that started them ends: an eval run in a thread
+    (a ROS action's, a caller's `threading.Thread`) took the instance down with it when
+    it returned, and the next parallel eval's driver ended the whole process (Ray's core
+    worker exits after 60 s without its GCS, exit 1 and no Python error). So `ray.init`
+    runs in the main thread, or else in one daemon thread kept for the life of the process
+    (`_lasting_thread`)."""
     import ray
 
     if ray.is_initialized():
@@ -85,7 +97,46 @@ def ray_init(address: str | None, workers: int) -> None:
         kwargs["_system_config"] = {"worker_niceness": 0}
     else:
         kwargs["address"] = address
-    ray.init(**kwargs)
+    if threading.current_thread() is threading.main_thread():
+        ray.init(**kwargs)
+    else:
+        _lasting_thread().call(lambda: ray.init(**kwargs))
+
+
+class _LastingThread:
+    """One daemon thread, never ended before the process, that runs the calls it is given
+    (so that the children they start, tied to their starting thread, outlive any caller)."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[tuple[Any, concurrent.futures.Future]] = queue.SimpleQueue()
+        thread = threading.Thread(target=self._serve, name="robokernel-ray-starter", daemon=True)
+        thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, done = self._calls.get()
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                done.set_exception(exc)
+
+    def call(self, fn: Any) -> Any:
+        """fn() run in the lasting thread; its result, or its exception raised here."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._calls.put((fn, done))
+        return done.result()
+
+
+_LASTING: _LastingThread | None = None
+_LASTING_LOCK = threading.Lock()
+
+
+def _lasting_thread() -> _LastingThread:
+    global _LASTING
+    with _LASTING_LOCK:
+        if _LASTING is None:
+            _LASTING = _LastingThread()
+        return _LASTING
 
 
 class EpisodeWorker:
