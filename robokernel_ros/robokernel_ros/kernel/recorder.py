@@ -285,6 +285,11 @@ class EpisodeRecorder:
             else:  # the trace alone: no Event to build
                 self.writer.write_fields(seq, kind, step, self.t, wall, data)  # type: ignore[union-attr]
 
+    def skip(self, count: int = 1) -> None:
+        """Count `count` events that nobody records (no trace, no subscriber): the loop
+        builds none, and seq numbers do not depend on who listens."""
+        self.seq += count
+
     def _deliver(self, event: Event) -> None:
         writer = self.writer
         if writer is not None:
@@ -315,7 +320,7 @@ class EpisodeRecorder:
         slower than its loop, like a ROS robot's, hands out each frame once read-only:
         recorded once, the exporters repeat it as they do between image_every steps)."""
         if not (self.traced or self.bus.subscriber_count):
-            self.seq += 1  # counted all the same, so seq numbers do not depend on listeners
+            self.skip()  # counted all the same, so seq numbers do not depend on listeners
             return
         images = None
         if type(observation) is dict or isinstance(observation, Mapping):

@@ -701,7 +701,7 @@ class _Episode(InterventionSteps):
                 },
             )
         else:
-            rec.seq += 1
+            rec.skip()
 
     # -- takeover (docs/operator.md; the steps themselves: kernel.intervention) ---------
     def teleop_failure(self, exc: BaseException, where: str) -> _EpisodeOver:
@@ -824,7 +824,7 @@ class _Episode(InterventionSteps):
         r = self.r
         if r.record_privileged and (final or step % r.privileged_every == 0):
             if not (rec.traced or rec.bus.subscriber_count):
-                rec.seq += 1  # counted all the same, like every other event
+                rec.skip()  # counted all the same, like every other event
                 return
             try:
                 state = r.env.privileged_state()
@@ -898,7 +898,7 @@ class _Episode(InterventionSteps):
             if rec.traced or bus.subscriber_count:
                 self.record_observation(step, observation)
             else:  # nobody listens: count the events, build nothing
-                rec.seq += 1 + (record_privileged and step % privileged_every == 0)
+                rec.skip(2 if record_privileged and step % privileged_every == 0 else 1)
 
             if teleop is not None:  # the operator's mode at this step boundary
                 mode = self.operator_mode(step, observation)
@@ -997,7 +997,7 @@ class _Episode(InterventionSteps):
                         data.update(fields)
                 rec.emit(ev.ACTION, step, data, handed_at)
             else:
-                rec.seq += 1
+                rec.skip()
             if wall:  # the command is out: deliver what the step held
                 rec.deliver()
             sim_time = info.get("sim_time_s")
