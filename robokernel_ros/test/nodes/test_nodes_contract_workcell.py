@@ -27,7 +27,7 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from robokernel_interfaces.msg import KernelEvent, ShieldState  # noqa: E402
-from robokernel_interfaces.srv import RunPolicy, StartPolicy  # noqa: E402
+from robokernel_interfaces.srv import ListPoliciesRunning, RunPolicy, StartPolicy  # noqa: E402
 
 NS = NAMESPACE
 ARM = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"]
@@ -48,24 +48,48 @@ def _policy_params(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def arm_and_gripper(processes, tmp_path, ros):
-    """make demo's graph: sim_robot with the contract's two controllers, safety_shield
-    (arm) and gripper_shield, one panel, the policy server (waypoints for both) and the
-    runner (contract_file, shields)."""
+@pytest.fixture(scope="module")
+def _arm_and_gripper_graph(module_processes, shared_ros, tmp_path_factory):
+    """The graph of `arm_and_gripper`, started once for the module's tests that use it."""
+    tmp_path = tmp_path_factory.mktemp("arm_and_gripper")
     graph = workcell_graph(trace_dir=str(tmp_path / "runs"))
     extra = {"policy_server": ["--params-file", str(_policy_params(tmp_path))]}
-    procs = {n.name: processes.start(n.name, n.argv() + extra.get(n.name, [])) for n in graph}
+    procs = {
+        n.name: module_processes.start(n.name, n.argv() + extra.get(n.name, [])) for n in graph
+    }
+    assert shared_ros.wait_for(StartPolicy, f"{NS}/start_policy", 60), module_processes.log(
+        procs["runner"]
+    )
+    return procs
+
+
+@pytest.fixture
+def arm_and_gripper(_arm_and_gripper_graph, module_processes, ros):
+    """make demo's graph: sim_robot with the contract's two controllers, safety_shield
+    (arm) and gripper_shield, one panel, the policy server (waypoints for both) and the
+    runner (contract_file, shields): one graph for the module's tests, handed to each at
+    rest (every process alive, the panel released, no fault latched, both shields active,
+    no policy running); the shields' states and the runner's events collected from now."""
+    procs, processes = _arm_and_gripper_graph, module_processes
+    for name, proc in procs.items():
+        assert proc.poll() is None, (name, processes.log(proc)[-2000:])
     states = {name: ros.collect(ShieldState, f"{NS}/{name}/state", STATUS_QOS) for name in SHIELDS}
     events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
-    assert ros.wait_for(StartPolicy, f"{NS}/start_policy", 60), processes.log(procs["runner"])
     for name in ("policy_server", "runner"):
         wait_active(ros.node, f"{NS}/{name}", timeout_s=60)
+    assert ros.call(Trigger, f"{NS}/estop_panel/release", timeout_s=10).success
+    # refused while a release is younger than estop_timeout_s at the runner or a shield
+    deadline = time.monotonic() + 30
+    while not ros.call(Trigger, f"{NS}/clear_fault", timeout_s=15).success:
+        assert time.monotonic() < deadline, "clear_fault refused for 30 s"
+        time.sleep(0.1)
     for name, received in states.items():
-        assert ros.wait_until(lambda r=received: r and r[-1].state == "active", 30), (
-            name,
-            processes.log(procs[name]),
-        )
+        assert ros.wait_until(
+            lambda r=received: r and r[-1].state == "active" and not r[-1].estop_latched, 30
+        ), (name, processes.log(procs[name]))
+    running = ros.call(ListPoliciesRunning, f"{NS}/list_policies_running", timeout_s=10)
+    assert list(running.robots) == [], "a policy still runs"
+    ros.wait_matched(f"{NS}/events")  # the runner's events reach this test's collector
     return procs, states, events
 
 
@@ -74,7 +98,7 @@ def _forwarded(state: ShieldState) -> int:
 
 
 def test_a_policy_bound_by_name_drives_arm_and_gripper_through_two_shields(
-    arm_and_gripper, ros, processes
+    arm_and_gripper, ros, module_processes
 ) -> None:
     procs, states, events = arm_and_gripper
     joints = ros.collect(JointState, "/joint_states", SENSOR_QOS)
@@ -83,7 +107,7 @@ def test_a_policy_bound_by_name_drives_arm_and_gripper_through_two_shields(
     before = {name: _forwarded(s[-1]) for name, s in states.items()}
     reply = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
         robot_name="arm", policy_provider="remote", n_steps=150, async_rtc=1), timeout_s=90)  # fmt: skip
-    assert reply.ok, (reply.message, processes.log(procs["runner"]))
+    assert reply.ok, (reply.message, module_processes.log(procs["runner"]))
     # Each shield forwarded the episode's commands of its own controller, in its own size.
     assert ros.wait_until(
         lambda: all(_forwarded(s[-1]) - before[n] >= 100 for n, s in states.items()), 5
@@ -108,9 +132,7 @@ def test_a_policy_bound_by_name_drives_arm_and_gripper_through_two_shields(
     assert sorted(action.data["action"]) == sorted([*ARM, "gripper"])
 
 
-def test_one_estop_holds_both_shields_and_clear_fault_releases_both(
-    arm_and_gripper, ros, processes
-) -> None:
+def test_one_estop_holds_both_shields_and_clear_fault_releases_both(arm_and_gripper, ros) -> None:
     procs, states, events = arm_and_gripper
     started = ros.call(StartPolicy, f"{NS}/start_policy", StartPolicy.Request(
         robot_name="arm", policy_provider="remote", n_steps=5000, async_rtc=1))  # fmt: skip
