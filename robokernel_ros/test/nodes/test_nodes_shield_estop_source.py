@@ -201,8 +201,9 @@ def test_shield_no_source_forwards_nothing_and_says_why_then_reports_incompatibl
     st = wait_state(states, lambda s: s.estop_incompatible_qos >= 1, what="incompatible reported")
     assert "incompatible QoS (RELIABILITY)" in st.reason, st.reason
     # the publisher's node name, once discovery has it (the periodic state refreshes it)
-    wait_state(states, lambda s: "(publishers: /shield_test_peer)" in s.reason, what="named")
-    time.sleep(0.5)
+    st = wait_state(states, lambda s: "(publishers: /shield_test_peer)" in s.reason, what="named")
+    # the flood's next 100 commands (200 Hz) meanwhile refused too, not a time: still nothing
+    wait_state(states, lambda s: s.refused >= st.refused + 100, what="100 more refusals")
     assert out == [] and states[-1][1].state == "waiting"
 
 
