@@ -16,6 +16,7 @@ SCRIPT = textwrap.dedent(
     """
     import sys, threading, time
     import rclpy
+    from rclpy.duration import Duration
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from std_msgs.msg import String
     from robokernel_ros.ros.transport import DirectReader
@@ -23,7 +24,9 @@ SCRIPT = textwrap.dedent(
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node("direct_reader_threads", context=context)
-    qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    # deep enough for all 3000: a loaded machine's takers fall behind, and a keep-last
+    # history of 100 then replaced messages (2950 of 3000 taken once at load 40)
+    qos = QoSProfile(depth=3000, reliability=ReliabilityPolicy.RELIABLE)
     reader = DirectReader(node, String, "/direct_reader_threads", qos)
     if sys.argv[1] == "unlocked":  # the reader before the fix, to show the test can fail
         import contextlib
@@ -46,7 +49,11 @@ SCRIPT = textwrap.dedent(
         pub.publish(String(data=str(k)))
         if k % 50 == 0:
             time.sleep(0.001)
-    time.sleep(0.5)
+    # every message reached the reader (acked), then the takers took them all, or 30 s
+    pub.wait_for_all_acked(Duration(seconds=30))
+    deadline = time.monotonic() + 30
+    while sum(got) < 3000 and time.monotonic() < deadline:
+        time.sleep(0.01)
     stop.set()
     for t in threads:
         t.join(5)
