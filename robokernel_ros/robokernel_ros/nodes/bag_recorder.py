@@ -29,17 +29,18 @@ Cameras. The runner publishes its observations without the pixels (an image beco
 shape and dtype), so the recorder takes the frames from the camera topics: for every
 observation event that names camera C, the latest frame of C's topic received before
 the event was received (the middleware's receipt times, so a recorder that processes
-the event late still picks the frame of its time) is written to
+the event late still picks the frame of its time; the frames the middleware holds but the
+executor has not handed over yet are taken first) is written to
 `/robokernel/camera/C/image`, stamped with the observation's episode clock (as the
 mirror stamps it), and the event's `images` refers to it. That frame can differ from
 the one the runner's policy saw by a camera period or so (the runner does not publish
 its frame). The runner decides which observations carry images (its image_every), the
 recorder which cameras it can record: a camera the event names that the recorder has no
 topic or no frame for is dropped from that event (logged), so every reference in the
-bag has its frame. A topic whose last segment is `compressed` (image_transport's
-naming) is subscribed as sensor_msgs/CompressedImage and decoded (JPEG/PNG) to
-rgb8/mono8 when written; any other as sensor_msgs/Image (rgb8, bgr8, mono8, rgba8
-without its alpha).
+bag has its frame; the log says when each camera's first frame arrives. A topic whose
+last segment is `compressed` (image_transport's naming) is subscribed as
+sensor_msgs/CompressedImage and decoded (JPEG/PNG) to rgb8/mono8 when written; any
+other as sensor_msgs/Image (rgb8, bgr8, mono8, rgba8 without its alpha).
 
 Event fields. The runner's KernelEvent carries the event's data as data_json and its
 episode clock as stamp; a KernelEvent whose data_json is a whole events.jsonl line (a
@@ -54,10 +55,9 @@ every flush_interval_s); the recorder keeps camera_buffer_s seconds of frames pe
 camera (at most 256, and the camera subscription's history of 10), decoding only the
 frames it writes.
 
-Parameters: namespace (string, "/robokernel"), trace_dir (string, "runs"), storage
-("mcap" | "sqlite3"), camera_names (string[], []), camera_topics (string[], [], one per
-camera name), camera_buffer_s ([0, 10], 1.0), flush_interval_s (>= 0, 0.5). A value
-outside its domain ends the node with status 2 and a line naming the parameter.
+Parameters: `RecorderParams` (name, type, default, domain, doc; `ros2 param describe`
+shows them). A value outside its domain ends the node with status 2 and a line naming
+the parameter.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ from robokernel_ros.kernel.events import EPISODE_END, EPISODE_START, OBSERVATION
 from robokernel_ros.recording import types as bag_types
 from robokernel_ros.recording.mirror import STORAGES, EpisodeBagMirror, camera_topic
 from robokernel_ros.ros.node import exit_main, run_node
-from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.params import ParameterError, declare_params, param
 from robokernel_ros.ros.qos import EVENTS_QOS, SENSOR_QOS
 from robokernel_ros.ros.wire import is_compressed_topic
 
@@ -95,70 +96,50 @@ _LINE_KEYS = frozenset(("seq", "kind", "step", "data"))  # a whole events.jsonl 
 _MAX_FRAMES = 256  # per camera, whatever camera_buffer_s (a bound on memory)
 
 
-class BagRecorderNode(Node):
-    """See the module docstring."""
+@dataclass(frozen=True)
+class RecorderParams:
+    """The recorder's parameters, as declared."""
 
-    def __init__(self, node_name: str = "bag_recorder", **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
-        from rclpy.event_handler import SubscriptionEventCallbacks
-        from rclpy.exceptions import InvalidNamespaceException, InvalidTopicNameException
+    namespace: str = param("/robokernel", "the runner's namespace (<ns>/events)")
+    trace_dir: str = param("runs", "bags go to <trace_dir>/<run_id>/bag")
+    storage: str = param("mcap", "bag storage", choices=STORAGES)
+    contract_file: str = param("", "record the topics of this contract instead ('' = events)")
+    bag_name: str = param("", "contract_file: the bag's folder in trace_dir ('' = contract-<time>)")
+    camera_names: tuple[str, ...] = param((), "cameras to record, by name", array_type=str)
+    camera_topics: tuple[str, ...] = param(
+        (),
+        "one topic per camera name (Image; CompressedImage when it ends in /compressed)",
+        array_type=str,
+    )
+    camera_buffer_s: float = param(
+        1.0,
+        "seconds of frames kept per camera to match events that are processed late",
+        min_value=0.0,
+        max_value=10.0,
+    )
+    flush_interval_s: float = param(
+        0.5,
+        "longest time written messages stay in memory before they reach the file",
+        min_value=0.0,
+    )
+
+    def check(self) -> None:
+        """What one parameter's domain cannot say; ParameterError naming the parameter."""
+        from rclpy.exceptions import InvalidNamespaceException
         from rclpy.validate_namespace import validate_namespace
-        from sensor_msgs.msg import CompressedImage, Image
 
-        from robokernel_interfaces.msg import KernelEvent
-
-        ns = declare(self, "namespace", "/robokernel", "the runner's namespace (<ns>/events)")
-        trace_dir = declare(self, "trace_dir", "runs", "bags go to <trace_dir>/<run_id>/bag")
-        storage = declare(self, "storage", "mcap", "bag storage", choices=STORAGES)
-        contract_file = declare(
-            self, "contract_file", "", "record the topics of this contract instead ('' = events)"
-        )
-        bag_name = declare(
-            self,
-            "bag_name",
-            "",
-            "contract_file: the bag's folder in trace_dir ('' = contract-<time>)",
-        )
-        names = list(
-            declare(self, "camera_names", [], "cameras to record, by name", array_type=str)
-        )
-        topics = list(
-            declare(
-                self,
-                "camera_topics",
-                [],
-                "one topic per camera name (Image; CompressedImage when it ends in /compressed)",
-                array_type=str,
-            )
-        )
-        buffer_s = declare(
-            self,
-            "camera_buffer_s",
-            1.0,
-            "seconds of frames kept per camera to match events that are processed late",
-            min_value=0.0,
-            max_value=10.0,
-        )
-        flush = declare(
-            self,
-            "flush_interval_s",
-            0.5,
-            "longest time written messages stay in memory before they reach the file",
-            min_value=0.0,
-        )
         try:
-            validate_namespace(ns)
+            validate_namespace(self.namespace)
         except InvalidNamespaceException as exc:
             raise ParameterError(
-                "namespace", ns, "must be an absolute ROS namespace like '/robokernel'"
+                "namespace", self.namespace, "must be an absolute ROS namespace like '/robokernel'"
             ) from exc
-        if not trace_dir:
-            raise ParameterError("trace_dir", trace_dir, "must be a non-empty folder path")
-        self.sink: Any = None
-        self.contract_recorder: Any = None
-        if contract_file:
-            self._record_contract(contract_file, Path(trace_dir), bag_name, storage, flush)
-            return
+        if not self.trace_dir:
+            raise ParameterError("trace_dir", self.trace_dir, "must be a non-empty folder path")
+
+    def check_cameras(self) -> None:
+        """One topic per camera name, distinct names mapping to distinct bag topics."""
+        names, topics = list(self.camera_names), list(self.camera_topics)
         if len(names) != len(topics):
             raise ParameterError(
                 "camera_topics", topics, f"must have one topic per camera name ({names})"
@@ -173,30 +154,71 @@ class BagRecorderNode(Node):
                 f"must map to distinct bag topics (they map to {bag_topics})",
             )
 
-        self.sink = EpisodeBagMirror(Path(trace_dir), storage=storage, flush_interval_s=flush)
+
+class BagRecorderNode(Node):
+    """See the module docstring."""
+
+    def __init__(self, node_name: str = "bag_recorder", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        params = declare_params(self, RecorderParams)
+        params.check()
+        self.sink: EpisodeBagMirror | None = None
+        self.contract_recorder: Any = None
+        if params.contract_file:
+            self._record_contract(params)
+            return
+        params.check_cameras()
+        self.sink = EpisodeBagMirror(
+            Path(params.trace_dir), storage=params.storage, flush_interval_s=params.flush_interval_s
+        )
         self.frames_written: dict[str, int] = {}  # this episode's, per camera
         self.dropped: dict[str, int] = {}  # frames named by events but not recorded
         self.late = 0  # frames newer than their event (the recorder fell behind the buffer)
-        self._buffer_ns = round(buffer_s * 1e9)
+        self._buffer_ns = round(params.camera_buffer_s * 1e9)
         # camera -> (receipt ns, message), oldest first; decoded only when written
         self._frames: dict[str, deque[tuple[int, Any]]] = {
-            n: deque(maxlen=_MAX_FRAMES) for n in names
+            n: deque(maxlen=_MAX_FRAMES) for n in params.camera_names
         }
         self._decoded: dict[str, tuple[Any, np.ndarray | None]] = {}  # camera -> (msg, array)
         self._t0_ns = 0  # receipt of episode.start
         self._skipped_run: str | None = None
         self._warned: set[str] = set()
+        self._camera_subs: list[tuple[str, Any]] = []  # (camera, subscription)
+        self._receiving: set[str] = set()  # cameras whose first frame came
+        self._subscribe(params)
+        # Built now, not on the first episode.start: a stall there delays the events past
+        # the frames they need (the bag's typestore takes 0.2-1 s to build).
+        bag_types.typestore()
+        if params.camera_names:
+            import PIL.Image  # noqa: F401
+
+            import robokernel_ros.ros.wire  # noqa: F401
+        cameras = zip(params.camera_names, params.camera_topics, strict=True)
+        self.get_logger().info(
+            f"recording {params.namespace.rstrip('/')}/events"
+            + "".join(f", camera {n} <- {t}" for n, t in cameras)
+            + f" to {params.trace_dir}/<run_id>/bag ({params.storage})"
+        )
+
+    def _subscribe(self, params: RecorderParams) -> None:
+        """The runner's events and each camera's topic."""
+        from rclpy.event_handler import SubscriptionEventCallbacks
+        from rclpy.exceptions import InvalidTopicNameException
+        from sensor_msgs.msg import CompressedImage, Image
+
+        from robokernel_interfaces.msg import KernelEvent
+
         self.create_subscription(
             KernelEvent,
-            f"{ns.rstrip('/')}/events",
+            f"{params.namespace.rstrip('/')}/events",
             self._on_event,
             EVENTS_QOS,
             event_callbacks=SubscriptionEventCallbacks(matched=self._on_events_matched),
         )
-        for name, topic in zip(names, topics, strict=True):
+        for name, topic in zip(params.camera_names, params.camera_topics, strict=True):
             msg_type = CompressedImage if is_compressed_topic(topic) else Image
             try:
-                self.create_subscription(
+                sub = self.create_subscription(
                     msg_type,
                     topic,
                     lambda msg, info, n=name: self._on_frame(n, msg, info),
@@ -204,30 +226,20 @@ class BagRecorderNode(Node):
                 )
             except InvalidTopicNameException as exc:
                 raise ParameterError(
-                    "camera_topics", topics, f"{topic!r} is not a valid topic name ({exc})"
+                    "camera_topics",
+                    list(params.camera_topics),
+                    f"{topic!r} is not a valid topic name ({exc})",
                 ) from exc
-        # Built now, not on the first episode.start: a stall there delays the events past
-        # the frames they need (the bag's typestore takes 0.2-1 s to build).
-        bag_types.typestore()
-        if names:
-            import PIL.Image  # noqa: F401
+            self._camera_subs.append((name, sub))
 
-            import robokernel_ros.ros.wire  # noqa: F401
-        self.get_logger().info(
-            f"recording {ns.rstrip('/')}/events"
-            + "".join(f", camera {n} <- {t}" for n, t in zip(names, topics, strict=True))
-            + f" to {trace_dir}/<run_id>/bag ({storage})"
-        )
-
-    def _record_contract(
-        self, contract_file: str, trace_dir: Path, bag_name: str, storage: str, flush: float
-    ) -> None:
+    def _record_contract(self, params: RecorderParams) -> None:
         """Contract mode (see the module docstring)."""
         from robokernel_ros.contract import ContractError, load_contract
         from robokernel_ros.ros.contract_recorder import ContractRecorder
 
+        bag_name, contract_file = params.bag_name, params.contract_file
         name = bag_name or time.strftime("contract-%Y%m%d-%H%M%S")
-        path = trace_dir / name
+        path = Path(params.trace_dir) / name
         if "/" in name or name in (".", ".."):
             raise ParameterError("bag_name", bag_name, "must be a folder name (no '/')")
         if path.exists():
@@ -235,13 +247,17 @@ class BagRecorderNode(Node):
         try:
             contract = load_contract(contract_file)
             self.contract_recorder = ContractRecorder(
-                self, contract, path, storage=storage, flush_interval_s=flush
+                self,
+                contract,
+                path,
+                storage=params.storage,
+                flush_interval_s=params.flush_interval_s,
             )
         except (ContractError, ValueError) as exc:
             raise ParameterError("contract_file", contract_file, str(exc)) from None
         self.get_logger().info(
             f"recording the {len(self.contract_recorder.topics)} topics of {contract_file} to "
-            f"{path} ({storage}): "
+            f"{path} ({params.storage}): "
             + ", ".join(f"{t} ({k})" for t, k in self.contract_recorder.topics.items())
         )
 
@@ -254,9 +270,32 @@ class BagRecorderNode(Node):
     def _on_frame(self, camera: str, msg: Any, info: Any) -> None:
         frames = self._frames[camera]
         received = _received_ns(info)
+        if camera not in self._receiving:
+            self._receiving.add(camera)
+            self.get_logger().info(f"camera {camera!r}: first frame received")
         frames.append((received, msg))
         while len(frames) > 1 and received - frames[0][0] > self._buffer_ns:
             frames.popleft()
+
+    def _take_received_frames(self) -> None:
+        """Take every frame the middleware has received and the executor not handed over.
+
+        The executor takes one message per ready subscription in turn, the events' first:
+        after a stall of this node, an observation event was processed while the frames
+        received before it still waited in their reader's history, and it was given an
+        older frame, or none (its camera dropped) at an episode's start."""
+        from rclpy.exceptions import InvalidHandle
+
+        for camera, sub in self._camera_subs:
+            while True:
+                try:
+                    with sub.handle:  # as the executor takes a message (rclpy.executors)
+                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                except InvalidHandle:  # destroyed: the node is going away
+                    break
+                if taken is None:
+                    break
+                self._on_frame(camera, *taken)
 
     def _frame(self, camera: str, arrival_ns: int) -> tuple[np.ndarray | None, str]:
         """The frame of `camera` to write for an event received at `arrival_ns`: the
@@ -343,6 +382,7 @@ class BagRecorderNode(Node):
     def _images(self, named: dict[str, Any], step: int, arrival_ns: int) -> dict[str, np.ndarray]:
         """The frames to write for the cameras an observation names (see the docstring)."""
         images: dict[str, np.ndarray] = {}
+        self._take_received_frames()
         for camera in named:
             array, why = self._frame(camera, arrival_ns)
             if array is None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import rclpy
@@ -37,8 +38,23 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from robokernel_ros.ros.node import exit_main, report
-from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.params import ParameterError, declare_params, param
 from robokernel_ros.ros.qos import ESTOP_QOS
+
+
+@dataclass(frozen=True)
+class PanelParams:
+    """The panel's parameters, as declared."""
+
+    period_s: float = param(
+        0.1,
+        "heartbeat period: the state is republished this often (keep it well under "
+        "the consumers' estop_timeout_s)",
+        min_value=0.001,
+        max_value=10.0,
+    )
+    estop_topic: str = param("estop", "the workcell's e-stop topic")
+    start_pressed: bool = param(False, "start pressed (released by ~/release)")
 
 
 class EstopPanelNode(Node):
@@ -46,27 +62,16 @@ class EstopPanelNode(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("estop_panel", **kwargs)
-        period = declare(
-            self,
-            "period_s",
-            0.1,
-            "heartbeat period: the state is republished this often (keep it well under "
-            "the consumers' estop_timeout_s)",
-            min_value=0.001,
-            max_value=10.0,
-        )
-        topic = declare(self, "estop_topic", "estop", "the workcell's e-stop topic")
-        self.pressed = declare(
-            self, "start_pressed", False, "start pressed (released by ~/release)"
-        )
-        self._pub = self.create_publisher(Bool, topic, ESTOP_QOS)
+        params = declare_params(self, PanelParams)
+        self.pressed = params.start_pressed
+        self._pub = self.create_publisher(Bool, params.estop_topic, ESTOP_QOS)
         self.create_service(Trigger, "~/press", self._on_press)
         self.create_service(Trigger, "~/release", self._on_release)
-        self.create_timer(period, self._beat)
+        self.create_timer(params.period_s, self._beat)
         self._beat()
         self.get_logger().info(
             f"e-stop panel on {self._pub.topic_name}: "
-            f"{'pressed' if self.pressed else 'released'}, every {period:g} s"
+            f"{'pressed' if self.pressed else 'released'}, every {params.period_s:g} s"
         )
 
     def _beat(self) -> None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -53,7 +54,7 @@ from robokernel_ros.ros import wire
 from robokernel_ros.ros.lifecycle import release_state_machine
 from robokernel_ros.ros.node import exit_main, peek_parameter, run_node
 from robokernel_ros.ros.openpi_endpoint import OpenpiHosting
-from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.params import ParameterError, declare_params, param
 from robokernel_ros.ros.policy_host import NODE_NAME, PolicyHost
 from robokernel_ros.ros.qos import CHUNK_QOS, OBSERVATION_QOS
 
@@ -61,6 +62,14 @@ SERVED_DESCRIPTION = (
     "served mode: an external harness owns the loop (served/* names; the served_endpoint "
     "node); false: answer observations with chunks (driven mode)"
 )
+
+
+@dataclass(frozen=True)
+class ServerParams:
+    """The policy_server's own parameters (the host's: `ros.policy_host.HostParams`)."""
+
+    autostart: bool = param(False, "configure and activate without a lifecycle manager")
+    served: bool = param(False, SERVED_DESCRIPTION)
 
 
 class PolicyServer(LifecycleNodeMixin, PolicyHost):
@@ -71,9 +80,9 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
     def __init__(self, **kwargs: Any) -> None:
         PolicyHost.__init__(self, **kwargs)
         LifecycleNodeMixin.__init__(self, enable_communication_interface=True)
-        declare(self, "autostart", False, "configure and activate without a lifecycle manager")
+        self.server_params = declare_params(self, ServerParams)
         self.detail = "unconfigured: the policy is loaded by the configure transition"
-        if declare(self, "served", False, SERVED_DESCRIPTION):
+        if self.server_params.served:
             raise ParameterError(
                 "served", True, "served mode is the served_endpoint node (policy_server's main "
                 "builds it when served is true)"
@@ -292,7 +301,7 @@ def main(args: list[str] | None = None) -> int:
         return PolicyServer()
 
     def started(node: PolicyHost) -> None:
-        if isinstance(node, PolicyServer) and node.get_parameter("autostart").value:
+        if isinstance(node, PolicyServer) and node.server_params.autostart:
             node.autostart()
 
     def executor_for(node: PolicyHost) -> Any:

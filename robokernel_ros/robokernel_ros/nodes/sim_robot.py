@@ -56,7 +56,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from robokernel_ros.ros.commands import CONTROLLERS
 from robokernel_ros.ros.node import EXECUTORS, exit_main, run_node
-from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.params import ParameterError, declare_params, param
 from robokernel_ros.ros.qos import COMMAND_QOS, JOINT_STATE_PUB_QOS
 
 
@@ -72,36 +72,73 @@ class _Controller:
     trajectory: tuple[float, list[float], list[tuple[float, list[float]]]] | None = None
 
 
+@dataclass(frozen=True)
+class SimParams:
+    """The node's parameters, as declared (besides the controllers' own)."""
+
+    robot: str = param("so101", "packaged robot name or MJCF file path")
+    control_hz: float = param(
+        100.0,
+        "physics/control rate and /joint_states rate",
+        min_value=0.0,
+        min_exclusive=True,
+        max_value=2000.0,
+    )
+    joints: tuple[str, ...] = param(
+        (), "command order: actuator names ([] = all of them)", array_type=str
+    )
+    initial_positions: tuple[float, ...] = param(
+        (),
+        "start targets and joint positions, in `joints` order ([] = model's)",
+        array_type=float,
+    )
+    joint_states_topic: str = param("/joint_states", "where joint states go")
+    max_catch_up_steps: int = param(10, "most control periods stepped in one tick", min_value=1)
+    executor: str = param("single_threaded", "rclpy executor", choices=EXECUTORS)
+    controllers: tuple[str, ...] = param(
+        (),
+        "controller names, each with <name>.kind, <name>.topic, <name>.joints "
+        "([] = one of each kind over `joints`)",
+        array_type=str,
+    )
+    contract_file: str = param(
+        "", "a topic contract whose `commands` are the controllers ('' = none)"
+    )
+
+
+@dataclass(frozen=True)
+class ControllerParams:
+    """One named controller's parameters (`<name>.kind`, `<name>.topic`, `<name>.joints`)."""
+
+    kind: str = param("forward_command", "controller kind", choices=CONTROLLERS)
+    topic: str = param("", "the controller's command topic")
+    joints: tuple[str, ...] = param((), "the controller's joints", array_type=str)
+
+
+@dataclass(frozen=True)
+class DefaultControllerParams:
+    """The topics of the default controllers (no `controllers`, no `contract_file`)."""
+
+    forward_command_topic: str = param(
+        "/forward_position_controller/commands",
+        "forward_command_controller topic (Float64MultiArray)",
+    )
+    trajectory_topic: str = param(
+        "/joint_trajectory_controller/joint_trajectory",
+        "joint_trajectory_controller topic (JointTrajectory)",
+    )
+
+
 class SimRobotNode(Node):
     """See the module docstring."""
 
     def __init__(self, node_name: str = "sim_robot", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        robot = declare(self, "robot", "so101", "packaged robot name or MJCF file path")
-        hz = declare(
-            self,
-            "control_hz",
-            100.0,
-            "physics/control rate and /joint_states rate",
-            min_value=0.0,
-            min_exclusive=True,
-            max_value=2000.0,
-        )
-        joints = declare(
-            self, "joints", [], "command order: actuator names ([] = all of them)", array_type=str
-        )
-        initial = declare(
-            self,
-            "initial_positions",
-            [],
-            "start targets and joint positions, in `joints` order ([] = model's)",
-            array_type=float,
-        )
-        js_topic = declare(self, "joint_states_topic", "/joint_states", "where joint states go")
-        self._max_catch_up = declare(
-            self, "max_catch_up_steps", 10, "most control periods stepped in one tick", min_value=1
-        )
-        declare(self, "executor", "single_threaded", "rclpy executor", choices=EXECUTORS)
+        params = declare_params(self, SimParams)
+        robot, hz, joints = params.robot, params.control_hz, list(params.joints)
+        initial = list(params.initial_positions)
+        js_topic = params.joint_states_topic
+        self._max_catch_up = params.max_catch_up_steps
 
         from robokernel_ros.envs import MujocoScene  # MuJoCo is imported only here
 
@@ -116,7 +153,9 @@ class SimRobotNode(Node):
             raise ParameterError("control_hz", hz, str(exc)) from exc
         keys = list(self._env.env_spec.action_keys)
         kinds = self._env.actuator_kinds
-        specs = self._controller_specs()  # (name, kind, topic, joints) each; [] = the defaults
+        specs = self._controller_specs(
+            params
+        )  # (name, kind, topic, joints) each; [] = the defaults
         if specs:
             union = [j for _, _, _, cj in specs for j in cj]
             if joints and sorted(joints) != sorted(union):
@@ -134,18 +173,8 @@ class SimRobotNode(Node):
                 f"must be distinct actuator names of the robot, among {keys}",
             )
         if not specs:
-            fc_topic = declare(
-                self,
-                "forward_command_topic",
-                "/forward_position_controller/commands",
-                "forward_command_controller topic (Float64MultiArray)",
-            )
-            jt_topic = declare(
-                self,
-                "trajectory_topic",
-                "/joint_trajectory_controller/joint_trajectory",
-                "joint_trajectory_controller topic (JointTrajectory)",
-            )
+            defaults = declare_params(self, DefaultControllerParams)
+            fc_topic, jt_topic = defaults.forward_command_topic, defaults.trajectory_topic
             specs = [
                 ("forward_command", "forward_command", fc_topic, self._joints),
                 ("joint_trajectory", "joint_trajectory", jt_topic, self._joints),
@@ -192,24 +221,9 @@ class SimRobotNode(Node):
             + f"; {len(self._state_names)} joints on {js_topic} at {self._env.control_hz:g} Hz"
         )
 
-    def _controller_specs(self) -> list[tuple[str, str, str, list[str]]]:
+    def _controller_specs(self, params: SimParams) -> list[tuple[str, str, str, list[str]]]:
         """The controllers named by `controllers` or `contract_file` ([]: the defaults)."""
-        names = list(
-            declare(
-                self,
-                "controllers",
-                [],
-                "controller names, each with <name>.kind, <name>.topic, <name>.joints "
-                "([] = one of each kind over `joints`)",
-                array_type=str,
-            )
-        )
-        contract_file = declare(
-            self,
-            "contract_file",
-            "",
-            "a topic contract whose `commands` are the controllers ('' = none)",
-        )
+        names, contract_file = list(params.controllers), params.contract_file
         if names and contract_file:
             raise ParameterError(
                 "contract_file", contract_file, "give either controllers or contract_file"
@@ -229,13 +243,8 @@ class SimRobotNode(Node):
             raise ParameterError("controllers", names, "must be distinct non-empty names")
         specs = []
         for name in names:
-            kind = declare(
-                self, f"{name}.kind", "forward_command", "controller kind", choices=CONTROLLERS
-            )
-            topic = declare(self, f"{name}.topic", "", "the controller's command topic")
-            cj = list(
-                declare(self, f"{name}.joints", [], "the controller's joints", array_type=str)
-            )
+            controller = declare_params(self, ControllerParams, prefix=f"{name}.")
+            kind, topic, cj = controller.kind, controller.topic, list(controller.joints)
             if not topic:
                 raise ParameterError(f"{name}.topic", topic, "must be a topic name")
             if not cj:

@@ -10,9 +10,8 @@ inference thread that takes observations from one topic itself.
 
         def on_observations(self, messages): ...   # on the inference thread
 
-Parameters (both nodes): `provider`, `policy_config_json`, `checkpoint` (sets
-policy_config['path']), `device` (sets policy_config['device']), `action_keys`,
-`heartbeat_hz`, `plugin_modules` (imported before the provider is built).
+Parameters (both nodes): `HostParams` (`provider`, `policy_config_json`, `checkpoint`,
+`device`, `action_keys`, `heartbeat_hz`, `plugin_modules`).
 
 The policy is built by `load_policy` with the rollout API's own provider registry
 (`preflight` then `create_policy`): in the policy_server's configure transition (a
@@ -51,6 +50,7 @@ import importlib
 import json
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -58,13 +58,36 @@ from rclpy.node import Node
 
 from robokernel_interfaces.msg import Observation, PolicyServerStatus
 from robokernel_ros.ros.node import freeze_heap
-from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.params import ParameterError, declare_params, param
 from robokernel_ros.ros.qos import STATUS_QOS
 from robokernel_ros.ros.transport import DirectReader
 
 #: The node name both policy-hosting nodes take by default: clients watch
 #: `<ns>/policy_server/status` (ros.wire.STATUS_TOPIC).
 NODE_NAME = "policy_server"
+
+
+@dataclass(frozen=True)
+class HostParams:
+    """The parameters of both policy-hosting nodes, as declared."""
+
+    provider: str = param("mock", "policy provider: mock, scripted, lerobot, or a registered one")
+    policy_config_json: str = param("{}", "the provider's config as a JSON object")
+    checkpoint: str = param("", "a local checkpoint folder (sets policy_config['path'])")
+    device: str = param("", "cpu | cuda | auto (sets policy_config['device']); '' leaves it")
+    action_keys: tuple[str, ...] = param(
+        (),
+        "action keys the policy is bound to; [] binds to the first observation's joint names",
+        array_type=str,
+    )
+    heartbeat_hz: float = param(
+        2.0, "status heartbeat rate", min_value=0.0, min_exclusive=True, max_value=100.0
+    )
+    plugin_modules: tuple[str, ...] = param(
+        (),
+        "Python modules imported before the provider is built (they register their own providers)",
+        array_type=str,
+    )
 
 
 class PolicyHost(Node):
@@ -121,51 +144,12 @@ class PolicyHost(Node):
         release_state_machine(self)
 
     def _declare_parameters(self) -> None:
-        self.provider = declare(
-            self,
-            "provider",
-            "mock",
-            "policy provider: mock, scripted, lerobot, or a registered one",
-        )
-        config_json = declare(
-            self, "policy_config_json", "{}", "the provider's config as a JSON object"
-        )
-        checkpoint = declare(
-            self, "checkpoint", "", "a local checkpoint folder (sets policy_config['path'])"
-        )
-        device = declare(
-            self, "device", "", "cpu | cuda | auto (sets policy_config['device']); '' leaves it"
-        )
-        self.action_keys = list(
-            declare(
-                self,
-                "action_keys",
-                [],
-                "action keys the policy is bound to; [] binds to "
-                "the first observation's joint names",
-                array_type=str,
-            )
-        )
-        self.heartbeat_hz = declare(
-            self,
-            "heartbeat_hz",
-            2.0,
-            "status heartbeat rate",
-            min_value=0.0,
-            min_exclusive=True,
-            max_value=100.0,
-        )
-        self.plugin_modules = list(
-            declare(
-                self,
-                "plugin_modules",
-                [],
-                "Python modules imported before the "
-                "provider is built (they register their own providers)",
-                array_type=str,
-            )
-        )
-        self.config = _policy_config(config_json, checkpoint, device)
+        params = self.host_params = declare_params(self, HostParams)
+        self.provider = params.provider
+        self.action_keys = list(params.action_keys)
+        self.heartbeat_hz = params.heartbeat_hz
+        self.plugin_modules = list(params.plugin_modules)
+        self.config = _policy_config(params.policy_config_json, params.checkpoint, params.device)
         self.policy: Any = None
         self.ready = False
         self.detail = f"loading {self.provider} policy"
