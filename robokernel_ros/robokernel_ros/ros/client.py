@@ -178,9 +178,9 @@ class WorkcellClient:
     def close(self) -> None:
         """Destroy the node and its private context (in-flight goals are not cancelled).
         In rclpy's order: the spin thread stops, then the executor, the action clients, the
-        node, and last the context. A node left half-destroyed keeps its DDS participant:
-        the process's other participants then failed to discover a process that replaced
-        a killed one (test_nodes_lifecycle, one run in two)."""
+        node, and last the context, so that no half-destroyed node keeps its DDS
+        participant (with one left, the process's other participants can fail to discover
+        a process that replaces a killed one)."""
         self._stop.set()
         self._thread.join(timeout=5)
         if self._thread.is_alive():
@@ -427,8 +427,7 @@ class WorkcellClient:
         wait_for_server only says that this client has discovered the runner. The runner
         discovers this client's readers later, and a response it sends before then is
         dropped without an error (Fast DDS): the goal runs on the robot while the caller
-        never learns it was accepted (measured: 2 of 20 fresh clients' first goals under
-        CPU load). A node's readers are announced in the order they were created, on one
+        never learns it was accepted. A node's readers are announced in the order they were created, on one
         discovery channel that the runner reads in order; the handshake client is created
         after all the others, so once the runner answers it, every earlier response path
         of this client is matched. Harmless to repeat (list_policies_running), so a try

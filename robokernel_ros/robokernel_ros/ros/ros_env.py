@@ -327,13 +327,11 @@ class RosRobotEnv:
         """Return once commands published now reach every controller's consumer, waiting
         up to discovery_timeout_s the first time; RuntimeError naming the topic otherwise.
         Commands are volatile: what is published before DDS has paired both ends is
-        lost, and the episode would command a robot that does not move (full test runs
-        saw 0.5-0.9 s of it, then the shield judging the first command that arrived as
-        a jump from where the robot stood).
+        lost, and the episode would command a robot that does not move, then the shield
+        would judge the first command that arrives as a jump from where the robot stood.
 
         The publisher's matched count says only that it found a reader, not that the
-        reader found it (full test runs measured 0.7-0.9 s between the two). So a
-        controller behind a shield is confirmed by that shield: the pose the next
+        reader found it. So a controller behind a shield is confirmed by that shield: the pose the next
         command would start from (the last command, else the measured pose) is sent to
         every controller once a period until each shield's ~/state names this
         publisher as the sender of the last command it read. Without a shield (a
