@@ -1,6 +1,7 @@
 """The runner's takeover topic, message by message (ros.takeover.pedal_calls): a Bool
 pedal calls on its changes only (true = correct, false = resume), a Joy on its buttons'
-presses; real rclpy messages, no graph."""
+presses; real rclpy messages, no graph. `robokernel ros pause|correct|resume` take no
+arguments (exit 2 before anything is sent)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,18 @@ def test_a_joystick_calls_on_each_named_buttons_press_not_while_it_is_held() -> 
     assert feed(JOY, messages) == [[], ["correct"], [], [], ["pause", "resume"], [], []]
     calls, _ = pedal_calls(JOY, joy(5), None, "/joy")
     assert calls == [("resume", "joystick /joy button 5")]
+
+
+@pytest.mark.parametrize("verb", ["pause", "correct", "resume"])
+def test_the_takeover_verbs_take_no_arguments(verb: str, capsys: Any) -> None:
+    import argparse
+
+    from robokernel_ros.ros import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    assert cli.run(parser.parse_args([verb, "now"])) == 2
+    assert (
+        capsys.readouterr().err
+        == f"robokernel ros: error: {verb} takes no arguments, got ['now']\n"
+    )
