@@ -82,6 +82,7 @@ class RunnerTakeover:
         with self._lock:
             teleop, pedal = self.teleop, self._pedal
             self.teleop = self._pedal = None
+            self.contract_file = ""  # not configured: the refusal says so
         if pedal is not None:
             pedal.close()
         if teleop is not None:
@@ -106,8 +107,8 @@ class RunnerTakeover:
             why = f"its contract_file {self.contract_file!r} has no teleop: channel"
         else:
             why = (
-                "it is not configured with a contract_file that names a teleop: channel "
-                "(env=ros; docs/contract.md)"
+                "it is not configured (lifecycle) with a contract_file that names a teleop: "
+                "channel (env=ros; docs/contract.md)"
             )
         return f"{verb} refused: no teleop source is attached to the runner {runner}: {why}"
 
