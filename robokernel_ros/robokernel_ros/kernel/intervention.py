@@ -7,7 +7,7 @@ policy's commands after a handback.
 inherits it); it reads and writes these attributes of it: r (the EpisodeRunner: operator,
 shield, handover, hold_action), rec (the EpisodeRecorder), spec, teleop, mode, queue,
 pending, shadow, handing_back, interventions, first_intervention_step,
-intervention_start, and calls clock(step), hold(plain_absolute_hold),
+intervention_start, observation (the step's), and calls clock(step), hold(),
 publish_operator_notices(step) and teleop_failure(exc, where) (an _EpisodeOver to raise).
 """
 
@@ -36,6 +36,7 @@ class InterventionSteps:
     interventions: int
     first_intervention_step: int | None
     intervention_start: tuple[int, float] | None
+    observation: Any
 
     def operator_mode(self, step: int, observation: Any) -> str:
         """The mode of this step: the teleop source observes first (a simulated operator
@@ -83,7 +84,11 @@ class InterventionSteps:
             rec.emit(ev.INTERVENTION_MODE, step, {"step": step, "mode": mode, "by": by})
         if limiter is not None:
             # From the robot's command as it moves (at step 0: where the robot is).
-            last = shield.last if shield.last is not None else self.r.hold_action(None)
+            last = (
+                shield.last
+                if shield.last is not None
+                else self.r.hold_action(None, self.observation)
+            )
             limiter.start(last, shield.previous)
 
     def close_intervention(self, step: int, by: str) -> None:
@@ -105,7 +110,7 @@ class InterventionSteps:
         )
 
     def operator_step(
-        self, mode: str, observation: Any, stopping: bool, plain_absolute_hold: bool
+        self, mode: str, observation: Any, stopping: bool
     ) -> tuple[ShieldResult, bool, dict[str, Any]]:
         """The shield's result for a step the operator decides: paused (or stopping) holds,
         correcting follows the teleop source; both through the handover limiter (absolute
@@ -128,7 +133,7 @@ class InterventionSteps:
                 )
             fields["human_action"] = None if human is None else dict(human)
             fields["policy_action"] = dict(policy) if isinstance(policy, Mapping) else None
-        hold = self.hold(plain_absolute_hold)
+        hold = self.hold()
         limiter = self.r.handover
         if self.spec.control == "absolute" and limiter.active:
             proposed: Any = limiter.step(human)  # None: brake to rest where it is

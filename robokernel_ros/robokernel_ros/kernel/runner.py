@@ -290,7 +290,6 @@ class EpisodeRunner:
             if isinstance(env_pacer, Pacer) and abs(env_pacer.period - period) <= 1e-9 * period
             else Pacer(period)
         )
-        self._last_observation: Any = None
         self.last_record: EpisodeRecord | None = None
 
     @property
@@ -305,32 +304,33 @@ class EpisodeRunner:
         self.operator.attach_teleop(None if source is None else source.name)
 
     # -- hold action -----------------------------------------------------------------
-    def hold_action(self, last: Mapping[str, float] | None) -> dict[str, float]:
+    def hold_action(
+        self, last: Mapping[str, float] | None, observation: Any = None
+    ) -> dict[str, float]:
         """What to execute when no action is queued: the env's own hold_action(last), the
         last target for absolute control, or zero motion (gripper kept) for delta /
         velocity control. Without a last action, absolute control holds the action keys'
-        values in the current observation when it has them (else the middle of the limits,
-        else 0.0): an env for real hardware should implement hold_action."""
+        values in `observation` (the current one) when it has them (else the middle of the
+        limits, else 0.0): an env for real hardware should implement hold_action."""
         if self._env_hold is not None:
             return dict(self._env_hold(last))
         spec = self.env_spec
         if spec.control == "absolute":
             if last is not None:
                 return dict(last)
-            return {key: self._initial_value(key) for key in spec.action_keys}
+            return {key: self._initial_value(key, observation) for key in spec.action_keys}
         grippers = spec.gripper_keys
         return {
-            key: (self._gripper_value(key, last) if key in grippers else 0.0)
+            key: (self._gripper_value(key, last, observation) if key in grippers else 0.0)
             for key in spec.action_keys
         }
 
-    def _gripper_value(self, key: str, last: Mapping[str, float] | None) -> float:
+    def _gripper_value(self, key: str, last: Mapping[str, float] | None, observation: Any) -> float:
         if last is not None and key in last:
             return float(last[key])
-        return self._initial_value(key)
+        return self._initial_value(key, observation)
 
-    def _initial_value(self, key: str) -> float:
-        obs = self._last_observation
+    def _initial_value(self, key: str, obs: Any) -> float:
         if isinstance(obs, Mapping):
             value = obs.get(key)
             if (
@@ -471,7 +471,24 @@ class _Episode(InterventionSteps):
         self.last_delay = 0  # steps the previous request took (for RTC's delay hint)
         self.executor: _ActWorker | None = None
         self.sim_time: float | None = None
-        self._final_observation: Any = None  # the observation after the last step
+        # The observation of the step being run; after the last step, the final one.
+        self.observation: Any = None
+        # The loop's settings (kernel.timing) and what each step sets for the next of its
+        # named steps (observe -> schedule -> review -> execute -> decide).
+        timing = runner.timing
+        self.wall = timing.clock == "wall"
+        self.refill = timing.refill_steps if timing.mode == "realtime" else 0
+        self.max_holds = timing.max_hold_steps
+        self.plain_absolute_hold = self.spec.control == "absolute" and runner._env_hold is None
+        self.estop_latch = runner.operator.estop_latch
+        self.operated = False  # the step's command was the operator's (paused or correcting)
+        self.is_hold = False
+        self.exact = False
+        self.proposed: Any = None
+        self.fields: dict[str, Any] = {}
+        self.terminated = False
+        self.truncated = False
+        self.info: Mapping[str, Any] = {}
         if carry is not None:
             self.continue_from(carry)
         # Takeover (docs/operator.md): the mode the loop runs in, the open intervention.
@@ -719,7 +736,6 @@ class _Episode(InterventionSteps):
             op.begin_episode()
             r.shield.reset()
             r.handover.stop()
-            r._last_observation = None
         outcome = EpisodeOutcome.TRUNCATED
         status = ""
         error: dict[str, Any] | None = None
@@ -733,7 +749,7 @@ class _Episode(InterventionSteps):
         # the pacer's real-time priority (kernel.scheduling; what it starts runs at normal).
         with realtime_priority(r.pacer.priority if wall else 0):
             try:
-                observation = self.carry._final_observation if continued else self.reset()
+                observation = self.carry.observation if continued else self.reset()
                 self.carry = None  # nothing more is taken from it
                 final_observation_due = True
                 outcome, status = self.loop(observation, restart=not continued)
@@ -754,8 +770,8 @@ class _Episode(InterventionSteps):
                 if not self.rotated:  # a rotated episode hands its act thread on
                     self.abandon_worker()
                 self.rec.deliver()  # a step the episode ended in held its events
-        if final_observation_due and self._final_observation is not None:
-            self.record_observation(self.steps, self._final_observation, final=True)
+        if final_observation_due and self.observation is not None:
+            self.record_observation(self.steps, self.observation, final=True)
         return self.finish(outcome, status, error)
 
     def reset(self) -> Any:
@@ -783,7 +799,6 @@ class _Episode(InterventionSteps):
                     f"stopped: operator stop{why} during env.reset() ({exc})",
                 ) from exc
             raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
-        r._last_observation = observation
         if needs_confirmation:
             confirmed = op.wait_reset_done(r.reset_timeout_s)
             self.publish_operator_notices(0)
@@ -832,219 +847,237 @@ class _Episode(InterventionSteps):
                 raise _EpisodeOver.failure(ENV_ERROR, exc, "privileged_state") from exc
             rec.emit(ev.PRIVILEGED, step, {"state": snapshot(state)})
 
-    def hold(self, plain_absolute_hold: bool) -> Any:
+    def hold(self) -> Any:
         """The hold action for this step (an env error when the env's hold_action raises)."""
         last = self.last_sent
         # Absolute control without an env hold holds the last target: no copy needed.
-        if plain_absolute_hold and last is not None:
+        if self.plain_absolute_hold and last is not None:
             return last
         try:
-            return self.r.hold_action(last)
+            return self.r.hold_action(last, self.observation)
         except Exception as exc:
             raise _EpisodeOver.failure(ENV_ERROR, exc, "hold_action") from exc
 
+    def estopped(self, step: int) -> _EpisodeOver:
+        return _EpisodeOver(
+            EpisodeOutcome.ESTOPPED,
+            f"estopped: e-stop at step {step}; call clear_fault() before the next run",
+        )
+
     def loop(self, observation: Any, restart: bool = True) -> tuple[EpisodeOutcome, str]:
-        """The steps. On the wall clock the events of a step are held until its command
-        is out (EpisodeRecorder.defer): whatever listens (the trace, the bag, ROS) does not
-        delay the command, and sees the same order; run() delivers what an ended step held."""
-        r = self.r
-        op = r.operator
-        env = r.env
-        shield = r.shield
-        rec = self.rec
-        timing = self.timing
-        realtime = timing.mode == "realtime"
-        wall = timing.clock == "wall"
-        refill = timing.refill_steps if realtime else 0
-        max_holds = timing.max_hold_steps
-        on_step = r._on_step
-        bus = r.bus
-        compat = rec.compat
-        record_privileged = r.record_privileged
-        privileged_every = r.privileged_every
-        plain_absolute_hold = self.spec.control == "absolute" and r._env_hold is None
-        pacer = r.pacer
-        execution = self.execution
-        count_action = r.count_action
-        estop = op.estop_latch
-        monotonic = time.monotonic
-        teleop = self.teleop
-        mode = AUTONOMOUS
-        operated = False  # this step's command was the operator's (paused or correcting)
-        rotate = self.rotate_steps
+        """The steps, each: observe -> schedule -> review -> execute -> decide (-> the
+        pacer's tick on the wall clock). On the wall clock the events of a step are held
+        until its command is out (EpisodeRecorder.defer): whatever listens (the trace, the
+        bag, ROS) does not delay the command, and sees the same order; run() delivers what
+        an ended step held."""
         if restart:  # a sentry episode keeps its predecessor's schedule
-            pacer.restart()
+            self.r.pacer.restart()
         step = 0
-        self._final_observation = observation
+        self.observation = observation
         while step < self.max_steps:
-            if wall:
-                rec.defer()
-            if op.has_notices:
-                self.publish_operator_notices(step)
-            if estop.latched:
-                raise _EpisodeOver(
-                    EpisodeOutcome.ESTOPPED,
-                    f"estopped: e-stop at step {step}; call clear_fault() before the next run",
-                )
-            stopping = op.stop_requested
-            if rotate is not None and step >= rotate and not stopping and self.mode == AUTONOMOUS:
-                # Sentry: the next episode starts from this observation (never inside an
-                # intervention: the boundary lands on a step the policy drives).
-                self.rotated = True
+            stopping = self.observe(step, observation)
+            if self.rotated:
                 return (
                     EpisodeOutcome.TRUNCATED,
-                    f"truncated: sentry rotation after {step} steps (rotate every {rotate})",
+                    f"truncated: sentry rotation after {step} steps (rotate every {self.rotate_steps})",
                 )
-            if rec.traced or bus.subscriber_count:
-                self.record_observation(step, observation)
-            else:  # nobody listens: count the events, build nothing
-                rec.skip(2 if record_privileged and step % privileged_every == 0 else 1)
-
-            if teleop is not None:  # the operator's mode at this step boundary
-                mode = self.operator_mode(step, observation)
-
-            # Chunks: merge what has arrived, then ask for more when the queue runs low
-            # (while correcting too: the policy infers in the shadow; not while paused).
-            if not stopping and mode != PAUSED:
-                if self.pending is not None:
-                    self.poll_arrival(step)
-                if self.pending is None and len(self.queue) <= refill:
-                    self.request(step, observation)
-
-            # The hold action is computed only when the review needs it: the fast review
-            # (a complete, finite, in-limits action and no extra guards) does not.
-            result: ShieldResult | None
-            operated = mode != AUTONOMOUS
-            if operated:
-                result, is_hold, fields = self.operator_step(
-                    mode, observation, stopping, plain_absolute_hold
-                )
-            elif self.queue and not stopping:
-                proposed = self.queue.popleft()
-                if self.handing_back:
-                    proposed = self.lead(proposed)
-                result = shield.review_fast(proposed)
-                exact = result is not None
-                if result is None:
-                    result = shield.review(proposed, hold=self.hold(plain_absolute_hold))
-                    if result.missing_keys or result.unknown_keys or result.refused:
-                        compat.count(
-                            result, type(proposed) is dict or isinstance(proposed, Mapping)
-                        )
-                    else:
-                        compat.actions += 1
-                        compat.resolved += 1
-                else:
-                    compat.actions += 1
-                    compat.resolved += 1
-                is_hold = False
-                self.consecutive_holds = 0
-            else:
-                hold = self.hold(plain_absolute_hold)
-                result = shield.review(self.lead(None) if self.handing_back else hold, hold=hold)
-                is_hold = True
-                self.holds += 1
-                self.consecutive_holds += 1
-            if result.interventions:
-                rec.interventions(step, result.interventions)
-            action = result.action
-
-            if estop.latched:  # an e-stop during act(): nothing more reaches the env
-                raise _EpisodeOver(
-                    EpisodeOutcome.ESTOPPED,
-                    f"estopped: e-stop at step {step}; call clear_fault() before the next run",
-                )
-            handed_at = monotonic()  # the action event's wall: its command, not what follows
-            try:
-                stepped = env.step(action)
-                next_observation = stepped.observation
-                reward = float(stepped.reward)
-                terminated = bool(stepped.terminated)
-                truncated = bool(stepped.truncated)
-                info = stepped.info
-                if type(info) is not dict and not isinstance(info, Mapping):
-                    info = {}
-            except Exception as exc:
-                raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
-            self.last_sent = action
-            self.total_reward += reward
-            if operated:
-                execution.operator += 1
-                self.intervention_steps += 1
-            elif is_hold:
-                execution.holds += 1
-            elif exact:
-                execution.exact += 1
-            else:
-                execution.other += 1
-                if count_action is not None:
-                    try:
-                        count_action(proposed)
-                    except Exception:
-                        _log.exception("count_action raised at step %d; ignored", step)
-            if rec.traced or bus.subscriber_count:
-                data = {
-                    "step": step,
-                    "action": action,
-                    "hold": is_hold,
-                    "reward": reward,
-                    "terminated": terminated,
-                    "truncated": truncated,
-                }
-                if teleop is not None:
-                    data["intervention"] = operated
-                    if operated:
-                        data.update(fields)
-                rec.emit(ev.ACTION, step, data, handed_at)
-            else:
-                rec.skip()
-            if wall:  # the command is out: deliver what the step held
-                rec.deliver()
-            sim_time = info.get("sim_time_s")
-            if sim_time is not None:
-                self.sim_time = float(sim_time)
-            if on_step is not None:
-                try:
-                    on_step(step, observation, action, reward)
-                except Exception as exc:
-                    raise _EpisodeOver.failure(POLICY_ERROR, exc, "on_step") from exc
+            self.schedule(step, observation, stopping)
+            action = self.review(step, observation, stopping)
+            observation = self.execute(step, observation, action)
             step += 1
             self.steps = step
-            observation = next_observation
-            r._last_observation = observation
-            self._final_observation = observation
-
-            if terminated:
-                success = info.get("success")
-                if success is not None and not success:
-                    return (
-                        EpisodeOutcome.FAILURE,
-                        f"failure: terminated at step {step} with info['success'] False",
-                    )
-                return EpisodeOutcome.SUCCESS, f"success: terminated at step {step}"
-            if truncated:
-                return EpisodeOutcome.TRUNCATED, f"truncated: the env truncated at step {step}"
-            if stopping:
-                if op.has_notices:
-                    self.publish_operator_notices(step)
-                why = f" ({op.stop_reason})" if op.stop_reason else ""
-                return (
-                    EpisodeOutcome.STOPPED,
-                    f"stopped: operator stop{why}; hold action executed at step {step - 1}",
-                )
-            if self.consecutive_holds >= max_holds:
-                return (
-                    EpisodeOutcome.WATCHDOG,
-                    f"watchdog: {self.consecutive_holds} consecutive hold steps (max_hold_steps={max_holds}) at step {step}",
-                )
-            if wall:
+            self.observation = observation
+            ended = self.decide(step, stopping)
+            if ended is not None:
+                return ended
+            if self.wall:
                 # Tick at control_hz against absolute deadlines; a late step does not
                 # sleep, and one more than a period late (a slow step, a descheduled
                 # process) restarts the schedule a period from now rather than catching
                 # up, since catching up would send a burst of commands that the robot's
                 # controller, and the shield's rate guards, would see as a jump.
-                pacer.wait()
+                self.r.pacer.wait()
         return EpisodeOutcome.TRUNCATED, f"truncated: max_steps={self.max_steps} reached"
+
+    def observe(self, step: int, observation: Any) -> bool:
+        """The step boundary: the operator's notices and e-stop (an _EpisodeOver), the
+        sentry's rotation (sets `rotated`: the step does not run), the observation's events,
+        and the operator's mode (with a teleop source). Returns whether a stop was asked."""
+        rec = self.rec
+        if self.wall:
+            rec.defer()
+        op = self.r.operator
+        if op.has_notices:
+            self.publish_operator_notices(step)
+        if self.estop_latch.latched:
+            raise self.estopped(step)
+        stopping = op.stop_requested
+        rotate = self.rotate_steps
+        if rotate is not None and step >= rotate and not stopping and self.mode == AUTONOMOUS:
+            # Sentry: the next episode starts from this observation (never inside an
+            # intervention: the boundary lands on a step the policy drives).
+            self.rotated = True
+            return stopping
+        if rec.traced or rec.bus.subscriber_count:
+            self.record_observation(step, observation)
+        else:  # nobody listens: count the events, build nothing
+            rec.skip(2 if self.r.record_privileged and step % self.r.privileged_every == 0 else 1)
+        if self.teleop is not None:  # the operator's mode at this step boundary
+            self.operator_mode(step, observation)
+        return stopping
+
+    def schedule(self, step: int, observation: Any, stopping: bool) -> None:
+        """Chunks: merge what has arrived, then ask for more when the queue runs low (while
+        correcting too: the policy infers in the shadow; not while paused or stopping)."""
+        if stopping or self.mode == PAUSED:
+            return
+        if self.pending is not None:
+            self.poll_arrival(step)
+        if self.pending is None and len(self.queue) <= self.refill:
+            self.request(step, observation)
+
+    def review(self, step: int, observation: Any, stopping: bool) -> Any:
+        """The shield's review of this step's command: the operator's (paused or
+        correcting), the policy's next queued action, or the hold action. Sets the step's
+        `operated`, `is_hold`, `exact` (the fast review passed it), `proposed` and
+        `fields` (the action event's takeover fields); returns the action to execute. The
+        hold action is computed only when the review needs it: the fast review (a
+        complete, finite, in-limits action and no extra guards) does not."""
+        shield = self.r.shield
+        result: ShieldResult | None
+        self.operated = self.mode != AUTONOMOUS
+        if self.operated:
+            result, self.is_hold, self.fields = self.operator_step(self.mode, observation, stopping)
+        elif self.queue and not stopping:
+            proposed = self.queue.popleft()
+            if self.handing_back:
+                proposed = self.lead(proposed)
+            self.proposed = proposed
+            result = shield.review_fast(proposed)
+            self.exact = result is not None
+            compat = self.rec.compat
+            if result is None:
+                result = shield.review(proposed, hold=self.hold())
+                if result.missing_keys or result.unknown_keys or result.refused:
+                    compat.count(result, type(proposed) is dict or isinstance(proposed, Mapping))
+                else:
+                    compat.actions += 1
+                    compat.resolved += 1
+            else:
+                compat.actions += 1
+                compat.resolved += 1
+            self.is_hold = False
+            self.consecutive_holds = 0
+        else:
+            hold = self.hold()
+            result = shield.review(self.lead(None) if self.handing_back else hold, hold=hold)
+            self.is_hold = True
+            self.holds += 1
+            self.consecutive_holds += 1
+        if result.interventions:
+            self.rec.interventions(step, result.interventions)
+        return result.action
+
+    def execute(self, step: int, observation: Any, action: Any) -> Any:
+        """env.step(action) (nothing once the e-stop latched: an e-stop during act()), its
+        count and action event, then agent.on_step. Sets the step's `terminated`,
+        `truncated` and `info`; returns the next observation."""
+        if self.estop_latch.latched:
+            raise self.estopped(step)
+        handed_at = time.monotonic()  # the action event's wall: its command, not what follows
+        try:
+            stepped = self.r.env.step(action)
+            next_observation = stepped.observation
+            reward = float(stepped.reward)
+            terminated = self.terminated = bool(stepped.terminated)
+            truncated = self.truncated = bool(stepped.truncated)
+            info = stepped.info
+            if type(info) is not dict and not isinstance(info, Mapping):
+                info = {}
+        except Exception as exc:
+            raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
+        self.info = info
+        self.last_sent = action
+        self.total_reward += reward
+        self.count_execution(step)
+        rec = self.rec
+        if rec.traced or rec.bus.subscriber_count:
+            data = {
+                "step": step,
+                "action": action,
+                "hold": self.is_hold,
+                "reward": reward,
+                "terminated": terminated,
+                "truncated": truncated,
+            }
+            if self.teleop is not None:
+                data["intervention"] = self.operated
+                if self.operated:
+                    data.update(self.fields)
+            rec.emit(ev.ACTION, step, data, handed_at)
+        else:
+            rec.skip()
+        if self.wall:  # the command is out: deliver what the step held
+            rec.deliver()
+        sim_time = info.get("sim_time_s")
+        if sim_time is not None:
+            self.sim_time = float(sim_time)
+        on_step = self.r._on_step
+        if on_step is not None:
+            try:
+                on_step(step, observation, action, reward)
+            except Exception as exc:
+                raise _EpisodeOver.failure(POLICY_ERROR, exc, "on_step") from exc
+        return next_observation
+
+    def count_execution(self, step: int) -> None:
+        """Count the executed step by what drove it (Execution); a policy action the fast
+        review did not pass goes to the runner's count_action too."""
+        execution = self.execution
+        if self.operated:
+            execution.operator += 1
+            self.intervention_steps += 1
+        elif self.is_hold:
+            execution.holds += 1
+        elif self.exact:
+            execution.exact += 1
+        else:
+            execution.other += 1
+            count_action = self.r.count_action
+            if count_action is not None:
+                try:
+                    count_action(self.proposed)
+                except Exception:
+                    _log.exception("count_action raised at step %d; ignored", step)
+
+    def decide(self, step: int, stopping: bool) -> tuple[EpisodeOutcome, str] | None:
+        """After `step` steps: the episode's outcome and status when it ends here (the env
+        terminated or truncated, a stop, the hold watchdog), else None."""
+        if self.terminated:
+            success = self.info.get("success")
+            if success is not None and not success:
+                return (
+                    EpisodeOutcome.FAILURE,
+                    f"failure: terminated at step {step} with info['success'] False",
+                )
+            return EpisodeOutcome.SUCCESS, f"success: terminated at step {step}"
+        if self.truncated:
+            return EpisodeOutcome.TRUNCATED, f"truncated: the env truncated at step {step}"
+        if stopping:
+            op = self.r.operator
+            if op.has_notices:
+                self.publish_operator_notices(step)
+            why = f" ({op.stop_reason})" if op.stop_reason else ""
+            return (
+                EpisodeOutcome.STOPPED,
+                f"stopped: operator stop{why}; hold action executed at step {step - 1}",
+            )
+        if self.consecutive_holds >= self.max_holds:
+            return (
+                EpisodeOutcome.WATCHDOG,
+                f"watchdog: {self.consecutive_holds} consecutive hold steps (max_hold_steps={self.max_holds}) at step {step}",
+            )
+        return None
 
     def finish(
         self, outcome: EpisodeOutcome, status: str, error: dict[str, Any] | None
