@@ -2,10 +2,16 @@
 
     robokernel flywheel --out runs/flywheel [--episodes 100] [--demo-steps 40] [--train-steps 4000]
                         [--eval-episodes 20] [--eval-seed 100000] [--batch-size 32] [--json]
+                        [--dagger ROUNDS [--dagger-episodes 20] [--dagger-seed 50000]
+                         [--tube-radius 0.3] [--tube-back-steps 5]]
 
 Prints each stage's time as it ends, then the comparison table of the expert, the
 trained and the untrained policy on the held-out seeds, and where every artefact is.
-Exit status 0 when every stage ran, 1 when one was refused or failed.
+With --dagger, after behaviour cloning each round deploys the current policy with the
+simulated operator correcting, adds its corrections to the dataset, retrains and
+evaluates (flywheel.dagger): one table per round as it ends, and the DAgger policies'
+rows in the comparison table. Exit status 0 when every stage ran, 1 when one was
+refused or failed.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from ..cli import register_subcommand
 
@@ -29,11 +36,22 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-episodes", type=int, default=20, help="held-out seeds per policy (20)")
     p.add_argument("--collect-seed", type=int, default=0, help="first collected seed (0)")
     p.add_argument("--eval-seed", type=int, default=100_000, help="first held-out seed (100000)")
+    p.add_argument("--dagger", type=int, default=0, metavar="ROUNDS",
+                   help="DAgger rounds after behaviour cloning (0: none)")  # fmt: skip
+    p.add_argument("--dagger-episodes", type=int, default=20,
+                   help="episodes each round deploys with the simulated operator (20)")  # fmt: skip
+    p.add_argument("--dagger-seed", type=int, default=50_000,
+                   help="first seed of the deployments; round k starts ROUNDS x k later (50000)")  # fmt: skip
+    p.add_argument("--tube-radius", type=float, default=0.3,
+                   help="rad: the simulated operator takes over outside this tube (0.3)")  # fmt: skip
+    p.add_argument("--tube-back-steps", type=int, default=5,
+                   help="steps inside half the tube before it hands back (5)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .loop import FlywheelConfig, run_flywheel
+    from .dagger import run_flywheel_dagger
+    from .loop import FlywheelConfig
 
     try:
         cfg = FlywheelConfig(
@@ -41,7 +59,9 @@ def _run(args: argparse.Namespace) -> int:
             train_steps=args.train_steps,
             eval_episodes=args.eval_episodes, collect_seed=args.collect_seed,
             eval_seed=args.eval_seed, batch_size=args.batch_size,
-            torch_threads=args.torch_threads,
+            torch_threads=args.torch_threads, dagger_rounds=args.dagger,
+            dagger_episodes=args.dagger_episodes, dagger_seed=args.dagger_seed,
+            tube_radius=args.tube_radius, tube_back_steps=args.tube_back_steps,
         )  # fmt: skip
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -51,8 +71,15 @@ def _run(args: argparse.Namespace) -> int:
         print(f"[flywheel] {name}: {seconds:.1f} s", file=sys.stderr if args.json else sys.stdout,
               flush=True)  # fmt: skip
 
+    def round_done(r: Any) -> None:
+        from .dagger import round_table
+
+        out = sys.stderr if args.json else sys.stdout
+        print(f"\n[flywheel] DAgger round {r.round} (deployed {r.deployed}):", file=out)
+        print(round_table(r) + "\n", file=out, flush=True)
+
     try:
-        result = run_flywheel(cfg, on_stage=stage)
+        result = run_flywheel_dagger(cfg, on_stage=stage, on_round=round_done)
     except (RuntimeError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -70,6 +97,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"checkpoint  {result.checkpoint}")
     print(f"untrained   {result.untrained}")
     print(f"evaluations {cfg.out / 'eval'}")
+    if result.rounds:
+        print(f"dagger      {cfg.out / 'dagger'} (round_k/deploy, corrections, dataset, train)")
     print(f"summary     {cfg.out / 'flywheel.json'}")
     return 0
 

@@ -19,9 +19,12 @@ Everything lands under one output folder::
     OUT/train/           lerobot-train's output_dir (checkpoints/last/pretrained_model)
     OUT/untrained/       the untrained baseline checkpoint
     OUT/eval/<policy>/   each evaluation's run directories
+    OUT/dagger/round_k/  with dagger_rounds (`--dagger`): each DAgger round's deployment,
+                         corrections, aggregate dataset and training (flywheel.dagger)
     OUT/flywheel.json    the figures, the stage timings and the paths
 
-`run_flywheel(FlywheelConfig(...))` runs them in order; every stage also runs alone.
+`run_flywheel(FlywheelConfig(...))` runs them in order (`dagger.run_flywheel_dagger`, then
+the DAgger rounds); every stage also runs alone (collect / export / train take other destinations for that).
 lerobot and torch are imported only by the stages that need them.
 """
 
@@ -93,6 +96,12 @@ class FlywheelConfig:
     safety: Mapping[str, Any] = field(default_factory=lambda: dict(SAFETY))
     train_timeout_s: float = 3600.0
     torch_threads: int = 1  # lerobot-train's, and this process's while it evaluates
+    # DAgger (flywheel.dagger): rounds after BC, each deploying on its own fresh seeds
+    dagger_rounds: int = 0
+    dagger_episodes: int = 20
+    dagger_seed: int = 50_000
+    tube_radius: float = 0.3  # rad: the simulated operator takes over outside this tube
+    tube_back_steps: int = 5  # and hands back after this many steps inside half of it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
@@ -108,6 +117,13 @@ class FlywheelConfig:
         _count("--torch-threads", self.torch_threads)
         _count("--collect-seed", self.collect_seed, low=0)
         _count("--eval-seed", self.eval_seed, low=0)
+        _count("--dagger", self.dagger_rounds, low=0)
+        _count("--dagger-episodes", self.dagger_episodes)
+        _count("--dagger-seed", self.dagger_seed, low=0)
+        _count("--tube-back-steps", self.tube_back_steps)
+        radius = self.tube_radius
+        if isinstance(radius, bool) or not isinstance(radius, int | float) or not 0 < radius < 10:
+            raise ValueError(f"--tube-radius={radius!r}: must be a number in (0, 10) (rad)")
         collected = range(self.collect_seed, self.collect_seed + self.episodes)
         held_out = range(self.eval_seed, self.eval_seed + self.eval_episodes)
         if collected.start < held_out.stop and held_out.start < collected.stop:
@@ -115,6 +131,17 @@ class FlywheelConfig:
                 f"--eval-seed={self.eval_seed}: seeds {held_out.start}..{held_out.stop - 1} overlap the "
                 f"collected seeds {collected.start}..{collected.stop - 1}; evaluation must be held out"
             )
+        if self.dagger_rounds:
+            deployed = range(
+                self.dagger_seed, self.dagger_seed + self.dagger_rounds * self.dagger_episodes
+            )
+            for what, other in (("held-out", held_out), ("collected", collected)):
+                if deployed.start < other.stop and other.start < deployed.stop:
+                    raise ValueError(
+                        f"--dagger-seed={self.dagger_seed}: the deployments' seeds "
+                        f"{deployed.start}..{deployed.stop - 1} overlap the {what} seeds "
+                        f"{other.start}..{other.stop - 1}; every round deploys on fresh seeds"
+                    )
 
 
 @dataclass
@@ -144,21 +171,26 @@ class FlywheelResult:
     untrained: str
     train_log: str
     policies: list[PolicyResult]
+    rounds: list[Any] = field(default_factory=list)  # dagger.RoundResult, one per round
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["rounds"] = [r.to_json() for r in self.rounds]
+        return out
 
     def table(self) -> str:
         return comparison_table(self.policies)
 
 
-def _workcell() -> SimWorkcell:
+def workcell() -> SimWorkcell:
+    """A trace-less SimWorkcell with the builtin benchmarks (use it as a context manager)."""
     cell = SimWorkcell(trace_dir=None)
     cell.register_builtin_benchmarks()
     return cell
 
 
-def _report(out: dict[str, Any], what: str) -> dict[str, Any]:
+def report_json(out: dict[str, Any], what: str) -> dict[str, Any]:
+    """A rollout envelope's report; RuntimeError naming `what` when the call failed."""
     if out["status"] != "success":
         raise RuntimeError(f"{what}: {envelope_text(out)}")
     report = envelope_json(out)
@@ -166,22 +198,29 @@ def _report(out: dict[str, Any], what: str) -> dict[str, Any]:
     return report
 
 
-def collect(cfg: FlywheelConfig) -> tuple[list[Path], int]:
+def collect(
+    cfg: FlywheelConfig, *, episodes: int | None = None, seed: int | None = None,
+    into: Path | None = None,
+) -> tuple[list[Path], int]:  # fmt: skip
     """The expert's episodes -> (the run directories of those that reached the goal, episodes run).
 
     The demonstrations run the benchmark forked to `demo_steps` steps whatever happens
     (its success would end them the step the goal is within tolerance): they show the
     expert reaching the goal and then holding it, so the policy learns where to stop.
-    An episode is kept when its last observation meets the benchmark's success clauses."""
-    with _workcell() as cell:
+    An episode is kept when its last observation meets the benchmark's success clauses.
+    episodes / seed / into: cfg.episodes from cfg.collect_seed into OUT/demos unless given."""
+    episodes = cfg.episodes if episodes is None else episodes
+    seed = cfg.collect_seed if seed is None else seed
+    into = cfg.out / "demos" if into is None else into
+    with workcell() as cell:
         spec = cell.benchmarks.get(cfg.benchmark)
         success = compile_criteria("success", spec["success"])
         demo = {**spec, "name": f"{spec['name']}_demo", "max_steps": cfg.demo_steps,
                 "success": [{"predicate": "step_at_least", "n": cfg.demo_steps}]}  # fmt: skip
-        report = _report(
+        report = report_json(
             cell.evaluate_benchmark(
                 demo, policy_provider=EXPERT, policy_config=dict(cfg.expert),
-                n_episodes=cfg.episodes, seed=cfg.collect_seed, trace_dir=str(cfg.out / "demos"),
+                n_episodes=episodes, seed=seed, trace_dir=str(into),
                 progress=False, safety=dict(cfg.safety), action_horizon=1,
             ),
             "collect",
@@ -193,35 +232,47 @@ def collect(cfg: FlywheelConfig) -> tuple[list[Path], int]:
         if contexts and first_true(success, contexts[-1], episode=0) is not None:
             kept.append(Path(episode["trace_path"]))
     if not kept:
-        raise RuntimeError(
-            f"collect: the expert reached the goal in none of {cfg.episodes} episodes"
-        )
+        raise RuntimeError(f"collect: the expert reached the goal in none of {episodes} episodes")
     return kept, len(report["episodes"])
 
 
 def goal_names(cfg: FlywheelConfig) -> list[str]:
     """The observation names of the benchmark's goal: the dataset's environment state."""
-    with _workcell() as cell:
+    with workcell() as cell:
         spec = cell.benchmarks.get(cfg.benchmark)
     if not spec.get("goal"):
         raise ValueError(f"benchmark={cfg.benchmark!r}: declares no goal to learn")
     return [GOAL_PREFIX + j for j in spec["goal"]["joints"]]
 
 
-def export(cfg: FlywheelConfig, runs: list[Path]) -> dict[str, Any]:
-    """The demonstrations -> a LeRobotDataset under OUT/dataset (lerobot's convention)."""
+def export(
+    cfg: FlywheelConfig, runs: list[Path], *, root: Path | None = None, **options: Any
+) -> dict[str, Any]:
+    """The demonstrations -> a LeRobotDataset under `root` (OUT/dataset), lerobot's
+    convention; `options` go to export_lerobot (e.g. the corrections-only switch)."""
     from ..recording.export import export_lerobot
 
-    with _workcell() as cell:
-        fps = cell.benchmarks.get(cfg.benchmark)["control_frequency"]
     report = export_lerobot(
-        runs, repo_id=f"robokernel/{cfg.benchmark}", root=cfg.out / "dataset",
-        convention="lerobot", fps=int(fps), env_state=goal_names(cfg),
+        runs, repo_id=repo_id(cfg), root=cfg.out / "dataset" if root is None else root,
+        convention="lerobot", fps=control_fps(cfg), env_state=goal_names(cfg), **options,
     )  # fmt: skip
     return asdict(report)
 
 
-def train_command(cfg: FlywheelConfig, dataset: Mapping[str, Any]) -> list[str]:
+def repo_id(cfg: FlywheelConfig) -> str:
+    """The datasets' repo id (every dataset of a run has it: they live in their own roots)."""
+    return f"robokernel/{cfg.benchmark}"
+
+
+def control_fps(cfg: FlywheelConfig) -> int:
+    """The benchmark's control rate: the datasets' fps."""
+    with workcell() as cell:
+        return int(cell.benchmarks.get(cfg.benchmark)["control_frequency"])
+
+
+def train_command(
+    cfg: FlywheelConfig, dataset: Mapping[str, Any], *, output_dir: Path | None = None
+) -> list[str]:
     """The lerobot-train command line (ACT on CPU, pretrained backbone off, no hub push)."""
     args = [sys.executable, "-m", "lerobot.scripts.lerobot_train"]
     args += [f"--dataset.repo_id={dataset['repo_id']}", f"--dataset.root={dataset['root']}"]
@@ -230,13 +281,16 @@ def train_command(cfg: FlywheelConfig, dataset: Mapping[str, Any]) -> list[str]:
     args += [f"--policy.{k}={v}" for k, v in cfg.act.items()]
     args += [f"--steps={cfg.train_steps}", f"--batch_size={cfg.batch_size}", "--num_workers=0"]
     args += [f"--save_freq={cfg.train_steps}", f"--log_freq={max(1, cfg.train_steps // 10)}"]
-    args += ["--seed=0", "--wandb.enable=false", f"--output_dir={cfg.out / 'train'}"]
+    output_dir = cfg.out / "train" if output_dir is None else output_dir
+    args += ["--seed=0", "--wandb.enable=false", f"--output_dir={output_dir}"]
     return args
 
 
-def train(cfg: FlywheelConfig, dataset: Mapping[str, Any]) -> Path:
-    """lerobot-train on the dataset, its output in OUT/train.log -> the checkpoint folder."""
-    log_path = cfg.out / "train.log"
+def train(cfg: FlywheelConfig, dataset: Mapping[str, Any], *, into: Path | None = None) -> Path:
+    """lerobot-train on the dataset, its output in INTO/train.log -> the checkpoint folder
+    INTO/train/checkpoints/last/pretrained_model (INTO: OUT unless given)."""
+    into = cfg.out if into is None else into
+    log_path = into / "train.log"
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -249,10 +303,11 @@ def train(cfg: FlywheelConfig, dataset: Mapping[str, Any]) -> Path:
     }
     with log_path.open("w") as log:
         proc = subprocess.run(
-            train_command(cfg, dataset), stdout=log, stderr=subprocess.STDOUT, env=env,
+            train_command(cfg, dataset, output_dir=into / "train"), stdout=log,
+            stderr=subprocess.STDOUT, env=env,
             timeout=cfg.train_timeout_s, check=False,
         )  # fmt: skip
-    checkpoint = cfg.out / CHECKPOINT
+    checkpoint = into / CHECKPOINT
     if proc.returncode != 0 or not (checkpoint / "model.safetensors").is_file():
         tail = log_path.read_text(errors="replace")[-2000:]
         raise RuntimeError(f"train: lerobot-train exited {proc.returncode}; {log_path}:\n{tail}")
@@ -278,8 +333,11 @@ def evaluate(
 ) -> PolicyResult:
     """evaluate_benchmark on the held-out seeds -> the policy's figures; runs in OUT/eval/name."""
     runs = cfg.out / "eval" / name
-    with _workcell() as cell, _torch_threads(cfg.torch_threads if provider == "lerobot" else None):
-        report = _report(
+    with (
+        workcell() as cell,
+        limited_torch_threads(cfg.torch_threads if provider == "lerobot" else None),
+    ):
+        report = report_json(
             cell.evaluate_benchmark(
                 cfg.benchmark, policy_provider=provider, policy_config=dict(config),
                 n_episodes=cfg.eval_episodes, seed=cfg.eval_seed, trace_dir=str(runs),
@@ -305,7 +363,7 @@ def evaluate(
 
 
 @contextlib.contextmanager
-def _torch_threads(n: int | None) -> Iterator[None]:
+def limited_torch_threads(n: int | None) -> Iterator[None]:
     """torch's intra-op threads set to n for the block (None: untouched)."""
     if n is None:
         yield
@@ -345,7 +403,8 @@ def comparison_table(rows: list[PolicyResult]) -> str:
 def run_flywheel(
     cfg: FlywheelConfig, *, on_stage: Callable[[str, float], None] | None = None
 ) -> FlywheelResult:
-    """All the stages in order (see the module docstring); `on_stage(name, seconds)` after each.
+    """All the stages in order (see the module docstring); `on_stage(name, seconds)` after
+    each. The DAgger rounds (cfg.dagger_rounds) are `dagger.run_flywheel_dagger`'s.
 
     Raises RuntimeError naming the stage that failed; what it left stays under cfg.out."""
     cfg.out.mkdir(parents=True, exist_ok=True)
