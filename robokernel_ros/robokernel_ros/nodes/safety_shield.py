@@ -152,21 +152,7 @@ class SafetyShieldNode(LifecycleNode):
         self._reset_motion()
 
         params = self._params
-        self._latch_file = LatchFile(params.latch_file)
-        latched_by = self._latch_file.latched_at_start()
-        if latched_by:
-            self._logger.warning(
-                f"e-stop latched at start: {self._latch_file.path} exists (an earlier e-stop "
-                "was never cleared); call ~/clear_fault to release"
-            )
-        # The e-stop decision (robokernel_ros.safety.estop): node-level, every lifecycle state.
-        self._estop = EstopCircuit(
-            required=params.estop_required,
-            timeout_s=params.estop_timeout_s,
-            wait_s=params.estop_wait_s,
-            now=time.monotonic(),
-            latched_by=latched_by,
-        )
+        self._estop = self._make_circuit(params)  # node-level, every lifecycle state
         self._published_estop = (False, "")  # (input, source state) last sent on ~/state
         self._published_counts: tuple[int, ...] = ()
         self._forwarding_logged: bool | None = None  # the last "forwarding" state logged
@@ -200,6 +186,23 @@ class SafetyShieldNode(LifecycleNode):
         # liveness of the e-stop source, checked besides every command
         self.create_timer(max(0.005, min(0.05, self._estop.timeout_s / 10)), self._on_estop_tick)
         self._publish_state()
+
+    def _make_circuit(self, params: ShieldParams) -> EstopCircuit:
+        """The e-stop decision (safety.estop), latched at start when the latch file exists."""
+        self._latch_file = LatchFile(params.latch_file)
+        latched_by = self._latch_file.latched_at_start()
+        if latched_by:
+            self._logger.warning(
+                f"e-stop latched at start: {self._latch_file.path} exists (an earlier e-stop "
+                "was never cleared); call ~/clear_fault to release"
+            )
+        return EstopCircuit(
+            required=params.estop_required,
+            timeout_s=params.estop_timeout_s,
+            wait_s=params.estop_wait_s,
+            now=time.monotonic(),
+            latched_by=latched_by,
+        )
 
     def _read_configuration(self) -> ShieldConfig:
         """Validate the parameters and load the limits; ParameterError when refused."""

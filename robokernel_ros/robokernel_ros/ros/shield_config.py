@@ -200,32 +200,7 @@ def resolve_shield_config(node: Node, params: ShieldParams) -> ShieldConfig:
     output_topic = params.output_topic or DEFAULT_OUTPUT[params.controller]
     if input_topic == output_topic:
         raise ParameterError("output_topic", output_topic, "must differ from input_topic")
-    sources: list[tuple[str, Mapping[str, JointLimit]]] = []
-    if params.robot_description:
-        try:
-            sources.extend(urdf_limit_sources(params.robot_description))
-        except ValueError as exc:
-            raise ParameterError("robot_description", "<urdf>", str(exc)) from exc
-    if params.robot_description_topic:
-        sources.extend(
-            _urdf_from_topic(node, params.robot_description_topic, params.robot_description_wait_s)
-        )
-    if params.limits_file:
-        try:
-            sources.append(("limits_file", load_limits_file(params.limits_file)))
-        except ValueError as exc:
-            raise ParameterError("limits_file", params.limits_file, str(exc)) from exc
-    direct: dict[str, dict[str, Any]] = {}
-    for joint in joints:
-        for key in LIMIT_KEYS:
-            value = node.get_parameter(f"joint_limits.{joint}.{key}").value
-            if value is not None:
-                direct.setdefault(joint, {})[key] = value
-    if direct:
-        try:
-            sources.append(("joint_limits parameters", parse_joint_limits(direct, "parameters")))
-        except ValueError as exc:
-            raise ParameterError("joint_limits", direct, str(exc)) from exc
+    sources, direct = _limit_sources(node, params)
     try:
         limit_sources = merge_limit_sources(list(joints), sources)
     except MissingLimitsError as exc:
@@ -259,6 +234,40 @@ def resolve_shield_config(node: Node, params: ShieldParams) -> ShieldConfig:
         review=review,
         not_enforced=tuple(not_enforced),
     )
+
+
+def _limit_sources(
+    node: Node, params: ShieldParams
+) -> tuple[list[tuple[str, Mapping[str, JointLimit]]], dict[str, dict[str, Any]]]:
+    """Every source's limits (the URDFs, the limits file, the joint_limits.* parameters),
+    and the joint_limits.* parameters given; ParameterError naming the one refused."""
+    sources: list[tuple[str, Mapping[str, JointLimit]]] = []
+    if params.robot_description:
+        try:
+            sources.extend(urdf_limit_sources(params.robot_description))
+        except ValueError as exc:
+            raise ParameterError("robot_description", "<urdf>", str(exc)) from exc
+    if params.robot_description_topic:
+        sources.extend(
+            _urdf_from_topic(node, params.robot_description_topic, params.robot_description_wait_s)
+        )
+    if params.limits_file:
+        try:
+            sources.append(("limits_file", load_limits_file(params.limits_file)))
+        except ValueError as exc:
+            raise ParameterError("limits_file", params.limits_file, str(exc)) from exc
+    direct: dict[str, dict[str, Any]] = {}
+    for joint in params.joints:
+        for key in LIMIT_KEYS:
+            value = node.get_parameter(f"joint_limits.{joint}.{key}").value
+            if value is not None:
+                direct.setdefault(joint, {})[key] = value
+    if direct:
+        try:
+            sources.append(("joint_limits parameters", parse_joint_limits(direct, "parameters")))
+        except ValueError as exc:
+            raise ParameterError("joint_limits", direct, str(exc)) from exc
+    return sources, direct
 
 
 def _urdf_from_topic(node: Node, topic: str, wait_s: float) -> list[tuple[str, Any]]:
