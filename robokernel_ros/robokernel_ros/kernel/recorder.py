@@ -56,6 +56,20 @@ VERDICT_OVERRIDABLE = frozenset(
 )
 
 
+def apply_verdict(
+    outcome: EpisodeOutcome, status: str, verdict: Mapping[str, Any] | None
+) -> tuple[EpisodeOutcome, str]:
+    """The outcome and status an operator verdict leaves: the verdict's outcome, with the
+    status "<outcome>: operator verdict (<note>)", when one was given and `outcome` is
+    VERDICT_OVERRIDABLE; else `outcome` and `status` as they were. The driven loop, a
+    verdict given right after its episode and the served session all end through this."""
+    if verdict is None or outcome not in VERDICT_OVERRIDABLE:
+        return outcome, status
+    outcome = EpisodeOutcome(verdict["outcome"])
+    note = verdict["note"]
+    return outcome, f"{outcome.value}: operator verdict" + (f" ({note})" if note else "")
+
+
 @dataclass
 class CompatReport:
     """How well the agent's actions matched the env's action keys.

@@ -58,6 +58,7 @@ from . import events as ev
 from .chunks import action_row, as_chunk
 from .events import Event, EventBus
 from .handover import HandoverLimiter
+from .hold import hold_action as default_hold
 from .intervention import InterventionSteps
 from .operator import AUTONOMOUS, PAUSED, OperatorChannel
 from .recorder import (
@@ -65,12 +66,12 @@ from .recorder import (
     POLICY_ERROR,
     POLICY_TIMEOUT,
     TELEOP_ERROR,
-    VERDICT_OVERRIDABLE,
     CompatReport,
     EpisodeOutcome,
     EpisodeRecord,
     EpisodeRecorder,
     Execution,
+    apply_verdict,
     check_episode_parts,
     env_description,
     episode_summary,
@@ -307,42 +308,13 @@ class EpisodeRunner:
     def hold_action(
         self, last: Mapping[str, float] | None, observation: Any = None
     ) -> dict[str, float]:
-        """What to execute when no action is queued: the env's own hold_action(last), the
-        last target for absolute control, or zero motion (gripper kept) for delta /
-        velocity control. Without a last action, absolute control holds the action keys'
-        values in `observation` (the current one) when it has them (else the middle of the
-        limits, else 0.0): an env for real hardware should implement hold_action."""
+        """What to execute when no action is queued: the env's own hold_action(last), else
+        kernel.hold's (the last target for absolute control, zero motion with the grippers
+        kept for delta / velocity control; without a last action, the action keys' values
+        in `observation`, the current one, when it has them)."""
         if self._env_hold is not None:
             return dict(self._env_hold(last))
-        spec = self.env_spec
-        if spec.control == "absolute":
-            if last is not None:
-                return dict(last)
-            return {key: self._initial_value(key, observation) for key in spec.action_keys}
-        grippers = spec.gripper_keys
-        return {
-            key: (self._gripper_value(key, last, observation) if key in grippers else 0.0)
-            for key in spec.action_keys
-        }
-
-    def _gripper_value(self, key: str, last: Mapping[str, float] | None, observation: Any) -> float:
-        if last is not None and key in last:
-            return float(last[key])
-        return self._initial_value(key, observation)
-
-    def _initial_value(self, key: str, obs: Any) -> float:
-        if isinstance(obs, Mapping):
-            value = obs.get(key)
-            if (
-                isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and math.isfinite(value)
-            ):
-                return float(value)
-        limits = self.env_spec.action_limits.get(key)
-        if limits is not None:
-            return (float(limits[0]) + float(limits[1])) / 2.0
-        return 0.0
+        return default_hold(self.env_spec, last, observation)
 
     # -- the episode -----------------------------------------------------------------
     def run(
@@ -1094,11 +1066,7 @@ class _Episode(InterventionSteps):
         if not self.rotated:
             op.end_episode()
         verdict = op.take_verdict()
-        if verdict is not None and outcome in VERDICT_OVERRIDABLE:
-            outcome = EpisodeOutcome(verdict["outcome"])
-            status = f"{outcome.value}: operator verdict" + (
-                f" ({verdict['note']})" if verdict["note"] else ""
-            )
+        outcome, status = apply_verdict(outcome, status, verdict)
         self.settle_env_accounts(step)
         record = EpisodeRecord(
             outcome=outcome,
@@ -1183,11 +1151,7 @@ def _check_teleop(teleop: Any) -> None:
 def _late_verdict(runner: Any, record: EpisodeRecord, verdict: dict[str, Any]) -> None:
     """A verdict given right after the episode: update the record, the trace and the bus."""
     record.verdict = verdict
-    if record.outcome in VERDICT_OVERRIDABLE:
-        record.outcome = EpisodeOutcome(verdict["outcome"])
-        record.status = f"{record.outcome.value}: operator verdict" + (
-            f" ({verdict['note']})" if verdict["note"] else ""
-        )
+    record.outcome, record.status = apply_verdict(record.outcome, record.status, verdict)
     event = Event(
         ev.OPERATOR_VERDICT, record.steps, dict(verdict), seq=record.events, run_id=record.run_id
     )

@@ -27,13 +27,14 @@ from typing import Any
 from . import events as ev
 from .chunks import action_row, as_chunk
 from .events import EventBus
+from .hold import hold_action as default_hold
 from .operator import OperatorChannel
 from .recorder import (
     POLICY_ERROR,
-    VERDICT_OVERRIDABLE,
     EpisodeOutcome,
     EpisodeRecord,
     EpisodeRecorder,
+    apply_verdict,
     check_episode_parts,
     env_description,
     episode_summary,
@@ -52,8 +53,7 @@ class ServedSession:
 
     ServedSession(env_spec, agent, *, trace=None, bus=None, safety=None, image_every=1,
     timing=None (sync only), operator=None, hold_action=None (a callable last -> action;
-    default: the last target for absolute control, zero motion with grippers kept
-    otherwise)).
+    default: kernel.hold's, as in the driven loop)).
     """
 
     def __init__(
@@ -104,23 +104,14 @@ class ServedSession:
     def active(self) -> bool:
         return self._rec is not None
 
-    def hold_action(self, last: Mapping[str, float] | None) -> dict[str, float]:
+    def hold_action(
+        self, last: Mapping[str, float] | None, observation: Any = None
+    ) -> dict[str, float]:
+        """The hold action: the session's hold_action(last) when it was given one, else
+        kernel.hold's, as in the driven loop (`observation`: the current one)."""
         if self._hold is not None:
             return dict(self._hold(last))
-        spec = self.env_spec
-        if spec.control == "absolute":
-            if last is not None:
-                return dict(last)
-            return {
-                k: (sum(spec.action_limits[k]) / 2.0 if k in spec.action_limits else 0.0)
-                for k in spec.action_keys
-            }
-        return {
-            k: (
-                float(last[k]) if k in spec.gripper_keys and last is not None and k in last else 0.0
-            )
-            for k in spec.action_keys
-        }
+        return default_hold(self.env_spec, last, observation)
 
     def reset(
         self,
@@ -209,7 +200,7 @@ class ServedSession:
                 rec.emit(kind, step, dict(data))
         rec.t = self._clock()
         rec.observation(step, observation)
-        hold = self.hold_action(self._last_sent)
+        hold = self.hold_action(self._last_sent, observation)
         if op.estopped or op.stop_requested:
             # The harness owns the loop: the best the kernel can do is hold.
             result = self.shield.review(hold, hold=hold)
@@ -323,9 +314,7 @@ class ServedSession:
                 outcome = EpisodeOutcome.TRUNCATED
         status = status or f"{outcome.value}: ended by the harness at step {self._step}"
         verdict = op.take_verdict()
-        if verdict is not None and outcome in VERDICT_OVERRIDABLE:
-            outcome = EpisodeOutcome(verdict["outcome"])
-            status = f"{outcome.value}: operator verdict"
+        outcome, status = apply_verdict(outcome, status, verdict)
         record = EpisodeRecord(
             outcome=outcome,
             safety_interventions=rec.safety_interventions,

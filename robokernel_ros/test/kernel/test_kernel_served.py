@@ -6,8 +6,17 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from robokernel_ros.kernel import EpisodeOutcome, ServedSession, Timing, TraceStore, load_trace
+from robokernel_ros.kernel import (
+    EpisodeOutcome,
+    EpisodeRunner,
+    OperatorChannel,
+    ServedSession,
+    Timing,
+    TraceStore,
+    load_trace,
+)
 from robokernel_ros.kernel.toy import PointEnv, ScriptedAgent
 
 
@@ -100,3 +109,28 @@ def test_served_refusals() -> None:
         session.end(success="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="outcome='great'"):
         session.end(outcome="great")
+
+
+def test_served_holds_and_verdicts_are_the_driven_loops() -> None:
+    """The served session holds as the driven loop does (kernel.hold): with no action sent
+    yet, absolute control holds the observed position, not the middle of the limits; and an
+    operator verdict's note is in the status, as in the driven loop's record."""
+    env = PointEnv()
+    session = ServedSession(env.env_spec, ScriptedAgent(lambda o, s, i: None))  # all refused
+    observation = env.reset(seed=4)
+    session.reset(observation)
+    held = session.step(observation)
+    start = np.random.default_rng(4).uniform(-0.1, 0.1, 2)
+    assert held == {"j0": pytest.approx(start[0]), "j1": pytest.approx(start[1])}
+    assert abs(start[0]) > 1e-3  # the middle of the limits (0.0) would fail the line above
+    session.operator.verdict("failure", note="dropped the cube")
+    record = session.end(success=True)
+    assert record.outcome == EpisodeOutcome.FAILURE
+    assert record.status == "failure: operator verdict (dropped the cube)"
+    operator = OperatorChannel()
+
+    def judged(observation: Any, step: int, i: int) -> None:  # the verdict, during the run
+        operator.verdict("failure", note="dropped the cube")
+
+    driven = EpisodeRunner(env, ScriptedAgent(judged), operator=operator)
+    assert driven.run(2, seed=4).status == record.status
