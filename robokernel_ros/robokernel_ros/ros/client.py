@@ -9,7 +9,10 @@
 Long calls (run_policy, eval_policy, evaluate_benchmark, replay_episode,
 run_multi_policy) go as actions: `feedback` is called with each feedback message (on
 the client's spin thread), `cancel()` (from any thread) or a KeyboardInterrupt while
-waiting cancels the goal (the robot holds; the result says "cancelled"). start_policy,
+waiting cancels the goal (the robot holds; the result says "cancelled"). A goal whose
+runner leaves the graph before it answers (its process died) raises RunnerLost, naming
+the runner, once the runner has been gone for _GONE_GRACE_S (DDS notices a killed
+process when its lease runs out: up to ~20 s by Fast DDS's default). start_policy,
 stop_policy and list_policies_running are services.
 
 Fields are keyword arguments named as in the action or service (`robot_name`,
@@ -48,6 +51,8 @@ _SERVICE_TYPES = {
     "list_policies_running": ListPoliciesRunning,
 }
 _HANDSHAKE_TRY_S = 1.0  # one handshake request's wait before it is asked again
+_LIVENESS_EVERY_S = 0.5  # how often a goal's wait looks for its runner in the graph
+_GONE_GRACE_S = 2.0  # a runner absent this long is gone (its last answer had time to land)
 
 #: Field names whose None means "unset" and the wire value that says so.
 _UNSET = {"seed": -1, "n_steps": -1, "rtc_inference_timeout_s": 0.0}
@@ -288,14 +293,17 @@ class WorkcellClient:
         handle = self._wait(client.send_goal_async(goal, feedback_callback=on_feedback), name)
         if not handle.accepted:
             return CallResult(False, "error", f"{name}: the runner rejected the goal")
+        servers = self._servers(name)  # the runner that took the goal, bounding the wait
         with self._lock:
             self._goals.append(handle)
         try:
             try:
-                answer = self._wait(handle.get_result_async(), name, timeout_s=None)
+                answer = self._wait(handle.get_result_async(), name, timeout_s=None,
+                                    servers=servers)  # fmt: skip
             except KeyboardInterrupt:
                 self._wait(handle.cancel_goal_async(), name)
-                answer = self._wait(handle.get_result_async(), name, timeout_s=None)
+                answer = self._wait(handle.get_result_async(), name, timeout_s=None,
+                                    servers=servers)  # fmt: skip
                 raise CallInterrupted(CallResult.from_response(answer.result)) from None
         finally:
             with self._lock:
@@ -450,17 +458,46 @@ class WorkcellClient:
                         f"within {self.server_timeout_s:g} s (its responses do not arrive)"
                     ) from None
 
-    def _wait(self, future: Any, what: str, timeout_s: float | None = 60.0) -> Any:
+    def _servers(self, name: str) -> frozenset[str]:
+        """The nodes serving action `name` now (who publishes its status), by full name."""
+        infos = self._node.get_publishers_info_by_topic(f"{self._name(name)}/_action/status")
+        return frozenset(f"{info.node_namespace.rstrip('/')}/{info.node_name}" for info in infos)
+
+    def _wait(self, future: Any, what: str, timeout_s: float | None = 60.0,
+              servers: frozenset[str] | None = None) -> Any:  # fmt: skip
+        """future's result; TimeoutError after timeout_s (None: no bound but liveness);
+        with `servers` (the runner that took a goal), RunnerLost once none of them has
+        served the action `what` for _GONE_GRACE_S."""
         done = threading.Event()
         future.add_done_callback(lambda _f: done.set())
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        next_look = time.monotonic() + _LIVENESS_EVERY_S
+        gone_since: float | None = None
         while not done.wait(0.1):  # short waits: a KeyboardInterrupt lands between them
-            if deadline is not None and time.monotonic() > deadline:
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
                 future.cancel()  # its late answer, or the client's closing, is nobody's
                 raise TimeoutError(f"{what}: no answer within {timeout_s:g} s")
             if not self._context.ok():
                 raise RuntimeError(f"{what}: the client was closed")
+            if servers and now >= next_look:
+                next_look = now + _LIVENESS_EVERY_S
+                if servers & self._servers(what):
+                    gone_since = None
+                elif gone_since is None:
+                    gone_since = now
+                elif now - gone_since >= _GONE_GRACE_S and not done.is_set():
+                    future.cancel()
+                    raise RunnerLost(
+                        f"{what}: the runner {', '.join(sorted(servers))} that accepted the goal "
+                        f"left the ROS graph before answering it (its process ended, or its "
+                        f"host is unreachable); the goal's outcome is unknown"
+                    )
         return future.result()
+
+
+class RunnerLost(RuntimeError):
+    """The runner that accepted a goal left the graph before it answered (see call)."""
 
 
 class CallInterrupted(KeyboardInterrupt):
