@@ -135,58 +135,14 @@ class SimRobotNode(Node):
     def __init__(self, node_name: str = "sim_robot", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         params = declare_params(self, SimParams)
-        robot, hz, joints = params.robot, params.control_hz, list(params.joints)
-        initial = list(params.initial_positions)
-        js_topic = params.joint_states_topic
         self._max_catch_up = params.max_catch_up_steps
-
-        from robokernel_ros.envs import MujocoScene  # MuJoCo is imported only here
-
-        self._scene = MujocoScene()
-        try:
-            self._scene.add_robot("robot", robot)
-        except (ValueError, OSError) as exc:
-            raise ParameterError("robot", robot, str(exc)) from exc
-        try:
-            self._env = self._scene.make_env("robot", control_hz=hz)
-        except ValueError as exc:
-            raise ParameterError("control_hz", hz, str(exc)) from exc
-        keys = list(self._env.env_spec.action_keys)
+        self._load_robot(params)
+        self._joints, self._controllers = self._resolve_controllers(params)
         kinds = self._env.actuator_kinds
-        specs = self._controller_specs(
-            params
-        )  # (name, kind, topic, joints) each; [] = the defaults
-        if specs:
-            union = [j for _, _, _, cj in specs for j in cj]
-            if joints and sorted(joints) != sorted(union):
-                raise ParameterError(
-                    "joints", joints, f"must be [] or the controllers' joints {union}"
-                )
-            self._joints = union
-        else:
-            self._joints = list(joints) or keys
-        unknown = [j for j in self._joints if j not in keys]
-        if unknown or len(set(self._joints)) != len(self._joints):
-            raise ParameterError(
-                "controllers" if specs else "joints",
-                self._joints,
-                f"must be distinct actuator names of the robot, among {keys}",
-            )
-        if not specs:
-            defaults = declare_params(self, DefaultControllerParams)
-            fc_topic, jt_topic = defaults.forward_command_topic, defaults.trajectory_topic
-            specs = [
-                ("forward_command", "forward_command", fc_topic, self._joints),
-                ("joint_trajectory", "joint_trajectory", jt_topic, self._joints),
-            ]
-        index = {j: i for i, j in enumerate(self._joints)}
-        self._controllers = [
-            _Controller(name, kind, topic, list(cj), [index[j] for j in cj])
-            for name, kind, topic, cj in specs
-        ]
         self._position_servos = {j: kinds[j] == "position" for j in self._joints}
         self._env.reset(seed=0)
         self._targets = [self._env.hold_action()[j] for j in self._joints]
+        initial = list(params.initial_positions)
         if initial:
             if len(initial) != len(self._joints):
                 raise ParameterError(
@@ -201,8 +157,68 @@ class SimRobotNode(Node):
         self.dropped_steps = 0
         self.commands = 0
         self.ignored = 0
+        self._subscribe(params.joint_states_topic)
+        self._t0 = time.monotonic()
+        self.create_timer(self.period, self._tick)
+        self._publish()
+        self.get_logger().info(
+            f"robot {params.robot!r}: {len(self._joints)} commanded actuators, controllers "
+            + "; ".join(f"{c.name} ({c.kind}) {c.joints} <- {c.topic}" for c in self._controllers)
+            + f"; {len(self._state_names)} joints on {params.joint_states_topic} at "
+            f"{self._env.control_hz:g} Hz"
+        )
 
-        self._pub = self.create_publisher(JointState, js_topic, JOINT_STATE_PUB_QOS)
+    def _load_robot(self, params: SimParams) -> None:
+        """The MuJoCo scene with the robot, and its env at control_hz."""
+        from robokernel_ros.envs import MujocoScene  # MuJoCo is imported only here
+
+        self._scene = MujocoScene()
+        try:
+            self._scene.add_robot("robot", params.robot)
+        except (ValueError, OSError) as exc:
+            raise ParameterError("robot", params.robot, str(exc)) from exc
+        try:
+            self._env = self._scene.make_env("robot", control_hz=params.control_hz)
+        except ValueError as exc:
+            raise ParameterError("control_hz", params.control_hz, str(exc)) from exc
+
+    def _resolve_controllers(self, params: SimParams) -> tuple[list[str], list[_Controller]]:
+        """The commanded joints (in command order) and the controllers over them."""
+        keys = list(self._env.env_spec.action_keys)
+        joints = list(params.joints)
+        specs = self._controller_specs(params)  # (name, kind, topic, joints); [] = defaults
+        if specs:
+            union = [j for _, _, _, cj in specs for j in cj]
+            if joints and sorted(joints) != sorted(union):
+                raise ParameterError(
+                    "joints", joints, f"must be [] or the controllers' joints {union}"
+                )
+            joints = union
+        else:
+            joints = joints or keys
+        unknown = [j for j in joints if j not in keys]
+        if unknown or len(set(joints)) != len(joints):
+            raise ParameterError(
+                "controllers" if specs else "joints",
+                joints,
+                f"must be distinct actuator names of the robot, among {keys}",
+            )
+        if not specs:
+            defaults = declare_params(self, DefaultControllerParams)
+            specs = [
+                ("forward_command", "forward_command", defaults.forward_command_topic, joints),
+                ("joint_trajectory", "joint_trajectory", defaults.trajectory_topic, joints),
+            ]
+        index = {j: i for i, j in enumerate(joints)}
+        controllers = [
+            _Controller(name, kind, topic, list(cj), [index[j] for j in cj])
+            for name, kind, topic, cj in specs
+        ]
+        return joints, controllers
+
+    def _subscribe(self, joint_states_topic: str) -> None:
+        """The joint state publisher and each controller's command subscription."""
+        self._pub = self.create_publisher(JointState, joint_states_topic, JOINT_STATE_PUB_QOS)
         for c in self._controllers:
             if c.kind == "forward_command":
                 self.create_subscription(
@@ -212,14 +228,6 @@ class SimRobotNode(Node):
                 self.create_subscription(
                     JointTrajectory, c.topic, lambda m, c=c: self._on_trajectory(c, m), COMMAND_QOS
                 )
-        self._t0 = time.monotonic()
-        self.create_timer(self.period, self._tick)
-        self._publish()
-        self.get_logger().info(
-            f"robot {robot!r}: {len(self._joints)} commanded actuators, controllers "
-            + "; ".join(f"{c.name} ({c.kind}) {c.joints} <- {c.topic}" for c in self._controllers)
-            + f"; {len(self._state_names)} joints on {js_topic} at {self._env.control_hz:g} Hz"
-        )
 
     def _controller_specs(self, params: SimParams) -> list[tuple[str, str, str, list[str]]]:
         """The controllers named by `controllers` or `contract_file` ([]: the defaults)."""
