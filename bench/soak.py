@@ -186,6 +186,9 @@ class SafetyAudit:
         self.violations: list[dict[str, Any]] = []
         self.lag_ns = 0  # longest non-hold after an interval started (within the grace)
         self.intervals: collections.Counter[str] = collections.Counter()
+        self._clock = 0  # the latest time judged
+        self._history: list[tuple[int, int, str]] = []  # the schedule's closed intervals
+        self.late = 0  # commands that arrived after the audit had judged past their time
 
     def _push(self, t: int, kind: str, value: Any) -> None:
         with self._lock:
@@ -233,7 +236,25 @@ class SafetyAudit:
                 if not self._queue or self._queue[0][0] >= until:
                     return
                 t, _, kind, value = heapq.heappop(self._queue)
+            if kind == "cmd" and t < self._clock:
+                self._on_late(t, value)
+                continue
+            self._clock = max(self._clock, t)
             getattr(self, f"_on_{kind}")(t, value)
+
+    def _on_late(self, t: int, value: tuple[str, tuple[float, ...]]) -> None:
+        """A command that reached the monitor after the audit had judged past its time
+        (a monitor that matched a restarted shield's writer late gets its history then):
+        judged against the schedule's interval that held at its own time, if any."""
+        writer, values = value
+        self.commands += 1
+        self.late += 1
+        for start, end, cause in self._history:
+            if start <= t < end:
+                self._judge(Interval(start, cause), t, writer, values)
+                return
+        if self._source is not None and self._source.start <= t:
+            self._judge(Interval(self._source.start, self._source.cause), t, writer, values)
 
     def _on_estop(self, t: int, pressed: bool) -> None:
         last = self._heard_last
@@ -254,6 +275,8 @@ class SafetyAudit:
         self._open("source", Interval(t, cause))
 
     def _on_close(self, t: int, cause: str) -> None:
+        if self._source is not None:
+            self._history.append((self._source.start, t, self._source.cause))
         self._source = None
 
     def _open(self, which: str, interval: Interval) -> None:
@@ -405,7 +428,8 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 def tracemalloc_diff(folder: Path, skip_s: float = 120.0, top: int = 12) -> dict[str, Any]:
     """The Python heap of a traced node: its traced total per snapshot and the sites
-    that grew most between the first snapshot after `skip_s` (start-up) and the last."""
+    that grew most between the first snapshot after `skip_s` (start-up) and the last
+    (each with its stack, the allocating line first)."""
     import tracemalloc
 
     snaps = sorted(folder.glob("*.snap"))
@@ -433,7 +457,7 @@ def tracemalloc_diff(folder: Path, skip_s: float = 120.0, top: int = 12) -> dict
         "to_s": int(snaps[-1].stem.split("-")[1]) * TRACE_PERIOD_S,
         "growth_mib": round(sum(d.size_diff for d in diff) / 2**20, 3),
         "top": [{"kib": round(d.size_diff / 1024, 1), "count": d.count_diff,
-                 "where": [f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in d.traceback][:TRACE_FRAMES]}
+                 "where": [f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in reversed(d.traceback)]}
                 for d in diff[:top]],
     }  # fmt: skip
 
@@ -966,6 +990,11 @@ class Soak:
         from robokernel_ros.ros.client import WorkcellClient
 
         args = self.args
+        # What the report reads, imported now: a tree edited during a 30-minute soak (a
+        # shared checkout) once broke the report's import at the end, and the run was lost.
+        import robokernel_ros.kernel  # noqa: F401
+        import robokernel_ros.scoring  # noqa: F401
+
         self.monitor = Monitor(self.audits, self.specs)
         traced = {name: self.work / "tracemalloc" / name for name in args.tracemalloc}
         # The e-stop unknown first: no panel yet, while a second source commands the shields
@@ -1163,6 +1192,9 @@ class Soak:
                   f"{len(a.violations)}; latch lag max {a.lag_ns / 1e6:.1f} ms")  # fmt: skip
         print(f"holds matched by the range of the joint states around them (a sample the "
               f"monitor missed): {bracketed}")  # fmt: skip
+        late = sum(a.late for a in audits.values())
+        print(f"commands that reached the monitor after the audit had judged past their time "
+              f"(judged by the schedule's interval at their time): {late}")  # fmt: skip
         print(f"grace {args.grace_s * 1e3:.0f} ms; a second command source sent "
               f"{self.monitor.rogue_sent} commands during e-stop phases")  # fmt: skip
         for v in violations[:10]:
@@ -1230,7 +1262,8 @@ class Soak:
         result = {
             "bench": "soak", "minutes": args.minutes, "seed": args.seed, "quick": args.quick,
             "faults": dict(kinds), "fault_log": self.actions, "commands": commands, "judged": judged,
-            "holds_judged": holds_judged, "holds_bracketed": bracketed, "rogue_commands_sent": self.monitor.rogue_sent, "intervals": intervals, "violations": violations[:20],
+            "holds_judged": holds_judged, "holds_bracketed": bracketed, "late_commands": late, "rogue_commands_sent": self.monitor.rogue_sent, "intervals": intervals, "violations": violations[:20],
+            "violation_groups": _groups(violations),
             "n_violations": len(violations), "latch_lag_max_ms": round(lag_ms, 1),
             "grace_ms": args.grace_s * 1e3, "episodes_anchor": n_anchor, "episodes_chaos": n_chaos,
             "episodes_per_min": {"anchor": round(n_anchor / anchor_min, 2), "chaos": round(n_chaos / chaos_min, 2)},
@@ -1246,6 +1279,19 @@ class Soak:
         print(json.dumps(result))
         (self.work / "result.json").write_text(json.dumps(result, indent=1))
         return 0 if all(verdicts.values()) else 1
+
+
+def _groups(violations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every violation, grouped by shield, cause and values (one frozen value repeated
+    reads as one group: a hold whose joint-state sample the monitor did not receive)."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for v in violations:
+        key = (v["shield"], v["cause"], tuple(round(x, 6) for x in v["values"]))
+        g = groups.setdefault(key, {"shield": v["shield"], "cause": v["cause"], "values": v["values"],
+                                    "n": 0, "first_t_ns": v["t_ns"], "after_ms": [v["after_ms"], v["after_ms"]]})  # fmt: skip
+        g["n"] += 1
+        g["after_ms"] = [min(g["after_ms"][0], v["after_ms"]), max(g["after_ms"][1], v["after_ms"])]
+    return list(groups.values())
 
 
 def _mean(xs: list[int]) -> float:

@@ -125,6 +125,22 @@ def test_the_audit_judges_an_unknown_estop_at_once_and_a_pressed_sample_it_heard
     assert round(audit.lag_ns / 1e6) == 50
 
 
+def test_a_command_that_reaches_the_monitor_late_is_judged_by_its_own_time() -> None:
+    audit = _audit()
+    audit.joint_state(int(0.95 * S), ["a", "b"], [0.1, 0.2])
+    audit.fault(1 * S, None, "unknown")
+    audit.fault(1 * S, 2 * S, "unknown")
+    audit.fault(3 * S, None, "pressed")
+    audit.joint_state(int(3.5 * S), ["a", "b"], [0.1, 0.2])
+    audit.advance(int(3.6 * S))  # judged up to 3.6 s; then two commands arrive late:
+    audit.command(int(1.5 * S), "w1", [0.5, 0.5])  # forwarded while unknown: violation
+    audit.command(int(2.5 * S), "w1", [0.6, 0.6])  # between the intervals: not judged
+    audit.joint_state(4 * S, ["a", "b"], [0.1, 0.2])
+    audit.advance(int(4.1 * S))
+    assert audit.late == 2 and audit.commands == 2
+    assert [(v["cause"], v["values"][0]) for v in audit.violations] == [("unknown", 0.5)]
+
+
 def test_the_audit_judges_only_what_its_joint_states_have_reached() -> None:
     audit = _audit()
     audit.joint_state(int(0.95 * S), ["a", "b"], [0.1, 0.2])
