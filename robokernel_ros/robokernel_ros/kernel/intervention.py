@@ -14,20 +14,25 @@ publish_operator_notices(step) and teleop_failure(exc, where) (an _EpisodeOver t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import events as ev
 from .operator import AUTONOMOUS, CORRECTING
 from .shield import ShieldResult
 
+if TYPE_CHECKING:
+    from .recorder import EpisodeRecorder
+    from .runner import EpisodeRunner
+    from .spec import EnvSpec, TeleopSource
+
 
 class InterventionSteps:
     """The takeover steps of one episode's loop (see the module docstring)."""
 
-    r: Any
-    rec: Any
-    spec: Any
-    teleop: Any
+    r: EpisodeRunner
+    rec: EpisodeRecorder
+    spec: EnvSpec
+    teleop: TeleopSource | None
     mode: str
     queue: Any
     pending: Any
@@ -37,6 +42,21 @@ class InterventionSteps:
     first_intervention_step: int | None
     intervention_start: tuple[int, float] | None
     observation: Any
+
+    if TYPE_CHECKING:  # the loop's methods these steps call (kernel.runner's _Episode)
+
+        def clock(self, step: int) -> float: ...
+
+        def hold(self) -> Any: ...
+
+        def publish_operator_notices(self, step: int) -> None: ...
+
+        def teleop_failure(self, exc: BaseException, where: str) -> Exception: ...
+
+    @property
+    def source(self) -> TeleopSource:
+        """The teleop source: the takeover steps run only with one (`teleop` not None)."""
+        return cast("TeleopSource", self.teleop)
 
     def operator_mode(self, step: int, observation: Any) -> str:
         """The mode of this step: the teleop source observes first (a simulated operator
@@ -78,7 +98,7 @@ class InterventionSteps:
             rec.emit(
                 ev.INTERVENTION_START,
                 step,
-                {"step": step, "mode": mode, "by": by, "teleop": self.teleop.name},
+                {"step": step, "mode": mode, "by": by, "teleop": self.source.name},
             )
         else:
             rec.emit(ev.INTERVENTION_MODE, step, {"step": step, "mode": mode, "by": by})
@@ -123,7 +143,7 @@ class InterventionSteps:
                 policy = self.queue.popleft()  # the policy's shadow action: not executed
                 self.shadow += 1
             try:
-                human = self.teleop.teleop_action(observation)
+                human = self.source.teleop_action(observation)
             except Exception as exc:
                 raise self.teleop_failure(exc, "teleop_action") from exc
             if human is not None and not isinstance(human, Mapping):

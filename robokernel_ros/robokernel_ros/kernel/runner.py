@@ -52,7 +52,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from . import events as ev
 from .chunks import action_row, as_chunk
@@ -79,7 +79,16 @@ from .recorder import (
 )
 from .scheduling import realtime_priority
 from .shield import ShieldResult, make_shield
-from .spec import EnvSpec, HoldActionSource, PrivilegedStateSource, is_int
+from .spec import (
+    Agent,
+    Environment,
+    EnvSpec,
+    HoldActionSource,
+    PrivilegedStateSource,
+    RTCAgent,
+    TeleopSource,
+    is_int,
+)
 from .timing import Pacer, Timing, delay_steps
 from .trace import TraceStore, append_event, snapshot
 
@@ -202,8 +211,8 @@ class EpisodeRunner:
 
     def __init__(
         self,
-        env: Any,
-        agent: Any,
+        env: Environment,
+        agent: Agent,
         *,
         trace: TraceStore | None = None,
         bus: EventBus | None = None,
@@ -216,7 +225,7 @@ class EpisodeRunner:
         reset_timeout_s: float | None = None,
         privileged_every: int = 1,
         count_action: Callable[[Any], Any] | None = None,
-        teleop: Any = None,
+        teleop: TeleopSource | None = None,
         handover: Mapping[str, Any] | None = None,
     ) -> None:
         spec = getattr(env, "env_spec", None)
@@ -273,7 +282,7 @@ class EpisodeRunner:
         self.operator = operator if operator is not None else OperatorChannel()
         self.supports_rtc = getattr(agent, "supports_rtc", False) is True
         self.count_action = count_action
-        self._teleop: Any = None
+        self._teleop: TeleopSource | None = None
         self.teleop = teleop  # checked, and attached to the operator channel
         bounds = {
             key: (handover or {}).get(key, (safety or {}).get(key))
@@ -294,12 +303,12 @@ class EpisodeRunner:
         self.last_record: EpisodeRecord | None = None
 
     @property
-    def teleop(self) -> Any:
+    def teleop(self) -> TeleopSource | None:
         """The TeleopSource that drives while correcting (None: none; set between episodes)."""
         return self._teleop
 
     @teleop.setter
-    def teleop(self, source: Any) -> None:
+    def teleop(self, source: TeleopSource | None) -> None:
         _check_teleop(source)
         self._teleop = source
         self.operator.attach_teleop(None if source is None else source.name)
@@ -523,16 +532,16 @@ class _Episode(InterventionSteps):
         """The agent's act() for the request of `step`, its arguments taken now: an RTC
         agent's queued actions and delay hint are the loop's as of the request, whichever
         thread runs the call and however late (the loop pops the step's action next)."""
-        agent = self.r.agent
         if self.r.supports_rtc:
+            rtc = cast(RTCAgent, self.r.agent)  # it said so: act() takes the RTC arguments
             return functools.partial(
-                agent.act,
+                rtc.act,
                 observation,
                 step,
                 queued_actions=[dict(a) if isinstance(a, Mapping) else a for a in self.queue],
                 delay_steps=self.expected_delay(),
             )
-        return functools.partial(agent.act, observation, step)
+        return functools.partial(self.r.agent.act, observation, step)
 
     def expected_delay(self) -> int:
         if self.timing.mode == "sync":
@@ -694,7 +703,7 @@ class _Episode(InterventionSteps):
 
     # -- takeover (docs/operator.md; the steps themselves: kernel.intervention) ---------
     def teleop_failure(self, exc: BaseException, where: str) -> _EpisodeOver:
-        return _EpisodeOver.failure(TELEOP_ERROR, exc, f"teleop {self.teleop.name!r}: {where}")
+        return _EpisodeOver.failure(TELEOP_ERROR, exc, f"teleop {self.source.name!r}: {where}")
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> EpisodeRecord:
@@ -714,14 +723,15 @@ class _Episode(InterventionSteps):
         final_observation_due = False
         observation: Any = None
         self.rec.start(self.start_data())
-        wall = self.timing.clock == "wall"
+        wall = self.wall
         if wall and self.timing.mode == "realtime":
             self.worker()  # started before the loop's first tick, and at normal priority
         # On the wall clock the reset and the steps drive the robot: their thread runs under
         # the pacer's real-time priority (kernel.scheduling; what it starts runs at normal).
         with realtime_priority(r.pacer.priority if wall else 0):
             try:
-                observation = self.carry.observation if continued else self.reset()
+                carry = self.carry
+                observation = carry.observation if carry is not None else self.reset()
                 self.carry = None  # nothing more is taken from it
                 final_observation_due = True
                 outcome, status = self.loop(observation, restart=not continued)
@@ -814,7 +824,8 @@ class _Episode(InterventionSteps):
                 rec.skip()  # counted all the same, like every other event
                 return
             try:
-                state = r.env.privileged_state()
+                # record_privileged: the env is a PrivilegedStateSource
+                state = cast(PrivilegedStateSource, r.env).privileged_state()
             except Exception as exc:
                 raise _EpisodeOver.failure(ENV_ERROR, exc, "privileged_state") from exc
             rec.emit(ev.PRIVILEGED, step, {"state": snapshot(state)})
@@ -1148,7 +1159,7 @@ def _check_teleop(teleop: Any) -> None:
             raise ValueError(f"teleop={teleop!r}: its {member} must be callable")
 
 
-def _late_verdict(runner: Any, record: EpisodeRecord, verdict: dict[str, Any]) -> None:
+def _late_verdict(runner: EpisodeRunner, record: EpisodeRecord, verdict: dict[str, Any]) -> None:
     """A verdict given right after the episode: update the record, the trace and the bus."""
     record.verdict = verdict
     record.outcome, record.status = apply_verdict(record.outcome, record.status, verdict)

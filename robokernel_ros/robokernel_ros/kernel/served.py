@@ -41,7 +41,7 @@ from .recorder import (
     error_info,
 )
 from .shield import make_shield
-from .spec import EnvSpec
+from .spec import Agent, EnvSpec
 from .timing import Timing
 from .trace import TraceStore
 
@@ -59,7 +59,7 @@ class ServedSession:
     def __init__(
         self,
         env_spec: EnvSpec,
-        agent: Any,
+        agent: Agent,
         *,
         trace: TraceStore | None = None,
         bus: EventBus | None = None,

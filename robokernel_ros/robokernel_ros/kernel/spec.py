@@ -104,6 +104,24 @@ class Agent(Protocol):
 
 
 @runtime_checkable
+class RTCAgent(Agent, Protocol):
+    """An Agent whose `supports_rtc` is True: act() also takes `queued_actions` (the
+    actions still queued, oldest first) and `delay_steps` (steps expected to pass before
+    the chunk is merged), so the new chunk can blend with the executing one."""
+
+    supports_rtc: bool
+
+    def act(
+        self,
+        observation: Observation,
+        step: int,
+        *,
+        queued_actions: Sequence[Action] = (),
+        delay_steps: int = 0,
+    ) -> Sequence[Action]: ...
+
+
+@runtime_checkable
 class TeleopSource(Protocol):
     """A human's (or a simulated operator's) command stream: what drives the robot while
     the operator channel's mode is "correcting" (docs/operator.md).
