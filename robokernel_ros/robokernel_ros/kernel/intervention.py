@@ -14,22 +14,37 @@ publish_operator_notices(step) and teleop_failure(exc, where) (an _EpisodeOver t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from . import events as ev
 from .operator import AUTONOMOUS, CORRECTING
 from .shield import ShieldResult
 
 if TYPE_CHECKING:
+    from .handover import HandoverLimiter
+    from .operator import OperatorChannel
     from .recorder import EpisodeRecorder
-    from .runner import EpisodeRunner
+    from .shield import SafetyShield
     from .spec import EnvSpec, TeleopSource
+
+
+class LoopRunner(Protocol):
+    """What the takeover steps use of the EpisodeRunner (typed so, this module does not
+    import kernel.runner, which imports it)."""
+
+    operator: OperatorChannel
+    shield: SafetyShield
+    handover: HandoverLimiter
+
+    def hold_action(
+        self, last: Mapping[str, float] | None, observation: Any = None
+    ) -> dict[str, float]: ...
 
 
 class InterventionSteps:
     """The takeover steps of one episode's loop (see the module docstring)."""
 
-    r: EpisodeRunner
+    r: LoopRunner
     rec: EpisodeRecorder
     spec: EnvSpec
     teleop: TeleopSource | None
