@@ -472,7 +472,11 @@ def test_wall_clock_restarts_its_schedule_after_a_stall_instead_of_bursting() ->
     assert gaps[stall] >= 0.15  # the stalled act() (step 4's chunk)
     after = gaps[stall + 1 :]
     assert len(after) >= 10
-    assert min(after) >= 0.5 / 50.0, [round(g * 1000, 1) for g in gaps]
+    # A burst makes ~7 gaps near 0 right after the stall. A loaded machine may deschedule
+    # a later step by up to a period, and the pacer keeps its schedule for that (the
+    # next gap is short): at most two such gaps, never a run of them.
+    short = [i for i, g in enumerate(after) if g < 0.5 / 50.0]
+    assert len(short) <= 2 and 0 not in short, [round(g * 1000, 1) for g in gaps]
 
 
 def test_wall_clock_rtc_hints_are_the_queue_as_of_the_request() -> None:
