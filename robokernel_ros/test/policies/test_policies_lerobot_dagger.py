@@ -14,8 +14,9 @@ import pytest
 from robokernel_ros.kernel.trace import load_trace
 
 pytest.importorskip("lerobot.datasets.lerobot_dataset", reason="lerobot[dataset] not installed")
-# The module's fixture runs lerobot-train twice (about a minute on an idle 2-core machine;
-# each start alone took 3 minutes at load average 30): more than the suite's 300 s default.
+# The module's fixture runs lerobot-train twice: 17 s for the module on an idle 2-core
+# machine, 765 s at load average 30-50 (each start alone took 3 minutes there), more than
+# the suite's 300 s default.
 pytestmark = pytest.mark.timeout(900)
 
 EPISODES, EVAL, DEPLOY = 3, 2, 2
