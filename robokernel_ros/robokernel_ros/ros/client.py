@@ -458,13 +458,19 @@ class WorkcellClient:
                         f"within {self.server_timeout_s:g} s (its responses do not arrive)"
                     ) from None
 
-    def _servers(self, name: str) -> frozenset[str]:
-        """The nodes serving action `name` now (who publishes its status), by full name."""
+    def _servers(self, name: str) -> dict[tuple[int, ...], str]:
+        """Who serves action `name` now (who publishes its status): endpoint GID -> the
+        node's full name. Keyed by GID because a just-discovered endpoint's node name can
+        read `_NODE_NAME_UNKNOWN_` until the graph learns it: a name would change under
+        a live runner, its endpoint does not."""
         infos = self._node.get_publishers_info_by_topic(f"{self._name(name)}/_action/status")
-        return frozenset(f"{info.node_namespace.rstrip('/')}/{info.node_name}" for info in infos)
+        return {
+            tuple(info.endpoint_gid): f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+            for info in infos
+        }
 
     def _wait(self, future: Any, what: str, timeout_s: float | None = 60.0,
-              servers: frozenset[str] | None = None) -> Any:  # fmt: skip
+              servers: dict[tuple[int, ...], str] | None = None) -> Any:  # fmt: skip
         """future's result; TimeoutError after timeout_s (None: no bound but liveness);
         with `servers` (the runner that took a goal), RunnerLost once none of them has
         served the action `what` for _GONE_GRACE_S."""
@@ -482,14 +488,16 @@ class WorkcellClient:
                 raise RuntimeError(f"{what}: the client was closed")
             if servers and now >= next_look:
                 next_look = now + _LIVENESS_EVERY_S
-                if servers & self._servers(what):
+                if servers.keys() & self._servers(what).keys():
                     gone_since = None
                 elif gone_since is None:
                     gone_since = now
                 elif now - gone_since >= _GONE_GRACE_S and not done.is_set():
                     future.cancel()
+                    known = sorted(n for n in set(servers.values()) if "_UNKNOWN_" not in n)
+                    runner = ", ".join(known) or f"serving {self._name(what)}"
                     raise RunnerLost(
-                        f"{what}: the runner {', '.join(sorted(servers))} that accepted the goal "
+                        f"{what}: the runner {runner} that accepted the goal "
                         f"left the ROS graph before answering it (its process ended, or its "
                         f"host is unreachable); the goal's outcome is unknown"
                     )
