@@ -214,7 +214,10 @@ def test_operator_verdict_and_reset_done_services(runner, ros, module_processes)
     earlier = set(trace_dir.glob("*")) if trace_dir.is_dir() else set()  # other tests' runs
     start = StartPolicy.Request(robot_name="arm", policy_provider="mock", n_steps=100000)
     assert ros.call(StartPolicy, f"{NS}/start_policy", start).ok
-    assert ros.wait_until(lambda: set(trace_dir.glob("*/events.jsonl")) - earlier, 30)
+    # this start's own run (earlier lists run directories: a file path is never in it)
+    assert ros.wait_until(
+        lambda: {p.parent for p in trace_dir.glob("*/events.jsonl")} - earlier, 30
+    )
     verdict = SubmitVerdict.Request(outcome="failure", note="dropped the cube")
     answered = ros.call(SubmitVerdict, f"{NS}/verdict", verdict)
     assert answered.ok, answered.message
