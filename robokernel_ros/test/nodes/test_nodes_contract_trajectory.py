@@ -208,7 +208,7 @@ def test_a_pressed_estop_lets_only_holds_reach_the_trajectory_and_the_forward_co
         "a command passed a latched shield"
     )
     # released and cleared, both forward again
-    assert ros.call(Trigger, f"{NS}/estop_panel/release", timeout_s=10).success
+    assert ros.answered(Trigger, f"{NS}/estop_panel/release", Trigger.Request(), 30).success
     deadline = time.monotonic() + 10
     while not (cleared := ros.call(Trigger, f"{NS}/clear_fault", timeout_s=15)).success:
         assert time.monotonic() < deadline, cleared.message

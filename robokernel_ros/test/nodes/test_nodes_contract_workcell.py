@@ -77,7 +77,7 @@ def arm_and_gripper(_arm_and_gripper_graph, module_processes, ros):
     events = ros.collect(KernelEvent, f"{NS}/events", EVENTS_QOS)
     for name in ("policy_server", "runner"):
         wait_active(ros.node, f"{NS}/{name}", timeout_s=60)
-    assert ros.call(Trigger, f"{NS}/estop_panel/release", timeout_s=10).success
+    assert ros.answered(Trigger, f"{NS}/estop_panel/release", Trigger.Request(), 30).success
     # refused while a release is younger than estop_timeout_s at the runner or a shield
     deadline = time.monotonic() + 30
     while not ros.call(Trigger, f"{NS}/clear_fault", timeout_s=15).success:
@@ -156,7 +156,7 @@ def test_one_estop_holds_both_shields_and_clear_fault_releases_both(arm_and_grip
     assert {name: _forwarded(s[-1]) for name, s in states.items()} == held, (
         "a command passed a latched shield"
     )
-    assert ros.call(Trigger, f"{NS}/estop_panel/release", timeout_s=10).success
+    assert ros.answered(Trigger, f"{NS}/estop_panel/release", Trigger.Request(), 30).success
     deadline = time.monotonic() + 10
     while not (cleared := ros.call(Trigger, f"{NS}/clear_fault", timeout_s=15)).success:
         assert time.monotonic() < deadline, cleared.message

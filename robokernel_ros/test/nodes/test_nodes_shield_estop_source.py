@@ -239,7 +239,13 @@ def test_a_shield_with_no_config_and_no_remap_hears_the_panel_of_its_namespace(p
         "-r", "__node:=safety_shield", "-p", f"joints:=[{','.join(SO101_JOINTS)}]",
         "-p", f"limits_file:={SO101_LIMITS}", "-p", "autostart:=true",
     )  # fmt: skip
-    st = wait_state(states, lambda s: s.estop_source == "none", what="the shield up, no source")
+    # state "waiting": the shield configured and activated (its first state, published
+    # before it configures itself, also reads estop_source "none", with another reason)
+    st = wait_state(
+        states,
+        lambda s: s.estop_source == "none" and s.state == "waiting",
+        what="the shield up, no source",
+    )
     assert f"no sample on {ns}/estop yet" in st.reason, st.reason  # the real topic, named
     processes.python("panel_default_estop", PANEL, "--ros-args", "-r", f"__ns:={ns}")
     wait_state(states, lambda s: s.estop_source == "live", 30, "the panel's heartbeat heard")

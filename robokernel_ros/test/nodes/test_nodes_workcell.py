@@ -57,7 +57,7 @@ def workcell(_workcell_graph, module_processes, ros):
     assert ros.wait_for(StartPolicy, f"{NS}/start_policy", 60), processes.log(procs["runner"])
     for name in ("policy_server", "runner"):  # the graph is up once both say active
         wait_active(ros.node, f"{NS}/{name}", timeout_s=60)
-    assert ros.call(Trigger, f"{NS}/estop_panel/release", timeout_s=10).success
+    assert ros.answered(Trigger, f"{NS}/estop_panel/release", Trigger.Request(), 30).success
     deadline = time.monotonic() + 30  # refused while the panel is not live or just released
     while not ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10).success:
         assert time.monotonic() < deadline, "clear_fault refused for 30 s"
@@ -131,7 +131,7 @@ def test_estop_ends_the_episode_nothing_passes_and_start_is_refused_until_clear_
     assert not refused.ok and "e-stop is latched" in refused.message
     held = ros.call(Trigger, f"{NS}/clear_fault", timeout_s=10)
     assert not held.success and "still pressed" in held.message
-    assert ros.call(Trigger, f"{NS}/estop_panel/release", timeout_s=10).success
+    assert ros.answered(Trigger, f"{NS}/estop_panel/release", Trigger.Request(), 30).success
     cleared = _clear_fault(ros)
     assert cleared.success, cleared.message
     assert ros.wait_until(lambda: not shield[-1].estop_latched, 5)

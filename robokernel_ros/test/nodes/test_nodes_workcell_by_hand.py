@@ -92,7 +92,7 @@ def by_hand(_by_hand_graph, module_processes):
     procs, shield, trace_dir, ros = _by_hand_graph
     for name, proc in procs.items():
         assert proc.poll() is None, f"{name} exited: " + module_processes.log(proc)[-2000:]
-    assert ros.call(Trigger, f"{NS}/estop_panel/release", timeout_s=10).success
+    assert ros.answered(Trigger, f"{NS}/estop_panel/release", Trigger.Request(), 30).success
     if shield and shield[-1].state == "inactive":
         assert LifecyclePeer(ros.node, f"{NS}/safety_shield").change("activate", timeout_s=10)
     # clear_fault is refused while the release is younger than estop_timeout_s (at the
