@@ -213,7 +213,7 @@ def phase_import(bag: Path, contract: Path, out: Path) -> dict[str, Any]:
 
 
 def phase_export(runs: Path, root: Path) -> dict[str, Any]:
-    from robokernel_ros.recording.cli import quiet_libraries
+    from robokernel_ros.cli.export import quiet_libraries
     from robokernel_ros.recording.export import export_lerobot
 
     t0 = time.perf_counter()
@@ -231,9 +231,9 @@ def phase_lerobot(runs: Path, root: Path) -> dict[str, Any]:
     frames decoded from the bag in one pass over both camera topics."""
     import cv2
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from robokernel_ros.cli.export import quiet_libraries
     from robokernel_ros.kernel.trace import load_trace
     from robokernel_ros.recording import types as T
-    from robokernel_ros.recording.cli import quiet_libraries
     from rosbags.highlevel import AnyReader
 
     t0 = time.perf_counter()

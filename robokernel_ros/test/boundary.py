@@ -248,9 +248,9 @@ LAYER_IMPORTS: dict[str, frozenset[str]] = {
     }.items()
 }
 
-#: The `robokernel` command's modules outside a cli/ package (issue #38 moves them there):
-#: top-level cli*.py and demo.py, and each layer's cli.py / *_cli.py / __main__.py.
-CLI_MODULES = ("cli", "cli_output", "cli_replay", "demo")
+#: The `robokernel` command's modules: the cli/ package and demo.py (`make demo`), and a
+#: layer's `python -m` entry (its __main__.py, which only calls a cli/ module).
+CLI_MODULES = ("cli", "demo")
 
 
 def layer_of(module: str, package: str = "robokernel_ros") -> str:
@@ -259,7 +259,7 @@ def layer_of(module: str, package: str = "robokernel_ros") -> str:
         return ""
     parts = module.removeprefix(package + ".").split(".")
     last = parts[-1]
-    if parts[0] in CLI_MODULES or last in ("cli", "__main__") or last.endswith("_cli"):
+    if parts[0] in CLI_MODULES or last == "__main__":
         return "cli"
     return parts[0]
 

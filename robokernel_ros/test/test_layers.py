@@ -75,17 +75,32 @@ def test_no_layer_imports_the_cli_or_the_nodes() -> None:
     assert "nodes" not in LAYER_IMPORTS["cli"]
 
 
-def test_the_command_modules_are_the_cli_layer_wherever_they_sit() -> None:
+def test_the_command_modules_are_the_cli_layer() -> None:
     for module in (
         "robokernel_ros.cli",
-        "robokernel_ros.cli_output",
-        "robokernel_ros.recording.cli",
-        "robokernel_ros.recording.import_cli",
+        "robokernel_ros.cli.output",
+        "robokernel_ros.cli.export",
+        "robokernel_ros.cli.import_bag",
+        "robokernel_ros.demo",
         "robokernel_ros.scoring.__main__",
     ):
         assert layer_of(module) == "cli", module
     assert layer_of("robokernel_ros.recording.export") == "recording"
     assert layer_of("robokernel_ros.kernel.trace.load") == "kernel"
+
+
+def test_every_subcommand_module_sits_in_the_cli_package() -> None:
+    """No layer keeps a command module of its own (a cli.py or *_cli.py): the command's
+    modules are robokernel_ros.cli's, and a layer's __main__.py only calls one of them."""
+    from robokernel_ros.cli import SUBCOMMAND_MODULES
+
+    assert all(m.startswith("robokernel_ros.cli.") for m in SUBCOMMAND_MODULES)
+    stray = [
+        m
+        for m in import_graph("robokernel_ros")
+        if layer_of(m) != "cli" and m.rsplit(".", 1)[-1].endswith("cli")
+    ]
+    assert stray == []
 
 
 @pytest.mark.parametrize("layer", ["cli", "flywheel", "memory", "process"])

@@ -1,5 +1,7 @@
+"""`python -m robokernel_ros.scoring PATH...`: `robokernel score` on its own."""
+
 import sys
 
-from .cli import main
+from robokernel_ros.cli.score import main
 
 sys.exit(main())

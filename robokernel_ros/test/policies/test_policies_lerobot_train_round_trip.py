@@ -31,7 +31,7 @@ def _json(out: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory, lerobot_available: None) -> dict[str, Any]:
-    from robokernel_ros.recording.cli import main as export_main
+    from robokernel_ros.cli.export import main as export_main
     from robokernel_ros.rollout import SimWorkcell
 
     tmp = tmp_path_factory.mktemp("so101_export")

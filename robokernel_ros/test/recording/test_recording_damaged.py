@@ -9,11 +9,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from robokernel_ros.cli.export import main as export_main
+from robokernel_ros.cli.score import main as score_main
 from robokernel_ros.kernel.trace import load_trace
 from robokernel_ros.recording import recover_bag
-from robokernel_ros.recording.cli import main as export_main
 from robokernel_ros.recording.recover import main as recover_main
-from robokernel_ros.scoring.cli import main as score_main
 from rosbags.rosbag2 import Reader
 
 

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 from bag_fixtures import ChunkAgent, NumpyArm
+from robokernel_ros.cli.export import main as export_main
 from robokernel_ros.kernel import EpisodeRunner
 from robokernel_ros.kernel.events import EventBus
 from robokernel_ros.kernel.trace import TraceStore, load_trace
 from robokernel_ros.recording import EpisodeBagMirror
-from robokernel_ros.recording.cli import main as export_main
 
 pytest.importorskip("lerobot.datasets.lerobot_dataset", reason="lerobot[dataset] not installed")
 

@@ -14,7 +14,7 @@ import pytest
 
 def _export(*args: str) -> subprocess.CompletedProcess:
     # a fresh process: the libraries print on their first import, as for a user
-    cmd = [sys.executable, "-m", "robokernel_ros.recording.cli", *args]
+    cmd = [sys.executable, "-m", "robokernel_ros.cli.export", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 

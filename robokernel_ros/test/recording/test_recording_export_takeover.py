@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from robokernel_ros.cli.export import main as export_main
 from robokernel_ros.envs import MujocoScene
 from robokernel_ros.kernel import EpisodeRunner, EventBus, TraceStore, load_trace
 from robokernel_ros.policies.base import PolicyAgent
 from robokernel_ros.policies.scripted import ScriptedPolicy
 from robokernel_ros.recording import EpisodeBagMirror
-from robokernel_ros.recording.cli import main as export_main
 from robokernel_ros.recording.export import export_lerobot
 from robokernel_ros.rollout.takeover import SimulatedOperator, TubeRule
 

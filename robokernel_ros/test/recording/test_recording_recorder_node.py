@@ -366,7 +366,7 @@ def _check_score_and_export(runner_bag, recorded_bag, tmp_path):
 
     pytest.importorskip("lerobot.datasets.lerobot_dataset", reason="lerobot not installed")
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
-    from robokernel_ros.recording.cli import main as export_main
+    from robokernel_ros.cli.export import main as export_main
 
     root = tmp_path / "dataset"
     assert (

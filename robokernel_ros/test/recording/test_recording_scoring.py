@@ -6,6 +6,7 @@ import json
 
 import pytest
 from bag_fixtures import ChunkAgent, NumpyArm
+from robokernel_ros.cli.score import main as score_main
 from robokernel_ros.kernel import EpisodeRunner
 from robokernel_ros.kernel.events import EventBus
 from robokernel_ros.kernel.timing import Timing
@@ -18,7 +19,6 @@ from robokernel_ros.scoring import (
     score_trace,
     shadow_replay,
 )
-from robokernel_ros.scoring.cli import main as score_main
 from robokernel_ros.tasks.statistics import wilson_interval
 
 

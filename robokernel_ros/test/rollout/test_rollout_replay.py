@@ -42,7 +42,7 @@ def recorded(tmp_path_factory):
 @pytest.fixture(scope="module")
 def dataset(recorded):
     pytest.importorskip("lerobot.datasets.lerobot_dataset", reason="lerobot[dataset] not installed")
-    from robokernel_ros.recording.cli import main as export_main
+    from robokernel_ros.cli.export import main as export_main
 
     _, episodes, root = recorded
     ds = root / "dataset"

@@ -46,7 +46,7 @@ def test_an_operators_call_with_a_bad_argument_names_its_domain(args) -> None:
 
 
 def test_the_report_says_per_episode_what_each_shield_did() -> None:
-    from robokernel_ros.ros.cli import shield_lines
+    from robokernel_ros.cli.ros import shield_lines
 
     counts = {"commands_sent": 12, "read": 12, "passed": 9, "clipped": 1, "refused": 2,
               "held": 2, "confirmed": True, "last_refusal": "position gripper=-0.3"}  # fmt: skip

@@ -52,7 +52,7 @@ def test_a_joystick_calls_on_each_named_buttons_press_not_while_it_is_held() -> 
 def test_the_takeover_verbs_take_no_arguments(verb: str, capsys: Any) -> None:
     import argparse
 
-    from robokernel_ros.ros import cli
+    from robokernel_ros.cli import ros as cli
 
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)

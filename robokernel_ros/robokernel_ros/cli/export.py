@@ -2,7 +2,7 @@
 `robokernel bag-recover BAG [--repair OUT] [--json]`.
 
 Importing this module registers both on the `robokernel` CLI's subcommand registry;
-`main(argv)` runs export-lerobot on its own (`python -m robokernel_ros.recording.cli`).
+`main(argv)` runs export-lerobot on its own (`python -m robokernel_ros.cli.export`).
 Exit status: 0, 1 when refused (message on stderr), 2 for a usage error.
 """
 
@@ -78,8 +78,8 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from ..cli import flag_names
-    from .export import export_lerobot
+    from robokernel_ros.cli.flags import flag_names
+    from robokernel_ros.recording.export import export_lerobot
 
     verbose = bool(getattr(args, "export_verbose", False) or getattr(args, "verbose", False))
     try:
@@ -175,7 +175,7 @@ def quiet_libraries(*, enabled: bool = True) -> Iterator[None]:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    from .recover import main as recover_main
+    from robokernel_ros.recording.recover import main as recover_main
 
     argv = (
         [args.bag]
@@ -196,7 +196,7 @@ def _recover_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _register() -> None:
-    from ..cli import register_subcommand
+    from robokernel_ros.cli.registry import register_subcommand
 
     register_subcommand(
         "export-lerobot",

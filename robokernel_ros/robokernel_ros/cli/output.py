@@ -1,4 +1,5 @@
-"""The eval command's folder and interruption handling on the shell (`robokernel eval
+"""What the commands print: a rollout-API envelope as a table or its JSON (`emit`); and the
+eval command's folder and interruption handling on the shell (`robokernel eval
 --output DIR`, `--resume DIR`, Ctrl-C, `--json`); the files themselves are
 `robokernel_ros.tasks.eval_output`'s."""
 
@@ -15,7 +16,39 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from robokernel_ros.cli.flags import flag_names
+
 TRACE_DIR_DEFAULT = "runs/"
+
+
+def emit(out: dict[str, Any], *, as_json: bool) -> int:
+    """Print an envelope: the text (a table) or the JSON report; errors to stderr, exit 1."""
+    from robokernel_ros.rollout import envelope_json, envelope_text
+
+    if out["status"] != "success":
+        print(f"error: {flag_names(envelope_text(out))}", file=sys.stderr)
+        if as_json:
+            print(
+                json.dumps(
+                    {
+                        "status": out["status"],
+                        "error": envelope_text(out),
+                        "json": envelope_json(out),
+                    }
+                )
+            )
+        return 1
+    if as_json:
+        print(json.dumps(envelope_json(out), indent=2, allow_nan=False))
+    else:
+        print(envelope_text(out))
+    return 0
+
+
+def emit_interruptible(out: dict[str, Any], state: dict[str, Any], *, as_json: bool) -> int:
+    """emit(out), with exit status 130 when a Ctrl-C came (state: `interruptible`'s)."""
+    code = emit(out, as_json=as_json)
+    return 130 if state["interrupted"] else code
 
 
 def usage_error(command: str, message: str) -> int:

@@ -21,7 +21,7 @@ import json
 import sys
 from typing import Any
 
-from ..cli import register_subcommand
+from robokernel_ros.cli.registry import register_subcommand
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
@@ -50,8 +50,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .dagger import run_flywheel_dagger
-    from .loop import FlywheelConfig
+    from robokernel_ros.flywheel.dagger import run_flywheel_dagger
+    from robokernel_ros.flywheel.loop import FlywheelConfig
 
     try:
         cfg = FlywheelConfig(
@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
               flush=True)  # fmt: skip
 
     def round_done(r: Any) -> None:
-        from .dagger import round_table
+        from robokernel_ros.flywheel.dagger import round_table
 
         out = sys.stderr if args.json else sys.stdout
         print(f"\n[flywheel] DAgger round {r.round} (deployed {r.deployed}):", file=out)

@@ -22,8 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..contract import Contract, ContractError, load_contract, resolve_types, stream_names
-from ..contract.fields import JOINT_STATE
+from robokernel_ros.contract import (
+    Contract,
+    ContractError,
+    load_contract,
+    resolve_types,
+    stream_names,
+)
+from robokernel_ros.contract.fields import JOINT_STATE
 
 
 def _print_contract_error(command: str, exc: ContractError) -> None:
@@ -51,7 +57,7 @@ def _import_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run_import(args: argparse.Namespace) -> int:
-    from .importer import import_bags, iter_imports
+    from robokernel_ros.recording.importer import import_bags, iter_imports
 
     try:
         results = import_bags(args.bags, args.contract, args.out, slack_s=args.slack)
@@ -101,8 +107,8 @@ def bag_streams(contract: Contract, bag: Path) -> tuple[Contract, list[dict[str,
     """The contract resolved against `bag` and, per stream, what the bag holds: messages,
     rate (Hz over the alignment stamps), first and last stamp. ContractError: a missing
     topic or a type mismatch, by name."""
-    from .importer import has_header, open_bag, stamp_of
-    from .reader import bag_info
+    from robokernel_ros.recording.importer import has_header, open_bag, stamp_of
+    from robokernel_ros.recording.reader import bag_info
 
     info = bag_info(bag)
     with open_bag(info.path) as reader:
@@ -221,8 +227,8 @@ def _run_check(args: argparse.Namespace) -> int:
 def _wrap_export() -> None:
     """Add `--contract FILE` to export-lerobot: BAG... are imported (into a temporary
     folder, removed afterwards) and the run directories exported, in one step."""
-    from ..cli import SUBCOMMANDS, register_subcommand
-    from . import cli as _export_cli  # noqa: F401 - registers export-lerobot first
+    from robokernel_ros.cli import export  # noqa: F401 - registers export-lerobot first
+    from robokernel_ros.cli.registry import SUBCOMMANDS, register_subcommand
 
     base = SUBCOMMANDS.get("export-lerobot")
     if base is None or getattr(base.run, "_with_contract", False):
@@ -241,7 +247,7 @@ def _wrap_export() -> None:
     def run(args: argparse.Namespace) -> int:
         if not getattr(args, "contract", None):
             return base.run(args)
-        from .importer import CONTRACT_FILE, import_bags
+        from robokernel_ros.recording.importer import CONTRACT_FILE, import_bags
 
         root = Path(args.root)
         if root.exists() and any(root.iterdir()):
@@ -277,7 +283,7 @@ def _wrap_export() -> None:
 
 
 def _register() -> None:
-    from ..cli import register_subcommand
+    from robokernel_ros.cli.registry import register_subcommand
 
     register_subcommand(
         "import-bag",

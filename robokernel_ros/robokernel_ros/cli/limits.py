@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .limits import describe_limit, load_limit_sources, merge_limit_sources
+    from robokernel_ros.safety.limits import describe_limit, load_limit_sources, merge_limit_sources
 
     joints = [j for j in args.joints.split(",") if j] if args.joints else None
     try:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _register() -> None:
-    from ..cli import register_subcommand
+    from robokernel_ros.cli.registry import register_subcommand
 
     register_subcommand(
         "limits",

@@ -42,12 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import flag_names
-    from ..kernel.trace import load_trace
-    from ..tasks.predicates import CriterionError
-    from .plot import plot_episode
-    from .report import expand_paths, format_table, score_paths
-    from .scorers import PredicateScorer, get_scorers
+    from robokernel_ros.cli.flags import flag_names
+    from robokernel_ros.kernel.trace import load_trace
+    from robokernel_ros.scoring.plot import plot_episode
+    from robokernel_ros.scoring.report import expand_paths, format_table, score_paths
+    from robokernel_ros.scoring.scorers import PredicateScorer, get_scorers
+    from robokernel_ros.tasks.predicates import CriterionError
 
     try:
         scorers = get_scorers(args.scorers.split(",") if args.scorers else None)
@@ -129,7 +129,12 @@ def _compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from .compare import compare, format_comparison, horizon_warnings, load_episodes
+    from robokernel_ros.scoring.compare import (
+        compare,
+        format_comparison,
+        horizon_warnings,
+        load_episodes,
+    )
 
     try:
         records_a, records_b = load_episodes(args.a), load_episodes(args.b)
@@ -163,7 +168,7 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from .pictures import write_report
+    from robokernel_ros.scoring.pictures import write_report
 
     if args.out is None and len(args.paths) > 1:
         print("robokernel report: error: --out: needed for several evaluations", file=sys.stderr)
@@ -187,7 +192,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def _register() -> None:
-    from ..cli import register_subcommand
+    from robokernel_ros.cli.registry import register_subcommand
 
     register_subcommand(
         "compare",

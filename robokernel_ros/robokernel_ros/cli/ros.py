@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"robokernel ros: error: {exc}", file=sys.stderr)
         return 2
-    from .client import CallInterrupted, WorkcellClient
+    from robokernel_ros.ros.client import CallInterrupted, WorkcellClient
 
     with WorkcellClient(args.namespace, server_timeout_s=args.server_timeout) as cell:
         try:
@@ -340,7 +340,7 @@ def _operator_call(call: str, words: list[str]) -> Any:
 
 
 def _register() -> None:
-    from ..cli import register_subcommand
+    from robokernel_ros.cli.registry import register_subcommand
 
     register_subcommand(
         "ros",

@@ -9,16 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from robokernel_ros.cli import (
+from robokernel_ros.cli.flags import flag_names
+from robokernel_ros.cli.options import video_path
+from robokernel_ros.cli.output import (
     TRACE_DIR_DEFAULT,
     emit,
     emit_interruptible,
-    flag_names,
-    register_subcommand,
+    interruptible,
+    json_stdout,
     usage_error,
-    video_path,
 )
-from robokernel_ros.cli_output import interruptible, json_stdout
+from robokernel_ros.cli.registry import register_subcommand
 
 
 def _replay_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,8 +61,8 @@ def _replay_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _replay_run(args: argparse.Namespace) -> int:
+    from robokernel_ros.cli.export import quiet_libraries
     from robokernel_ros.envs.models import PACKAGED_MODELS
-    from robokernel_ros.recording.cli import quiet_libraries
     from robokernel_ros.rollout import SimWorkcell
     from robokernel_ros.rollout.replay import resolve_recording
 
