@@ -93,6 +93,10 @@ GROSS = {"rss_mib": 100.0, "threads": 20.0, "fds": 50.0}  # --quick: gross growt
 # Intervals judged from their first instant: the shield's own confirmed latch, and an
 # e-stop not yet known (the shield needs the source's second sample before it forwards).
 NO_GRACE = ("shield latched", "unknown")
+#: How old the joint state a shield holds at may be when it takes the hold (its executor
+#: takes the e-stop's tick and the joint states in turn; a loaded shield lags): the
+#: samples the audit brackets a hold by reach this far back from its first send.
+HOLD_STALE_NS = 1_000_000_000
 
 
 @dataclass
@@ -179,6 +183,14 @@ class SafetyAudit:
         self._pending: list[tuple[int, str, tuple[float, ...]]] = []
         self._measured: collections.deque[tuple[int, tuple[float, ...]]] = collections.deque()
         self._measured_set: collections.Counter[tuple[float, ...]] = collections.Counter()
+        # (writer, values) -> when first sent, and that order (pruned after 60 s)
+        self._first_sent: dict[tuple[str, tuple[float, ...]], int] = {}
+        self._first_order: collections.deque[tuple[int, tuple[str, tuple[float, ...]]]] = (
+            collections.deque()
+        )
+        # commands whose hold is judged once a joint state after its first send arrives
+        self._unsure: list[tuple[Interval, int, str, tuple[float, ...]]] = []
+        self._final = False  # finish(): no joint state will come
         self.commands = 0
         self.judged = 0
         self.holds = 0
@@ -304,29 +316,58 @@ class SafetyAudit:
             self._measured_set[old] -= 1
             if not self._measured_set[old]:
                 del self._measured_set[old]
+        unsure, self._unsure = self._unsure, []
+        for interval, tc, writer, values in unsure:  # now with a sample after their hold
+            self._judge(interval, tc, writer, values)
 
-    def _is_measured(self, values: tuple[float, ...], t: int) -> bool:
-        """A sample of /joint_states before `t`, or that sample clamped into the limits;
-        else (a sample this monitor missed: the joint-state writer keeps 10, and a
-        loaded monitor falls behind) every joint within the range its samples of the
-        0.2 s before `t` span (and the one before), the robot being where the shield
-        measured it: counted in `bracketed`."""
+    def _sent_first(self, t: int, writer: str, values: tuple[float, ...]) -> int:
+        """When `writer` first sent `values` (a hold is frozen: the same values repeated
+        from the moment the shield took it), remembered for 60 s."""
+        key = (writer, values)
+        first = self._first_sent.setdefault(key, t)
+        if first == t:
+            self._first_order.append((t, key))
+        while self._first_order and t - self._first_order[0][0] > 60_000_000_000:
+            old_t, old = self._first_order.popleft()
+            if self._first_sent.get(old) == old_t:
+                del self._first_sent[old]
+        return min(first, t)
+
+    def _is_measured(self, values: tuple[float, ...], t_ref: int) -> bool | None:
+        """Whether `values`, first sent at `t_ref`, is the shield's hold: the measured
+        position of a /joint_states sample it had then, clamped into the limits
+        (nodes/safety_shield.py, safety/review.py `hold_values`). True when it equals a
+        sample (or a sample clamped into the limits); else, the monitor having missed
+        that sample (a loaded monitor), when every joint lies within the range of the
+        samples the shield could have held at then: from the last one published
+        `HOLD_STALE_NS` before `t_ref` (the shield's executor may lag its joint states)
+        to the first one published after `t_ref` (the missed sample lies between two
+        received ones): counted in `bracketed`. None while that first sample after
+        `t_ref` has not arrived (judged again when it has)."""
         if values in self._measured_set:
             return True
-        recent = []
+        window: list[tuple[float, ...]] = []
+        after = False
         for tq, q in reversed(self._measured):
+            if tq > t_ref:
+                window = [q]  # the earliest sample after t_ref seen so far
+                after = True
+                continue
+            window.append(q)
+            if tq < t_ref - HOLD_STALE_NS:
+                break
+        for q in window:
             if all(
                 v == m or (v != m and v in (lo, hi))
                 for v, m, (lo, hi) in zip(values, q, self.bounds, strict=True)
             ):
                 return True  # a sample clamped into the limits
-            recent.append(q)
-            if tq < t - 200_000_000:
-                break
-        if not recent:
+        if not after and not self._final:
+            return None
+        if not window:
             return False
         for i, v in enumerate(values):
-            column = [q[i] for q in recent]
+            column = [q[i] for q in window]
             lo, hi = self.bounds[i]
             if not (min(column) - 1e-9 <= v <= max(column) + 1e-9 or v in (lo, hi)):
                 return False
@@ -336,6 +377,7 @@ class SafetyAudit:
     def _on_cmd(self, t: int, value: tuple[str, tuple[float, ...]]) -> None:
         writer, values = value
         self.commands += 1
+        self._sent_first(t, writer, values)
         cause, since = self._heard_state(t)
         if not cause:
             self._heard = None
@@ -350,9 +392,13 @@ class SafetyAudit:
             self._pending.append((t, writer, values))  # judged if the next state confirms
 
     def _judge(self, interval: Interval, t: int, writer: str, values: tuple[float, ...]) -> None:
-        """One command sent at `t` inside `interval`: a hold, or a violation."""
+        """One command sent at `t` inside `interval`: a hold, or a violation; judged once
+        the monitor has the joint state after the moment its value was first sent."""
         known = interval.holds.get(writer)
-        is_hold = known == values or self._is_measured(values, t)
+        is_hold = known == values or self._is_measured(values, self._sent_first(t, writer, values))
+        if is_hold is None:
+            self._unsure.append((interval, t, writer, values))
+            return
         if is_hold:
             interval.holds[writer] = values
         if interval.cause not in NO_GRACE and t - interval.start < self.grace:
@@ -363,11 +409,22 @@ class SafetyAudit:
         if is_hold:
             self.holds += 1
             return
+        t_ref = self._first_sent.get((writer, values), t)
         self.violations.append({
             "t_ns": t, "writer": writer[:16], "values": list(values), "cause": interval.cause,
             "after_ms": round((t - interval.start) / 1e6, 1), "hold": list(known or ()),
-            "measured_before": [[round((tq - t) / 1e6, 1), list(q)] for tq, q in list(self._measured)[-3:]],
+            "first_sent_ms": round((t_ref - t) / 1e6, 1),
+            "measured_around_first": [[round((tq - t_ref) / 1e6, 1), list(q)] for tq, q in self._measured
+                                      if t_ref - HOLD_STALE_NS - 200_000_000 <= tq <= t_ref + 300_000_000][-12:],
         })  # fmt: skip
+
+    def finish(self) -> None:
+        """The end of the run: commands still waiting for a joint state after their hold
+        are judged on the samples there are."""
+        self._final = True
+        unsure, self._unsure = self._unsure, []
+        for interval, t, writer, values in unsure:
+            self._judge(interval, t, writer, values)
 
 
 # --- resource samples and slopes ----------------------------------------------------------
@@ -784,7 +841,7 @@ class Soak:
             if self.stop.is_set():
                 return
             self.unprovoked.append({"t": round(time.monotonic() - self.phase_marks["start"], 2),
-                                    "chaos": chaos, "message": message[:160]})  # fmt: skip
+                                    "chaos": chaos, "message": message[:160], "wall": round(time.time(), 3)})  # fmt: skip
             if not self._recover(timeout_s=30.0):
                 self.failures.append(f"a latch nobody pressed was not cleared: {message[:160]}: "
                                      f"{self.recover_detail}")  # fmt: skip
@@ -833,12 +890,13 @@ class Soak:
             deck = deck or self.faults()
             kind, target = deck.pop(0)
             with self.fault_lock:
-                t0 = time.monotonic()
+                t0, wall = time.monotonic(), time.time()
                 detail = getattr(self, f"_do_{kind}")(target)
                 recovered = self._recover()
             self.actions.append({"kind": kind, "target": target, "t": round(t0 - self.phase_marks["chaos"], 2),
                                  "detail": detail, "recovery_s": round(time.monotonic() - t0, 2),
-                                 "recovered": recovered})  # fmt: skip
+                                 "recovered": recovered, "wall": round(wall, 3),
+                                 "wall_end": round(time.time(), 3)})  # fmt: skip
             if not recovered:
                 self.failures.append(f"{kind} {target}: the graph did not come back ({detail}): "
                                      f"{self.recover_detail}")  # fmt: skip
@@ -1054,6 +1112,7 @@ class Soak:
             time.sleep(3.5)  # the last samples' 3 s of audit lag
             for audit in self.audits.values():
                 audit.advance(time.time_ns())
+                audit.finish()
             killed, left = self.graph.stop()
             try:
                 self.monitor.close()
@@ -1076,6 +1135,7 @@ class Soak:
         recorded = 0
         bag_gaps: collections.Counter[str] = collections.Counter()
         holds: dict[bool, list[int]] = {False: [], True: []}
+        errors: list[dict[str, Any]] = []
         in_chaos = {Path(str(ep.get("trace_path", ""))).name: bool(r.get("chaos"))
                     for r in self.results for ep in r["episodes"]}  # fmt: skip
         for run in runs:
@@ -1086,6 +1146,8 @@ class Soak:
                     problems.append(f"{run.name}: no episode.end / outcome")
                     continue
                 outcomes[str(outcome)] += 1
+                if outcome in ("error", "env_error"):
+                    errors.append(self._error_cause(run.name, trace))
                 bag = load_trace(run / "bag")
                 if bag.meta.get("outcome") != outcome or not bag.of_kind("episode.end"):
                     problems.append(f"{run.name}: the runner's bag says {bag.meta.get('outcome')}")
@@ -1118,7 +1180,32 @@ class Soak:
                 problems.append(f"{run.name}: {exc!r}"[:300])
         return {"runs": len(runs), "outcomes": dict(outcomes), "recorder_bags": recorded,
                 "trace_kinds_not_in_bag": dict(bag_gaps),
-                "problems": problems, "holds": holds}  # fmt: skip
+                "problems": problems, "holds": holds, "errors": errors}  # fmt: skip
+
+    def _error_cause(self, run: str, trace: Any) -> dict[str, Any]:
+        """An episode that ended in an error: its status and the faults under way while it
+        ran (by wall clock: from a fault's start to the end of its recovery, 1 s either
+        side), the latches nobody pressed included."""
+        import datetime
+
+        end = trace.of_kind("episode.end")[-1].data
+        status = str(end.get("status") or trace.meta.get("status") or "")
+        try:
+            start = datetime.datetime.fromisoformat(str(trace.meta.get("started_at"))).timestamp()
+        except ValueError:
+            start = math.nan
+        stop = start + float(end.get("elapsed_s") or 0.0)
+        under_way = [
+            f"{a['kind']}{':' + a['target'] if a['target'] else ''} {a['wall'] - start:+.1f} s"
+            for a in self.actions
+            if "wall" in a and a["wall"] - 1.0 <= stop and start <= a["wall_end"] + 1.0
+        ] + [
+            f"latch nobody pressed {u['wall'] - start:+.1f} s"
+            for u in self.unprovoked
+            if start - 1.0 <= u.get("wall", -math.inf) <= stop + 1.0
+        ]
+        return {"run": run, "status": status[:200], "faults": under_way,
+                "start_wall": round(start, 3), "elapsed_s": round(stop - start, 2)}  # fmt: skip
 
     def growth(self) -> dict[str, Any]:
         """Per node: the longest-lived process's slope per hour of each resource."""
@@ -1197,8 +1284,10 @@ class Soak:
               f"(judged by the schedule's interval at their time): {late}")  # fmt: skip
         print(f"grace {args.grace_s * 1e3:.0f} ms; a second command source sent "
               f"{self.monitor.rogue_sent} commands during e-stop phases")  # fmt: skip
-        for v in violations[:10]:
-            print(f"  VIOLATION {v}")
+        for g in _groups(violations, _logged_holds(self.work / "logs")):
+            print(f"  VIOLATIONS x{g['n']} {g['shield']} {g['cause']} {g['after_ms']} ms in: "
+                  f"{g['values']}; first sent {g['first_sent_ms']} ms before; "
+                  f"{g['shield_logged_hold'] or 'not a hold the shield logged'}")  # fmt: skip
         print(f"episodes on disk {episodes['runs']} {episodes['outcomes']}; recorder bags "
               f"{episodes['recorder_bags']}; problems {len(episodes['problems'])}")  # fmt: skip
         if episodes["trace_kinds_not_in_bag"]:
@@ -1207,6 +1296,10 @@ class Soak:
             )
         for p in episodes["problems"][:10]:
             print(f"  PROBLEM {p}")
+        by_cause = _error_table(episodes["errors"])
+        print(f"error outcomes by cause and the fault under way ({len(episodes['errors'])}):")
+        for row in by_cause:
+            print(f"  x{row['n']:<3} {row['cause']}  <-  {row['fault']}")
         print(
             f"{'node':16}{'span s':>8}  {'RSS MiB start->end (per h)':>30}  {'threads':>16}  {'fds':>16}"
         )
@@ -1263,13 +1356,14 @@ class Soak:
             "bench": "soak", "minutes": args.minutes, "seed": args.seed, "quick": args.quick,
             "faults": dict(kinds), "fault_log": self.actions, "commands": commands, "judged": judged,
             "holds_judged": holds_judged, "holds_bracketed": bracketed, "late_commands": late, "rogue_commands_sent": self.monitor.rogue_sent, "intervals": intervals, "violations": violations[:20],
-            "violation_groups": _groups(violations),
+            "violation_groups": _groups(violations, _logged_holds(self.work / "logs")),
             "n_violations": len(violations), "latch_lag_max_ms": round(lag_ms, 1),
             "grace_ms": args.grace_s * 1e3, "episodes_anchor": n_anchor, "episodes_chaos": n_chaos,
             "episodes_per_min": {"anchor": round(n_anchor / anchor_min, 2), "chaos": round(n_chaos / chaos_min, 2)},
             "holds_per_episode": {"anchor": _mean(hold_a), "chaos": _mean(hold_c)},
             "episodes_on_disk": episodes["runs"], "outcomes": episodes["outcomes"],
             "recorder_bags": episodes["recorder_bags"], "trace_kinds_not_in_bag": episodes["trace_kinds_not_in_bag"], "episode_problems": episodes["problems"][:20],
+            "errors_by_cause": by_cause, "errors": episodes["errors"][:200],
             "eval_calls": len(self.results), "calls_without_episodes": dict(calls.most_common(5)),
             "unprovoked_latches": len(self.unprovoked), "unprovoked_log": self.unprovoked[:50],
             "anchor_s": round(self.phase_marks["chaos"] - self.phase_marks["start"], 1),
@@ -1281,17 +1375,61 @@ class Soak:
         return 0 if all(verdicts.values()) else 1
 
 
-def _groups(violations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _logged_holds(logs: Path) -> dict[tuple[str, tuple[float, ...]], str]:
+    """(shield, values) -> its log line, for every hold a shield logged at a latch
+    ("e-stop latched by ...; holding at [...] (the joint state stamped ...)", values in
+    repr: exact)."""
+    import ast
+
+    found: dict[tuple[str, tuple[float, ...]], str] = {}
+    for log in logs.glob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            at = line.find("; holding at [")
+            if at < 0:
+                continue
+            end = line.find("]", at)
+            try:
+                values = tuple(float(x) for x in ast.literal_eval(line[at + 13 : end + 1]))
+            except (ValueError, SyntaxError):
+                continue
+            found[(log.stem, values)] = line[:240]
+    return found
+
+
+def _groups(
+    violations: list[dict[str, Any]],
+    logged: dict[tuple[str, tuple[float, ...]], str] | None = None,
+) -> list[dict[str, Any]]:
     """Every violation, grouped by shield, cause and values (one frozen value repeated
-    reads as one group: a hold whose joint-state sample the monitor did not receive)."""
+    reads as one group). `logged`: the holds the shields logged at their latches; a group
+    whose values are exactly one of them carries that line (`shield_logged_hold`): the
+    shield's own word that it sent its hold; still counted as a violation (the monitor
+    could not show it was a measured position)."""
     groups: dict[tuple, dict[str, Any]] = {}
+    logged = logged or {}
     for v in violations:
         key = (v["shield"], v["cause"], tuple(round(x, 6) for x in v["values"]))
         g = groups.setdefault(key, {"shield": v["shield"], "cause": v["cause"], "values": v["values"],
-                                    "n": 0, "first_t_ns": v["t_ns"], "after_ms": [v["after_ms"], v["after_ms"]]})  # fmt: skip
+                                    "n": 0, "first_t_ns": v["t_ns"], "after_ms": [v["after_ms"], v["after_ms"]],
+                                    "shield_logged_hold": logged.get((v["shield"], tuple(v["values"])), ""),
+                                    "first_sent_ms": v.get("first_sent_ms"),
+                                    "measured_around_first": v.get("measured_around_first")})  # fmt: skip
         g["n"] += 1
         g["after_ms"] = [min(g["after_ms"][0], v["after_ms"]), max(g["after_ms"][1], v["after_ms"])]
     return list(groups.values())
+
+
+def _error_table(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Error outcomes counted by cause (the status's exception and its first words) and
+    the kind of the first fault under way ('none' when none was)."""
+    import re
+
+    rows: collections.Counter[tuple[str, str]] = collections.Counter()
+    for e in errors:
+        status = re.sub(r"\d+(\.\d+)?", "N", e["status"].split("error: ", 1)[-1])[:90]
+        fault = e["faults"][0].rsplit(" ", 2)[0] if e["faults"] else "none"
+        rows[(status, fault)] += 1
+    return [{"cause": c, "fault": f, "n": n} for (c, f), n in rows.most_common()]
 
 
 def _mean(xs: list[int]) -> float:

@@ -141,6 +141,7 @@ class SafetyShieldNode(LifecycleNode):
         self._configured = False
         self._configure_error: ParameterError | None = None
         self._have_js = False
+        self._js_stamp = JointState().header.stamp
         # Lifecycle-managed entities (made in on_configure, destroyed in on_cleanup).
         self._config: ShieldConfig | None = None
         self._review: CommandReview | None = None
@@ -337,6 +338,7 @@ class SafetyShieldNode(LifecycleNode):
         review = self._review
         if review is None:  # a sample taken before cleanup destroyed the subscription
             return
+        self._js_stamp = msg.header.stamp  # the latch's log names the sample it holds at
         index = self._index
         measured = review.measured
         measured_velocity = review.measured_velocity
@@ -515,10 +517,18 @@ class SafetyShieldNode(LifecycleNode):
             self._latch_file.write(by)
         except OSError as exc:
             self._logger.error(f"latch_file {self._latch_file.path}: cannot write ({exc})")
-        self._logger.warning(f"e-stop latched by {by}")
+        held = ""
         if self._active and self._review is not None:
             self._review.release_hold()  # hold where the robot is now
             self._send_hold(time.monotonic())
+            if self._can_hold():
+                # what the robot was sent, exactly (repr), and the joint state it came from
+                stamp = self._js_stamp
+                held = (
+                    f"; holding at [{', '.join(map(repr, self._review.hold_values()))}]"
+                    f" (the joint state stamped {stamp.sec}.{stamp.nanosec:09d})"
+                )
+        self._logger.warning(f"e-stop latched by {by}{held}")
         detail = f"e-stop latched by {by}"
         if by == LOST:  # value: the source's silence when noticed; limit: estop_timeout_s
             # how late this check came after the one before (the stall the silence includes)

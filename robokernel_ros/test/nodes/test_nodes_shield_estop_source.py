@@ -101,7 +101,7 @@ def test_shield_panel_sigkill_latches_within_the_timeout_and_clear_waits_for_a_n
     processes, peer
 ):
     name = "shield_src_kill"
-    _, panel, out, states, ivs, samples = _flowing(processes, peer, name)
+    shield, panel, out, states, ivs, samples = _flowing(processes, peer, name)
     # this process's own subscriber has matched the panel too (its last sample is the reference)
     wait_until(lambda: len(samples) >= 2, 20, "the panel's heartbeat seen by the test")
 
@@ -131,6 +131,9 @@ def test_shield_panel_sigkill_latches_within_the_timeout_and_clear_waits_for_a_n
     gap = out[first][0] - t_last
     assert gap >= TIMEOUT / 2, f"held {gap:.3f} s after the last sample: too early"
     assert _non_holds(out, first) == []
+    # The log names the hold exactly (repr), as sent: what an outside audit matches holds by
+    held = "holding at [" + ", ".join(map(repr, out[first][1].data)) + "]"
+    wait_until(lambda: held in processes.log(shield), 10, f"the latch's log line with {held}")
     refused = peer.trigger(f"/{name}/clear_fault")
     assert not refused.success and "e-stop source" in refused.message, refused.message
     wait_until(lambda: len(out) >= first + 20, 10, "holds answering the flood")
