@@ -3,12 +3,12 @@ opening, changing and closing an intervention, a step the operator decides (paus
 correcting: through the handover limiter and the shield), and the limiter leading the
 policy's commands after a handback.
 
-`InterventionSteps` is a part of the loop's per-episode state (kernel.runner's _Episode
+`InterventionSteps` is a part of the loop's per-episode state (kernel.runner's Episode
 inherits it); it reads and writes these attributes of it: r (the EpisodeRunner: operator,
 shield, handover, hold_action), rec (the EpisodeRecorder), spec, teleop, mode, queue,
 pending, shadow, handing_back, interventions, first_intervention_step,
 intervention_start, observation (the step's), and calls clock(step), hold(),
-publish_operator_notices(step) and teleop_failure(exc, where) (an _EpisodeOver to raise).
+publish_operator_notices(step) and teleop_failure(exc, where) (an EpisodeOver to raise).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class InterventionSteps:
     intervention_start: tuple[int, float] | None
     observation: Any
 
-    if TYPE_CHECKING:  # the loop's methods these steps call (kernel.runner's _Episode)
+    if TYPE_CHECKING:  # the loop's methods these steps call (kernel.runner's Episode)
 
         def clock(self, step: int) -> float: ...
 

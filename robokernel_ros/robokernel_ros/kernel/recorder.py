@@ -299,6 +299,24 @@ class EpisodeRecorder:
             else:  # the trace alone: no Event to build
                 self.writer.write_fields(seq, kind, step, self.t, wall, data)  # type: ignore[union-attr]
 
+    @property
+    def events_at_end(self) -> int:
+        """The episode's events once episode.end is emitted (the record's `events`)."""
+        return self.seq + 1
+
+    def count_exact(self) -> None:
+        """Count a policy action the shield's fast review passed: exactly the action keys."""
+        compat = self.compat
+        compat.actions += 1
+        compat.resolved += 1
+
+    def count_reviewed(self, result: ShieldResult, proposed: Any) -> None:
+        """Count a policy action after the shield's full review (`result`)."""
+        if result.missing_keys or result.unknown_keys or result.refused:
+            self.compat.count(result, type(proposed) is dict or isinstance(proposed, Mapping))
+        else:
+            self.count_exact()
+
     def skip(self, count: int = 1) -> None:
         """Count `count` events that nobody records (no trace, no subscriber): the loop
         builds none, and seq numbers do not depend on who listens."""

@@ -32,11 +32,9 @@ act slower than act_timeout_s (policy_timeout), an exception in env.reset/env.st
 (env_error) -> error. An operator verdict turns success/failure/truncated/stopped into
 the verdict's outcome.
 
-Why one module of ~1100 lines: the step (`_Episode.loop`) and the per-episode state it
-reads and writes (queue, pending chunk, holds, counts, the recorder) are one piece; the
-rest (act worker, hold action, finish, sentry's carry-over) exists for it. What has a
-concept of its own already lives beside it: timing, chunks, recorder, shield, operator,
-scheduling, handover (the limiter), intervention (the takeover steps).
+`Episode` holds one episode's state and its named steps (observe -> schedule -> review ->
+execute -> decide); `EpisodeRunner.run` drives them in `Episode.loop`, and the served
+session (kernel.served) calls the same steps one at a time from its step().
 """
 
 from __future__ import annotations
@@ -95,8 +93,9 @@ from .trace import TraceStore, append_event, snapshot
 _log = logging.getLogger(__name__)
 
 
-class _EpisodeOver(Exception):  # noqa: N818 - control flow, never leaves this module
-    """Ends the loop early with an outcome (raised inside the loop only)."""
+class EpisodeOver(Exception):  # noqa: N818 - control flow, never leaves the kernel
+    """Ends an episode early with an outcome (raised by an Episode's steps; the loop, or
+    the served session, turns it into the episode's outcome)."""
 
     def __init__(
         self, outcome: EpisodeOutcome, status: str, error: dict[str, Any] | None = None
@@ -107,7 +106,7 @@ class _EpisodeOver(Exception):  # noqa: N818 - control flow, never leaves this m
         self.error = error
 
     @classmethod
-    def failure(cls, category: str, exc: BaseException, where: str = "") -> _EpisodeOver:
+    def failure(cls, category: str, exc: BaseException, where: str = "") -> EpisodeOver:
         """An `error` outcome for an exception of the policy or the env (`where`: the call)."""
         call = f"{where}: " if where else ""
         return cls(
@@ -339,7 +338,7 @@ class EpisodeRunner:
         refused = self._refused_while_latched()
         if refused is not None:
             return refused
-        return _Episode(self, max_steps, seed, instruction, dict(meta or {})).run()
+        return Episode(self, max_steps, seed, instruction, dict(meta or {})).run()
 
     def run_sentry(
         self,
@@ -375,11 +374,11 @@ class EpisodeRunner:
             return [refused]
         rotate = max(1, round(rotate_every_s * self.env_spec.control_hz))
         records: list[EpisodeRecord] = []
-        before: _Episode | None = None
+        before: Episode | None = None
         done = 0
         while True:
             sentry = {"index": len(records), "rotate_every_s": rotate_every_s, "first_step": done}
-            episode = _Episode(
+            episode = Episode(
                 self,
                 max_steps - done,
                 seed,
@@ -410,8 +409,12 @@ class EpisodeRunner:
         return None
 
 
-class _Episode(InterventionSteps):
-    """The state of one run(); a fresh object per episode keeps run() re-entrant-free and simple."""
+class Episode(InterventionSteps):
+    """One episode's state and its named steps, on `runner`'s parts (env, agent, shield,
+    operator, recorder settings). EpisodeRunner.run makes a fresh one per episode and
+    drives it (run -> loop); a ServedSession makes one per reset() and calls observe's
+    `see`, `schedule`, `review` and execute's `account` from its step(), the harness
+    stepping the robot in between. A step that ends the episode raises EpisodeOver."""
 
     def __init__(
         self,
@@ -421,7 +424,7 @@ class _Episode(InterventionSteps):
         instruction: str,
         meta: dict[str, Any],
         rotate_steps: int | None = None,
-        carry: _Episode | None = None,
+        carry: Episode | None = None,
     ) -> None:
         self.r = runner
         # Sentry (EpisodeRunner.run_sentry): end this episode at the first autonomous step
@@ -482,7 +485,7 @@ class _Episode(InterventionSteps):
         self.first_intervention_step: int | None = None
         self.intervention_start: tuple[int, float] | None = None  # (step, monotonic)
 
-    def continue_from(self, before: _Episode) -> None:
+    def continue_from(self, before: Episode) -> None:
         """Take over the loop state of the episode `before` rotated out of (sentry): the
         queued actions, the chunk in flight (its steps renumbered: this episode's step 0 is
         `before`'s step `before.steps`), the last command, the act thread, the sim clock."""
@@ -560,7 +563,7 @@ class _Episode(InterventionSteps):
             try:
                 chunk = self.r.agent.act(observation, step) if act is None else act()
             except Exception as exc:
-                raise _EpisodeOver.failure(POLICY_ERROR, exc) from exc
+                raise EpisodeOver.failure(POLICY_ERROR, exc) from exc
             return chunk, time.monotonic() - start
         act = self.act_call(observation, step)
         start = time.monotonic()
@@ -571,12 +574,12 @@ class _Episode(InterventionSteps):
             self.abandon_worker()
             raise self.timeout_error(timeout) from None
         except Exception as exc:
-            raise _EpisodeOver.failure(POLICY_ERROR, exc) from exc
+            raise EpisodeOver.failure(POLICY_ERROR, exc) from exc
         return chunk, time.monotonic() - start
 
-    def timeout_error(self, timeout: float) -> _EpisodeOver:
+    def timeout_error(self, timeout: float) -> EpisodeOver:
         message = f"act() took longer than act_timeout_s={timeout}"
-        return _EpisodeOver(
+        return EpisodeOver(
             EpisodeOutcome.ERROR,
             f"error: {POLICY_TIMEOUT}: {message}",
             error_info(POLICY_TIMEOUT, None, message),
@@ -636,7 +639,7 @@ class _Episode(InterventionSteps):
         try:
             pending.chunk, pending.inference_s = pending.future.result()
         except Exception as exc:
-            raise _EpisodeOver.failure(POLICY_ERROR, exc) from exc
+            raise EpisodeOver.failure(POLICY_ERROR, exc) from exc
         if self.r.act_timeout_s is not None and pending.inference_s > self.r.act_timeout_s:
             raise self.timeout_error(self.r.act_timeout_s)
         self.last_delay = step - pending.obs_step
@@ -702,8 +705,8 @@ class _Episode(InterventionSteps):
             rec.skip()
 
     # -- takeover (docs/operator.md; the steps themselves: kernel.intervention) ---------
-    def teleop_failure(self, exc: BaseException, where: str) -> _EpisodeOver:
-        return _EpisodeOver.failure(TELEOP_ERROR, exc, f"teleop {self.source.name!r}: {where}")
+    def teleop_failure(self, exc: BaseException, where: str) -> EpisodeOver:
+        return EpisodeOver.failure(TELEOP_ERROR, exc, f"teleop {self.source.name!r}: {where}")
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> EpisodeRecord:
@@ -735,7 +738,7 @@ class _Episode(InterventionSteps):
                 self.carry = None  # nothing more is taken from it
                 final_observation_due = True
                 outcome, status = self.loop(observation, restart=not continued)
-            except _EpisodeOver as over:
+            except EpisodeOver as over:
                 outcome, status, error = over.outcome, over.status, over.error
                 final_observation_due = outcome in (
                     EpisodeOutcome.STOPPED,
@@ -769,40 +772,40 @@ class _Episode(InterventionSteps):
             # ros.ros_env's reset_interrupt) raises: the operator's call decides the outcome.
             self.publish_operator_notices(0)
             if op.estopped:
-                raise _EpisodeOver(
+                raise EpisodeOver(
                     EpisodeOutcome.ESTOPPED,
                     f"estopped: e-stop during env.reset() ({exc}); call clear_fault() before "
                     "the next run",
                 ) from exc
             if op.stop_requested:
                 why = f" ({op.stop_reason})" if op.stop_reason else ""
-                raise _EpisodeOver(
+                raise EpisodeOver(
                     EpisodeOutcome.STOPPED,
                     f"stopped: operator stop{why} during env.reset() ({exc})",
                 ) from exc
-            raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
+            raise EpisodeOver.failure(ENV_ERROR, exc) from exc
         if needs_confirmation:
             confirmed = op.wait_reset_done(r.reset_timeout_s)
             self.publish_operator_notices(0)
             if not confirmed:
                 if op.estopped:
-                    raise _EpisodeOver(
+                    raise EpisodeOver(
                         EpisodeOutcome.ESTOPPED,
                         "estopped: e-stop while waiting for reset_done(); call clear_fault() before the next run",
                     )
                 if op.stop_requested:
-                    raise _EpisodeOver(
+                    raise EpisodeOver(
                         EpisodeOutcome.STOPPED,
                         "stopped: operator stop while waiting for reset_done()",
                     )
-                raise _EpisodeOver(
+                raise EpisodeOver(
                     EpisodeOutcome.STOPPED,
                     f"stopped: no reset_done() within reset_timeout_s={r.reset_timeout_s}",
                 )
         try:
             r.agent.reset(instruction=self.instruction, seed=self.seed)
         except Exception as exc:
-            raise _EpisodeOver.failure(POLICY_ERROR, exc, "agent.reset") from exc
+            raise EpisodeOver.failure(POLICY_ERROR, exc, "agent.reset") from exc
         reset_teleop = getattr(self.teleop, "reset", None)
         if reset_teleop is not None:
             try:
@@ -827,7 +830,7 @@ class _Episode(InterventionSteps):
                 # record_privileged: the env is a PrivilegedStateSource
                 state = cast(PrivilegedStateSource, r.env).privileged_state()
             except Exception as exc:
-                raise _EpisodeOver.failure(ENV_ERROR, exc, "privileged_state") from exc
+                raise EpisodeOver.failure(ENV_ERROR, exc, "privileged_state") from exc
             rec.emit(ev.PRIVILEGED, step, {"state": snapshot(state)})
 
     def hold(self) -> Any:
@@ -839,10 +842,10 @@ class _Episode(InterventionSteps):
         try:
             return self.r.hold_action(last, self.observation)
         except Exception as exc:
-            raise _EpisodeOver.failure(ENV_ERROR, exc, "hold_action") from exc
+            raise EpisodeOver.failure(ENV_ERROR, exc, "hold_action") from exc
 
-    def estopped(self, step: int) -> _EpisodeOver:
-        return _EpisodeOver(
+    def estopped(self, step: int) -> EpisodeOver:
+        return EpisodeOver(
             EpisodeOutcome.ESTOPPED,
             f"estopped: e-stop at step {step}; call clear_fault() before the next run",
         )
@@ -883,7 +886,7 @@ class _Episode(InterventionSteps):
         return EpisodeOutcome.TRUNCATED, f"truncated: max_steps={self.max_steps} reached"
 
     def observe(self, step: int, observation: Any) -> bool:
-        """The step boundary: the operator's notices and e-stop (an _EpisodeOver), the
+        """The step boundary: the operator's notices and e-stop (an EpisodeOver), the
         sentry's rotation (sets `rotated`: the step does not run), the observation's events,
         and the operator's mode (with a teleop source). Returns whether a stop was asked."""
         rec = self.rec
@@ -901,13 +904,19 @@ class _Episode(InterventionSteps):
             # intervention: the boundary lands on a step the policy drives).
             self.rotated = True
             return stopping
+        self.see(step, observation)
+        return stopping
+
+    def see(self, step: int, observation: Any) -> None:
+        """The observation's events of `step` (counted, not built, when nobody listens),
+        and the operator's mode at this step boundary (with a teleop source)."""
+        rec = self.rec
         if rec.traced or rec.bus.subscriber_count:
             self.record_observation(step, observation)
         else:  # nobody listens: count the events, build nothing
             rec.skip(2 if self.r.record_privileged and step % self.r.privileged_every == 0 else 1)
-        if self.teleop is not None:  # the operator's mode at this step boundary
+        if self.teleop is not None:
             self.operator_mode(step, observation)
-        return stopping
 
     def schedule(self, step: int, observation: Any, stopping: bool) -> None:
         """Chunks: merge what has arrived, then ask for more when the queue runs low (while
@@ -938,17 +947,11 @@ class _Episode(InterventionSteps):
             self.proposed = proposed
             result = shield.review_fast(proposed)
             self.exact = result is not None
-            compat = self.rec.compat
             if result is None:
                 result = shield.review(proposed, hold=self.hold())
-                if result.missing_keys or result.unknown_keys or result.refused:
-                    compat.count(result, type(proposed) is dict or isinstance(proposed, Mapping))
-                else:
-                    compat.actions += 1
-                    compat.resolved += 1
+                self.rec.count_reviewed(result, proposed)
             else:
-                compat.actions += 1
-                compat.resolved += 1
+                self.rec.count_exact()
             self.is_hold = False
             self.consecutive_holds = 0
         else:
@@ -972,13 +975,33 @@ class _Episode(InterventionSteps):
             stepped = self.r.env.step(action)
             next_observation = stepped.observation
             reward = float(stepped.reward)
-            terminated = self.terminated = bool(stepped.terminated)
-            truncated = self.truncated = bool(stepped.truncated)
+            terminated = bool(stepped.terminated)
+            truncated = bool(stepped.truncated)
             info = stepped.info
             if type(info) is not dict and not isinstance(info, Mapping):
                 info = {}
         except Exception as exc:
-            raise _EpisodeOver.failure(ENV_ERROR, exc) from exc
+            raise EpisodeOver.failure(ENV_ERROR, exc) from exc
+        self.account(step, observation, action, reward, terminated, truncated, info, handed_at)
+        return next_observation
+
+    def account(
+        self,
+        step: int,
+        observation: Any,
+        action: Any,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        info: Mapping[str, Any],
+        handed_at: float,
+    ) -> None:
+        """What follows the robot's step of `action` (reviewed at `step`, handed out at
+        `handed_at`, a time.monotonic() reading): its count and action event with the
+        reward and end flags, the sim clock from info["sim_time_s"], agent.on_step. Sets
+        the step's `terminated`, `truncated` and `info`."""
+        self.terminated = terminated
+        self.truncated = truncated
         self.info = info
         self.last_sent = action
         self.total_reward += reward
@@ -1010,8 +1033,7 @@ class _Episode(InterventionSteps):
             try:
                 on_step(step, observation, action, reward)
             except Exception as exc:
-                raise _EpisodeOver.failure(POLICY_ERROR, exc, "on_step") from exc
-        return next_observation
+                raise EpisodeOver.failure(POLICY_ERROR, exc, "on_step") from exc
 
     def count_execution(self, step: int) -> None:
         """Count the executed step by what drove it (Execution); a policy action the fast
@@ -1103,7 +1125,7 @@ class _Episode(InterventionSteps):
                 "first_intervention_step": self.first_intervention_step,
             },
         )
-        record.events = rec.seq + 1  # episode.end included
+        record.events = rec.events_at_end
         rec.t = self.clock(step)
         rec.end(episode_summary(record), step)
         op.set_late_verdict_handler(lambda v: _late_verdict(r, record, v))

@@ -134,3 +134,48 @@ def test_served_holds_and_verdicts_are_the_driven_loops() -> None:
 
     driven = EpisodeRunner(env, ScriptedAgent(judged), operator=operator)
     assert driven.run(2, seed=4).status == record.status
+
+
+def test_a_served_episode_records_the_driven_loops_events(tmp_path: Path) -> None:
+    """One episode code: the same agent on the same env gives the same events, step by
+    step and field by field, whether the kernel drives the env or a harness steps it and
+    asks the session (only the clocks, the start's mode and the end's status differ)."""
+
+    def agent() -> ScriptedAgent:
+        return ScriptedAgent(lambda o, s, i: {"j0": 0.9 - 0.1 * i, "j1": 5.0}, chunk_size=4)
+
+    env = PointEnv()
+    driven = EpisodeRunner(
+        env, agent(), trace=TraceStore(tmp_path / "driven"), safety={"max_delta": 0.3},
+        record_privileged=False,
+    )  # fmt: skip
+    driven_record = driven.run(7, seed=5)
+    served = ServedSession(
+        env.env_spec, agent(), trace=TraceStore(tmp_path / "served"), safety={"max_delta": 0.3}
+    )
+    observation = env.reset(seed=5)
+    served.reset(observation, seed=5)
+    reward = 0.0
+    for _ in range(7):
+        result = env.step(served.step(observation, reward=reward))
+        observation, reward = result.observation, result.reward
+    served_record = served.end(reward=reward, final_observation=observation)
+
+    def events(record: Any) -> list[tuple[Any, ...]]:
+        out = []
+        for e in load_trace(record.trace_path).events:
+            data = {k: v for k, v in e.data.items() if k not in ("inference_s", "started_at")}
+            if e.kind == "episode.end":
+                data = {}
+            data.pop("mode", None)
+            data.pop("run_id", None)
+            out.append((e.seq, e.kind, e.step, data))
+        return out
+
+    assert driven_record.outcome == served_record.outcome == EpisodeOutcome.TRUNCATED
+    assert events(served_record) == events(driven_record)
+    assert (served_record.steps, served_record.chunks, served_record.holds) == (7, 2, 0)
+    assert served_record.safety_interventions == driven_record.safety_interventions > 0
+    assert served_record.compat.to_dict() == driven_record.compat.to_dict()
+    assert served_record.total_reward == pytest.approx(driven_record.total_reward)
+    assert served_record.events == driven_record.events
