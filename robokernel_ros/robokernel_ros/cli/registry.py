@@ -41,6 +41,7 @@ def register_subcommand(
 #: Modules that register subcommands when imported, in the order `--help` lists them (a
 #: missing one is skipped).
 SUBCOMMAND_MODULES: list[str] = [
+    "robokernel_ros.cli.run",  # run (--sentry-rotate-s), issue #40
     "robokernel_ros.cli.evaluate",
     "robokernel_ros.cli.benchmark",
     "robokernel_ros.cli.score",

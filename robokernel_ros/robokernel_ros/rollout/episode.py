@@ -25,7 +25,7 @@ import numpy as np
 
 from robokernel_ros.kernel.events import EventBus
 
-from . import torque
+from . import sentry, torque
 from .control import STOP_REASONS, RolloutControl
 from .health import ActionHealth, ExecutedHealth, RefusalTally
 from .monitor import MonitoredEnv
@@ -263,9 +263,15 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
     try:
         if control.stop_requested:
             operator.stop(control.stop_reason)
-        record = runner.run(
-            plan.n_steps, seed=seed, instruction=plan.instructions[plan.robot], meta=meta
-        )
+        if plan.sentry_rotate_s is None:
+            record = runner.run(
+                plan.n_steps, seed=seed, instruction=plan.instructions[plan.robot], meta=meta
+            )
+        else:  # one continuous run, an episode every sentry_rotate_s (rollout.sentry)
+            records = runner.run_sentry(plan.n_steps, rotate_every_s=plan.sentry_rotate_s,
+                                        seed=seed, instruction=plan.instructions[plan.robot],
+                                        meta=meta)  # fmt: skip
+            record = sentry.run_record(records)
     finally:
         control.attach_operator(None)
         if recorder is not None:
@@ -281,6 +287,8 @@ def run_episode(plan: RolloutPlan, control: RolloutControl, parts: EpisodeParts,
             extras.update(fin(record) or {})
         except Exception:
             _log.exception("episode sink finisher failed; ignored")
+    if plan.sentry_rotate_s is not None:
+        extras["sentry"] = sentry.episodes(records, plan.sentry_rotate_s, plan.trace_dir)
     if menv.fatal is not None:
         raise menv.fatal
     run = _EpisodeRun(parts, menv, executed, seed=seed, video_path=video_path, video_fps=video_fps)

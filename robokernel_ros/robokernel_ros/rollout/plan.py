@@ -70,6 +70,7 @@ class RolloutPlan:
     live: Any = None  # live.LiveOptions: a Foxglove view of every episode; None: none
     live_view: Any = field(default=None, repr=False, compare=False)  # started by the first episode
     teleop: Any = None  # a kernel TeleopSource for every episode (None: the env's, if any)
+    sentry_rotate_s: float | None = None  # rollout.sentry: a new episode every N s (None: one)
 
     @property
     def robot(self) -> str:

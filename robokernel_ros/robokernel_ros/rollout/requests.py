@@ -30,7 +30,7 @@ from robokernel_ros.policies.base import preflight as provider_preflight
 from robokernel_ros.tasks.benchmarks import BenchmarkRegistry
 from robokernel_ros.tasks.predicates import Criterion, compile_criteria, compile_rewards
 
-from . import torque
+from . import sentry, torque
 from . import validation as v
 from .plan import (
     DEFAULT_MAX_BATCH,
@@ -174,6 +174,7 @@ class RunRequest(_Outputs, _OneRobot):
     stop_when: Any = None  # a name, a {predicate: args}, a callable, a list; checked: criteria
     fast_mode: bool = True
     progress: bool | None = None
+    sentry_rotate_s: float | None = None  # rollout.sentry: a new episode every N s (None: one)
     call: str = "run_policy"
 
     def __post_init__(self) -> None:
@@ -191,12 +192,14 @@ class RunRequest(_Outputs, _OneRobot):
         self.instruction = v.text("instruction", self.instruction)
         self._check_policy()
         self._check_rollout()
+        self.sentry_rotate_s = sentry.rotate_option("sentry_rotate_s", self.sentry_rotate_s)
 
     def plan(self, *, robots: Sequence[str]) -> RolloutPlan:
         """The RolloutPlan on a scene with these robots (ValueError: no such robot)."""
         robot = _robot_name(self.robot_name, robots)
         return self._plan_on(robot, instruction=self.instruction, n_steps=self.n_steps,
-                             duration=self.duration, control_hz=self.control_frequency)  # fmt: skip
+                             duration=self.duration, control_hz=self.control_frequency,
+                             sentry_rotate_s=self.sentry_rotate_s)  # fmt: skip
 
 
 @dataclass

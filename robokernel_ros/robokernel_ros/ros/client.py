@@ -55,7 +55,7 @@ _LIVENESS_EVERY_S = 0.5  # how often a goal's wait looks for its runner in the g
 _GONE_GRACE_S = 2.0  # a runner absent this long is gone (its last answer had time to land)
 
 #: Field names whose None means "unset" and the wire value that says so.
-_UNSET = {"seed": -1, "n_steps": -1, "rtc_inference_timeout_s": 0.0}
+_UNSET = {"seed": -1, "n_steps": -1, "rtc_inference_timeout_s": 0.0, "sentry_rotate_s": 0.0}
 
 
 @dataclass

@@ -16,6 +16,7 @@ No rclpy here: the messages are read as plain objects.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,18 @@ def _optional(value: int, unset: int = -1) -> int | None:
 def _timeout(value: float) -> float | None:
     # 0 means no deadline; a negative or non-finite value goes on to be refused by the API.
     return None if value == 0.0 else value
+
+
+def _sentry(value: float) -> float | None:
+    """sentry_rotate_s: 0 means one episode (None); else positive finite seconds."""
+    if value == 0.0:
+        return None
+    if not (math.isfinite(value) and value > 0):
+        raise Refused(
+            f"sentry_rotate_s={value!r}: must be 0 (one episode) or positive finite seconds "
+            "(sentry mode: a new episode every that many seconds of robot time)"
+        )
+    return value
 
 
 def merge_extra(kwargs: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +117,7 @@ def run_kwargs(request: Any, robot_name: str, robot_hz: float | None) -> dict[st
         seed=_optional(request.seed),
         async_rtc=_async_rtc(request.async_rtc),
         rtc_inference_timeout_s=_timeout(request.rtc_inference_timeout_s),
+        sentry_rotate_s=_sentry(request.sentry_rotate_s),
     )
     return _robot_time(merge_extra(kwargs, extra), robot_hz)
 
