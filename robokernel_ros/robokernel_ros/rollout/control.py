@@ -19,6 +19,8 @@ from typing import Any
 
 from robokernel_ros.kernel.operator import Latch
 
+from .results import CallResult
+
 #: Why a stop ended an episode, when its stopped_reason says more than "stopped": a
 #: Ctrl-C of the process, a cancel of the ROS action that ran it, or the runner node's
 #: lifecycle deactivate.
@@ -45,7 +47,7 @@ class RolloutControl:
         self.step = 0
         self.n_episodes = 1
         self.provider = ""
-        self.result: dict[str, Any] | None = None  # the finished call's envelope
+        self.result: CallResult | None = None  # the finished call's result
         self.done = threading.Event()
         # set once by stop(), never cleared: a plain attribute, read by every step
         self.stop_requested = False

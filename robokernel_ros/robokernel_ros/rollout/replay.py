@@ -332,19 +332,17 @@ def replay_actions(
 
 
 def annotate_replay(
-    out: dict[str, Any],
+    report: dict[str, Any],
     recording: RecordedEpisode,
     episode: Any,
     n_actions: int,
     replayed_qpos: Sequence[float] | None,
-) -> None:
-    """Add the replay's fields to a run envelope: where it came from, how many of its
+) -> str:
+    """Add the replay's fields to a run's report: where it came from, how many of its
     recorded actions were replayed (replayed_steps: the steps that ran, fewer when the
     replay was stopped) and how far the final qpos drifted from the recorded one (None
-    when either is unknown or they differ in size)."""
-    payload = next((b["json"] for b in out["content"] if "json" in b), None)
-    if payload is None:
-        return
+    when either is unknown or they differ in size); returns the tail of its text."""
+    payload = report
     recorded = recording.final_qpos
     payload["replayed_from"] = str(recording.path)
     payload["replayed_source"] = recording.source
@@ -363,7 +361,6 @@ def annotate_replay(
     payload["max_qpos_divergence"] = divergence
     of = f"{replayed} of {n_actions}" if replayed < n_actions else f"{n_actions}"
     converted = f" (converted from {recording.convention})" if recording.convention else ""
-    out["content"][0]["text"] += (
-        f"; replayed {of} recorded actions{converted} from {recording.path}"
-        + (f", final qpos divergence {divergence:.3g}" if divergence is not None else "")
+    return f"; replayed {of} recorded actions{converted} from {recording.path}" + (
+        f", final qpos divergence {divergence:.3g}" if divergence is not None else ""
     )

@@ -1,11 +1,32 @@
-"""Result records of the rollout API at the edge: the envelope, JSON values, the status line."""
+"""The rollout API's results: typed answers, the one place their JSON envelope is built,
+and the text of a run or an eval.
+
+    out = cell.run_policy("arm", n_steps=20)      # a RunResult
+    out.ok, out.status, out.text                 # True, Status.SUCCESS, "mock on arm: ..."
+    out.outcome, out.steps_advanced               # EpisodeOutcome.TRUNCATED, 20
+    out.envelope()                                # the seed's JSON envelope (below)
+
+Every SimWorkcell call answers a `CallResult` (or the subclass of its call: RunResult,
+EvalResult, MultiResult, StartResult, StopResult, ListResult): a `Status`, the text
+and the report (JSON values, None for a refusal without one). `CallResult.envelope()`
+is the seed's envelope {"status": "success" | "error", "content": [{"text": text},
+{"json": report}]} (no json block without a report), built there and nowhere else; the
+ROS and CLI edges send it. A result also reads as that envelope (result["status"],
+result["content"], dict(result)): code written against the seed's dict API keeps
+working. The typed accessors read the report's fields; a field the report lacks (a
+refusal's) reads None.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from functools import cached_property
+from typing import Any, Self
 
+from robokernel_ros.kernel.recorder import EpisodeOutcome
 from robokernel_ros.kernel.trace import to_jsonable
 
 from .health import health_note, refusal_note
@@ -23,16 +44,205 @@ RTC_ALIASES: dict[str, str] = {
 BINDING_FLAGS = ("positional_fallback_used", "generic_state_keys_used", "missing_state_keys_used")
 
 
-def envelope(status: str, text: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """{"status": "success"|"error", "content": [{"text": ...}, {"json": {...}}]}."""
-    content: list[dict[str, Any]] = [{"text": text}]
-    if payload is not None:
-        content.append({"json": to_jsonable(payload)})
-    return {"status": status, "content": content}
+class Status(StrEnum):
+    """Whether a call did what was asked: the envelope's "status"."""
+
+    SUCCESS = "success"
+    ERROR = "error"
 
 
-def error_envelope(message: str, payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    return envelope("error", message, payload)
+@dataclass(frozen=True, eq=False)
+class CallResult(Mapping[str, Any]):
+    """One call's answer: status, text (one or more lines) and report (JSON values or None).
+
+    Build one with `CallResult.of` (the report made JSON values once) or `refused`;
+    `envelope()` is its JSON envelope; as a Mapping it reads as that envelope, and two
+    results (or a result and a dict) are equal when their envelopes are.
+    """
+
+    status: Status
+    text: str
+    report: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, status: str, text: str, report: Mapping[str, Any] | None = None) -> Self:
+        """A result with status `status` ("success" / "error": ValueError otherwise)."""
+        return cls(Status(status), text, None if report is None else to_jsonable(report))
+
+    @classmethod
+    def refused(cls, text: str, report: Mapping[str, Any] | None = None) -> Self:
+        """A refusal (or a failure): status error, the text naming the parameter."""
+        return cls.of(Status.ERROR, text, report)
+
+    @property
+    def ok(self) -> bool:
+        """The call did what was asked (status success)."""
+        return self.status is Status.SUCCESS
+
+    def envelope(self) -> dict[str, Any]:
+        """{"status": "success" | "error", "content": [{"text": ...}, {"json": {...}}]}."""
+        content: list[dict[str, Any]] = [{"text": self.text}]
+        if self.report is not None:
+            content.append({"json": self.report})
+        return {"status": self.status.value, "content": content}
+
+    def failed(self, line: str) -> Self:
+        """This result as an error whose text starts with `line` (its report kept): a call
+        that ran but did not do what was asked (cut short, e-stopped)."""
+        return replace(self, status=Status.ERROR, text=f"{line}\n{self.text}")
+
+    def field(self, name: str) -> Any:
+        """The report's field `name`, or None (no report, or no such field)."""
+        return None if self.report is None else self.report.get(name)
+
+    def episode_records(self) -> list[Mapping[str, Any]]:
+        """The report's per-episode records: an eval's `episodes`, else the report itself
+        (one episode); [] without a report."""
+        if self.report is None:
+            return []
+        episodes = self.report.get("episodes")
+        if isinstance(episodes, list):
+            return [e for e in episodes if isinstance(e, Mapping)]
+        return [self.report]
+
+    # The seed's dict API: the result reads as its envelope.
+    @cached_property
+    def _envelope(self) -> dict[str, Any]:
+        return self.envelope()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._envelope[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._envelope)
+
+    def __len__(self) -> int:
+        return len(self._envelope)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(status={self.status.value!r}, text={self.text!r})"
+
+
+def _outcome(value: Any) -> EpisodeOutcome | None:
+    try:
+        return EpisodeOutcome(value)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, eq=False)
+class RunResult(CallResult):
+    """run_policy / replay_episode: one episode on one robot."""
+
+    @property
+    def outcome(self) -> EpisodeOutcome | None:
+        """How the episode ended (None: it did not run)."""
+        return _outcome(self.field("outcome"))
+
+    @property
+    def steps_advanced(self) -> int | None:
+        return self.field("steps_advanced")
+
+    @property
+    def actions_applied(self) -> int | None:
+        return self.field("actions_applied")
+
+    @property
+    def stopped_reason(self) -> str | None:
+        return self.field("stopped_reason")
+
+    @property
+    def trace_path(self) -> str | None:
+        """The episode's run directory (None: no trace)."""
+        return self.field("trace_path")
+
+    @property
+    def bag_path(self) -> str | None:
+        return self.field("bag_path")
+
+
+@dataclass(frozen=True, eq=False)
+class MultiResult(RunResult):
+    """run_multi_policy: one episode of several robots at once."""
+
+    @property
+    def actions_applied_per_robot(self) -> dict[str, int]:
+        return dict(self.field("actions_applied_per_robot") or {})
+
+
+@dataclass(frozen=True, eq=False)
+class EvalResult(CallResult):
+    """eval_policy / evaluate_benchmark: n episodes and their aggregate."""
+
+    @property
+    def n_episodes(self) -> int | None:
+        return self.field("n_episodes")
+
+    @property
+    def successes(self) -> int | None:
+        return self.field("successes")
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.field("success_rate")
+
+    @property
+    def outcomes(self) -> list[EpisodeOutcome | None]:
+        """Each episode's outcome, in order."""
+        return [_outcome(o) for o in self.field("outcomes") or []]
+
+    @property
+    def trace_paths(self) -> list[str]:
+        return list(self.field("trace_paths") or [])
+
+
+@dataclass(frozen=True, eq=False)
+class StartResult(CallResult):
+    """start_policy: the rollout started in the background (wait_policy returns its result)."""
+
+    @property
+    def rollout_id(self) -> int | None:
+        return self.field("rollout_id")
+
+    @property
+    def n_steps(self) -> int | None:
+        return self.field("n_steps")
+
+
+@dataclass(frozen=True, eq=False)
+class StopResult(CallResult):
+    """stop_policy: the robots whose rollouts were asked to stop."""
+
+    @property
+    def stopped(self) -> list[str]:
+        return list(self.field("stopped") or [])
+
+
+@dataclass(frozen=True, eq=False)
+class ListResult(CallResult):
+    """list_policies_running: the robots being driven now."""
+
+    @property
+    def robots(self) -> list[str]:
+        return list(self.field("robots") or [])
+
+    @property
+    def count(self) -> int:
+        return int(self.field("count") or 0)
+
+    @property
+    def running(self) -> list[dict[str, Any]]:
+        """Each rollout in flight (RolloutControl.describe())."""
+        return list(self.field("running") or [])
+
+
+def envelope(status: str, text: str, payload: Mapping[str, Any] | None = None) -> CallResult:
+    """A CallResult (its envelope: {"status", "content": [{"text"}, {"json"}]})."""
+    return CallResult.of(status, text, payload)
+
+
+def error_envelope(message: str, payload: Mapping[str, Any] | None = None) -> CallResult:
+    return CallResult.refused(message, payload)
 
 
 def envelope_json(out: Mapping[str, Any]) -> dict[str, Any] | None:

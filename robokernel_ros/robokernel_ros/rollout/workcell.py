@@ -18,31 +18,57 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from robokernel_ros.envs import MujocoScene
-from robokernel_ros.kernel.events import EventBus
+from robokernel_ros.kernel.events import Event, EventBus
 from robokernel_ros.kernel.operator import Latch
+from robokernel_ros.kernel.spec import TeleopSource
+from robokernel_ros.policies.base import Policy
 from robokernel_ros.tasks.benchmarks import BenchmarkRegistry
 from robokernel_ros.tasks.predicates import CriterionError
 
 from . import validation as v
 from .control import STOP_REASONS, RolloutControl
 from .errors import AsyncRtcRefused, RecordingFrameError
-from .plan import DEFAULT_TRACE_DIR, RolloutPlan
+from .plan import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_WAIT_MS,
+    DEFAULT_TRACE_DIR,
+    DEFAULT_WORKERS,
+    RolloutPlan,
+)
 from .policy_runner import PolicyRunner
 from .replay import ReplayPolicy, annotate_replay, replay_actions, resolve_recording
-from .requests import plan_eval, plan_multi, plan_run
-from .results import envelope, episode_table, error_envelope, result_status
+from .requests import EvalRequest, MultiRequest, RunRequest
+from .results import (
+    CallResult,
+    EvalResult,
+    ListResult,
+    MultiResult,
+    RunResult,
+    StartResult,
+    StopResult,
+    episode_table,
+    result_status,
+)
+from .signatures import WORKCELL, Settings, Workcell, api_call, parameters_of
 from .sinks import EpisodeSink
 from .workcell_operator import OperatorChannel
 from .workcell_scene import SCENE_MUTATIONS, SceneBusyError, SceneCalls
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["SCENE_MUTATIONS", "SceneBusyError", "SimWorkcell"]
+__all__ = ["SCENE_MUTATIONS", "WORKCELL", "SceneBusyError", "SimWorkcell"]
+
+RequestT = TypeVar("RequestT", RunRequest, EvalRequest, MultiRequest)
+R = TypeVar("R", bound=CallResult)
+#: stop_when: a predicate name, {predicate: args}, a callable of the context, or a list of them
+StopWhen = str | Settings | Callable[..., bool] | Sequence[object] | None
+#: observer: callables of each kernel Event of the episode
+Observers = Callable[[Event], object] | Sequence[Callable[[Event], object]] | None
 
 
 class SimWorkcell(OperatorChannel, SceneCalls):
@@ -70,8 +96,8 @@ class SimWorkcell(OperatorChannel, SceneCalls):
         self,
         scene: MujocoScene | None = None,
         *,
-        trace_dir: Any = DEFAULT_TRACE_DIR,
-        bag: Any = "mcap",
+        trace_dir: str | Path | None = DEFAULT_TRACE_DIR,
+        bag: str | bool = "mcap",
         max_concurrent: int = 4,
         bus: EventBus | None = None,
         episode_sinks: Sequence[EpisodeSink] = (),
@@ -98,7 +124,7 @@ class SimWorkcell(OperatorChannel, SceneCalls):
         self.episode_sinks = self.runner.episode_sinks  # one list: sinks added later apply too
         self._lock = threading.RLock()
         self._inflight: dict[int, RolloutControl] = {}
-        self._last: dict[str, dict[str, Any]] = {}
+        self._last: dict[str, dict[str, Any]] = {}  # robot -> its last call's status, text, result
         self._last_control: dict[str, RolloutControl] = {}
         self._estop = Latch()  # the workcell's latched e-stop (estop() / clear_fault())
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -124,12 +150,16 @@ class SimWorkcell(OperatorChannel, SceneCalls):
             f"{operation} refused: {self._in_flight_text(driving)}; {self._remedy(driving)}"
         )
 
+    @classmethod
+    def _in_flight_text(cls, controls: Sequence[RolloutControl]) -> str:
+        return f"a rollout is driving the scene {cls._robots_in_flight(controls)}"
+
     @staticmethod
-    def _in_flight_text(controls: Sequence[RolloutControl]) -> str:
+    def _robots_in_flight(controls: Sequence[RolloutControl]) -> str:
         names = ", ".join(
             f"{'+'.join(repr(r) for r in c.robots)} ({c.call}, {c.state})" for c in controls
         )
-        return f"a rollout is driving the scene (robots in flight: {names})"
+        return f"(robots in flight: {names})"
 
     @staticmethod
     def _remedy(controls: Sequence[RolloutControl]) -> str:
@@ -160,15 +190,15 @@ class SimWorkcell(OperatorChannel, SceneCalls):
             self._inflight[control.id] = control
             return control
 
-    def _release(self, control: RolloutControl, out: dict[str, Any]) -> None:
+    def _release(self, control: RolloutControl, out: CallResult) -> None:
         with self._lock:
             control.state = "finished"
             control.result = out
             self._inflight.pop(control.id, None)
             for robot in control.robots:
                 self._last[robot] = {
-                    "status": out["status"],
-                    "text": out["content"][0]["text"],
+                    "status": out.status.value,
+                    "text": out.text,
                     "call": control.call,
                     "finished_at": time.monotonic(),
                     "envelope": out,
@@ -178,93 +208,151 @@ class SimWorkcell(OperatorChannel, SceneCalls):
 
     # ------------------------------------------------------------------ helpers
 
-    def _with_defaults(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        kwargs.setdefault("trace_dir", self.trace_dir)
-        if "bag" not in kwargs:  # the workcell's bag, for the calls that record a trace
-            kwargs["bag"] = self.bag if kwargs["trace_dir"] is not None else False
-        return kwargs
+    def _request(self, cls: type[RequestT], given: Settings, call: str | None = None) -> RequestT:
+        """The typed request of a call's arguments (`given`: its parameters by name, self
+        left out): trace_dir and bag not given are the workcell's (no trace, no bag)."""
+        fields = {k: v for k, v in given.items() if k != "self"}
+        if fields.get("trace_dir", WORKCELL) is WORKCELL:
+            fields["trace_dir"] = self.trace_dir
+        if fields.get("bag", WORKCELL) is WORKCELL:  # the workcell's bag, with a trace
+            fields["bag"] = self.bag if fields["trace_dir"] is not None else False
+        if call is not None:
+            fields["call"] = call
+        return cls(**fields)
 
     def _execute(
-        self, control: RolloutControl, plan: RolloutPlan, runner: PolicyRunner, kind: str
-    ) -> dict[str, Any]:
-        """Run a claimed plan in this thread and build its envelope (never raises)."""
+        self,
+        control: RolloutControl,
+        plan: RolloutPlan,
+        runner: PolicyRunner,
+        kind: type[R],
+        annotate: Callable[[dict[str, Any]], str] | None = None,
+    ) -> R:
+        """Run a claimed plan in this thread and build its result (never raises);
+        annotate(report) adds a call's own fields to its report and returns its text's tail."""
         control.thread_ident = threading.get_ident()
         try:
-            if kind == "eval":
-                result = runner.execute_eval(plan, control)
+            if kind is EvalResult:
+                report = runner.execute_eval(plan, control)
                 status, text = result_status(
-                    result, aggregate_report=not result.get("stopped_before_first_frame")
+                    report, aggregate_report=not report.get("stopped_before_first_frame")
                 )
-                if status == "success" and len(result.get("episodes", [])) > 0:
-                    text += "\n" + episode_table(result)
-            elif kind == "multi":
-                result = runner.execute_multi(plan, control)
-                status, text = result_status(result)
+                if status == "success" and len(report.get("episodes", [])) > 0:
+                    text += "\n" + episode_table(report)
+            elif kind is MultiResult:
+                report = runner.execute_multi(plan, control)
+                status, text = result_status(report)
             else:
-                result = runner.execute_run(plan, control)
-                status, text = result_status(result)
-            out = envelope(status, text, result)
+                report = runner.execute_run(plan, control)
+                status, text = result_status(report)
+            out = kind.of(status, text, report)
         except (CriterionError, RecordingFrameError, AsyncRtcRefused) as exc:
-            out = error_envelope(
+            out = kind.refused(
                 f"{plan.call} failed: {exc}", {"robot_name": plan.robot, "error": str(exc)}
             )
         except Exception as exc:
             _log.exception("%s on %s failed", plan.call, plan.robots)
-            out = error_envelope(
+            out = kind.refused(
                 f"{plan.call} failed: {type(exc).__name__}: {exc}",
                 {"robot_name": plan.robot, "error": f"{type(exc).__name__}: {exc}"},
             )
         finally:
             control.thread_ident = None
+        if annotate is not None and out.report is not None:
+            report = dict(out.report)
+            out = kind.of(out.status, out.text + annotate(report), report)
         self._release(control, out)
         return out
 
+    def _start(
+        self, plan: RolloutPlan, runner: PolicyRunner, scene: str = "workcell"
+    ) -> RolloutControl:
+        """Preflight and claim a checked plan (ValueError / SceneBusyError: refused)."""
+        runner.preflight(plan)
+        return self._claim(plan, scene=scene)
+
     # ------------------------------------------------------------------ rollouts
 
-    def run_policy(self, robot_name: str, **kwargs: Any) -> dict[str, Any]:
-        """Run a policy on a robot and return when it ends (see PolicyRunner / plan_run).
+    @api_call
+    def run_policy(
+        self,
+        robot_name: str | None = None,
+        *,
+        policy_provider: str = "mock",
+        policy_config: Settings | None = None,
+        policy_object: Policy | None = None,
+        policy_kwargs: Settings | None = None,
+        instruction: str = "",
+        duration: float = 10.0,
+        control_frequency: float = 50.0,
+        action_horizon: int = 8,
+        n_steps: int | None = None,
+        max_steps: int | None = None,
+        seed: int | None = None,
+        async_rtc: bool | None = None,
+        rtc_inference_timeout_s: float | None = None,
+        stop_when: StopWhen = None,
+        fast_mode: bool = True,
+        progress: bool | None = None,
+        observer: Observers = None,
+        on_frame: Callable[[int, Settings], object] | None = None,
+        video: Settings | str | None = None,
+        trace_dir: str | Path | None | Workcell = WORKCELL,
+        bag: str | bool | None | Workcell = WORKCELL,
+        cameras: Sequence[str] | Settings | None = None,
+        image_size: int | Sequence[int] | None = None,
+        safety: Settings | None = None,
+        live: bool | int | Settings | None = None,
+        wbc_install_torque_control: bool = False,
+        wbc_gains: Mapping[str, Mapping[str, float]] | None = None,
+        teleop: TeleopSource | None = None,
+        sentry_rotate_s: float | None = None,
+    ) -> RunResult:
+        """Run a policy on a robot and return when its episode ends.
 
-        Parameters: robot_name (required), policy_provider="mock", policy_config={},
-        policy_object=None, policy_kwargs={}, instruction="", duration=10.0,
-        control_frequency=50.0, action_horizon=8, n_steps=None (wins over duration;
-        max_steps is its legacy alias), seed=None, async_rtc=None (resolve from
-        policy.is_chunk_emitting()), rtc_inference_timeout_s=None, stop_when=None,
-        observer=None (callables subscribed to the episode's events), on_frame=None
-        (on_frame(step, observation) after each step), video=None ({path, fps, camera,
-        width, height}), fast_mode=True (False: paced at control_frequency),
-        trace_dir="runs/", safety=None (shield settings), wbc_install_torque_control=False
-        (True: the robot's torque motors track the policy's joint targets through a PD
-        shim for the call, gains wbc_gains={joint: {"kp", "kd"}} over the model's
-        defaults; see rollout.torque).
+        robot_name: a robot of the scene (required). policy_provider / policy_config, or
+        policy_object (a Policy), with policy_kwargs for its get_actions. n_steps wins over
+        duration x control_frequency (max_steps: its legacy alias). seed: the episode's.
+        async_rtc: None resolves from policy.is_chunk_emitting(); rtc_inference_timeout_s
+        bounds each inference. stop_when: a predicate name, {predicate: args}, a callable or
+        a list of them. fast_mode False paces the loop at control_frequency. observer:
+        callables subscribed to the episode's events; on_frame(step, observation) after each
+        step; video {path, fps, camera, width, height}. trace_dir / bag: the workcell's
+        unless given (None / False: none). cameras / image_size: the observation's cameras;
+        safety: shield settings; live: a Foxglove view (True, a port, or options);
+        wbc_install_torque_control: the robot's torque motors track the policy's joint
+        targets through a PD shim (gains wbc_gains={joint: {"kp", "kd"}}; rollout.torque);
+        teleop: a TeleopSource that takes over when the operator corrects.
+        sentry_rotate_s: sentry mode, a new episode every that many s (rollout.sentry).
+        A refusal (status error) names the parameter and its domain; nothing ran.
         """
         try:
-            plan = plan_run(robot_name, robots=self.scene.robots(), **self._with_defaults(kwargs))
-            self.runner.preflight(plan)
-            control = self._claim(plan)
+            request = self._request(RunRequest, locals())
+            plan = request.plan(robots=self.scene.robots())
+            control = self._start(plan, self.runner)
         except (ValueError, TypeError, SceneBusyError) as exc:
-            return error_envelope(str(exc))
-        return self._execute(control, plan, self.runner, "run")
+            return RunResult.refused(str(exc))
+        return self._execute(control, plan, self.runner, RunResult)
 
-    def start_policy(self, robot_name: str, **kwargs: Any) -> dict[str, Any]:
+    @api_call
+    @parameters_of(run_policy)
+    def start_policy(self, robot_name: str | None = None, **fields: Any) -> StartResult:
         """run_policy's arguments; refusals are synchronous, then the rollout runs in the
         background and this returns at once. wait_policy() returns its result."""
         try:
-            plan = plan_run(
-                robot_name,
-                robots=self.scene.robots(),
-                call="start_policy",
-                **self._with_defaults(kwargs),
+            request = self._request(
+                RunRequest, {"robot_name": robot_name, **fields}, "start_policy"
             )
-            self.runner.preflight(plan)
-            control = self._claim(plan)
+            plan = request.plan(robots=self.scene.robots())
+            control = self._start(plan, self.runner)
         except (ValueError, TypeError, SceneBusyError) as exc:
-            return error_envelope(str(exc))
+            return StartResult.refused(str(exc))
         try:
-            self._executor.submit(self._execute, control, plan, self.runner, "run")
+            self._executor.submit(self._execute, control, plan, self.runner, RunResult)
         except RuntimeError as exc:  # executor shut down
-            self._release(control, error_envelope(str(exc)))
-            return error_envelope(f"start_policy failed: {exc}")
-        return envelope(
+            self._release(control, RunResult.refused(str(exc)))
+            return StartResult.refused(f"start_policy failed: {exc}")
+        return StartResult.of(
             "success",
             f"started {plan.policies[plan.robot][0]} on {plan.robot!r} ({plan.n_steps} steps); "
             f"stop it with stop_policy(robot_name={plan.robot!r})",
@@ -276,17 +364,17 @@ class SimWorkcell(OperatorChannel, SceneCalls):
             },
         )
 
-    def wait_policy(self, robot_name: str, timeout_s: float | None = None) -> dict[str, Any]:
-        """Wait for the robot's in-flight rollout and return its envelope (or the last one)."""
+    def wait_policy(self, robot_name: str, timeout_s: float | None = None) -> CallResult:
+        """Wait for the robot's in-flight rollout and return its result (or the last one)."""
         try:
             timeout = v.timeout_seconds("timeout_s", timeout_s)
         except ValueError as exc:
-            return error_envelope(str(exc))
+            return CallResult.refused(str(exc))
         with self._lock:
             controls = [c for c in self._inflight.values() if robot_name in c.robots]
         for c in controls:
             if not c.done.wait(timeout):
-                return error_envelope(
+                return CallResult.refused(
                     f"timeout_s={timeout}: the rollout on {robot_name!r} is still {c.state}"
                 )
             if c.result is not None:
@@ -294,10 +382,10 @@ class SimWorkcell(OperatorChannel, SceneCalls):
         with self._lock:
             last = self._last.get(robot_name)
         if last is None:
-            return error_envelope(f"robot_name={robot_name!r}: no rollout has run on it")
+            return CallResult.refused(f"robot_name={robot_name!r}: no rollout has run on it")
         return last["envelope"]
 
-    def stop_policy(self, robot_name: str | None = "") -> dict[str, Any]:
+    def stop_policy(self, robot_name: str | None = "") -> StopResult:
         """Stop the rollout on `robot_name`, or every rollout when it is "" (or None).
 
         Honoured at any point after start_policy returns, before the first frame and
@@ -306,7 +394,7 @@ class SimWorkcell(OperatorChannel, SceneCalls):
         if robot_name is None:
             robot_name = ""
         if not isinstance(robot_name, str):
-            return error_envelope(
+            return StopResult.refused(
                 f"robot_name={robot_name!r}: must be a robot name or '' for every rollout"
             )
         with self._lock:
@@ -318,27 +406,27 @@ class SimWorkcell(OperatorChannel, SceneCalls):
         if targets:
             stopped = sorted({r for c in targets for r in c.robots})
             states = {"+".join(c.robots): c.state for c in targets}
-            return envelope(
+            return StopResult.of(
                 "success",
                 f"stopping {', '.join(repr(r) for r in stopped)} ({', '.join(f'{k}: {s}' for k, s in states.items())})",
                 {"stopped": stopped, "states": states, "rollout_ids": [c.id for c in targets]},
             )
         if not robot_name:
-            return envelope(
+            return StopResult.of(
                 "success", "no policies running: nothing to stop", {"stopped": [], "states": {}}
             )
         if robot_name not in self.scene.robots() and not any(
             robot_name in c.robots for c in inflight
         ):
-            return error_envelope(
+            return StopResult.refused(
                 f"robot_name={robot_name!r}: no such robot; the scene's robots are {self.scene.robots()}"
             )
         text = f"policy was not running on {robot_name!r}"
         if inflight:
-            text += f"; {self._in_flight_text(inflight).replace('a rollout is driving the scene ', '')}: {self._remedy(inflight)}"
+            text += f"; {self._robots_in_flight(inflight)}: {self._remedy(inflight)}"
         if last is not None and last["status"] == "error":
             text += f"; its last rollout ({last['call']}) ended in error: {last['text']}"
-        return error_envelope(
+        return StopResult.refused(
             text, {"stopped": [], "running": [c.describe() for c in inflight], "last": last}
         )
 
@@ -354,93 +442,165 @@ class SimWorkcell(OperatorChannel, SceneCalls):
         for c in targets:
             c.stop(reason)
 
-    def list_policies_running(self) -> dict[str, Any]:
+    def list_policies_running(self) -> ListResult:
         """The robots being driven now (queued or running, any launch shape)."""
         with self._lock:
             controls = list(self._inflight.values())
         running = [c.describe() for c in controls]
         robots = sorted({r for c in controls for r in c.robots})
         if not running:
-            return envelope(
+            return ListResult.of(
                 "success", "no policies running", {"running": [], "robots": [], "count": 0}
             )
         text = "running: " + "; ".join(
             f"{'+'.join(c.robots)} ({c.call}, {c.provider}, {c.state}, episode {c.episode}, step {c.step})"
             for c in controls
         )
-        return envelope(
+        return ListResult.of(
             "success", text, {"running": running, "robots": robots, "count": len(running)}
         )
 
-    def run_multi_policy(self, policies: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+    @api_call
+    def run_multi_policy(
+        self,
+        policies: Mapping[str, Policy | str | Settings],
+        *,
+        instructions: str | Mapping[str, str] | None = None,
+        duration: float = 10.0,
+        n_steps: int | None = None,
+        max_steps: int | None = None,
+        control_frequency: float = 50.0,
+        action_horizon: int | Mapping[str, int] = 8,
+        policy_kwargs: Settings | None = None,
+        seed: int | None = None,
+        stop_when: StopWhen = None,
+        fast_mode: bool = True,
+        observer: Observers = None,
+        on_frame: Callable[[int, Settings], object] | None = None,
+        video: Settings | str | None = None,
+        trace_dir: str | Path | None | Workcell = WORKCELL,
+        bag: str | bool | None | Workcell = WORKCELL,
+        cameras: Sequence[str] | Settings | None = None,
+        image_size: int | Sequence[int] | None = None,
+        safety: Settings | None = None,
+        live: bool | int | Settings | None = None,
+        wbc_install_torque_control: bool = False,
+        wbc_gains: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+        teleop: TeleopSource | None = None,
+    ) -> MultiResult:
         """Run several robots at once, one policy each: policies={robot: Policy | provider |
-        {"policy_provider", "policy_config"}}, instructions=str | {robot: str},
-        action_horizon=int | {robot: int}, duration / n_steps as run_policy;
-        wbc_install_torque_control shims every robot of the call (wbc_gains={robot:
-        {joint: {"kp", "kd"}}})."""
+        {"policy_provider", "policy_config", "policy_object"}}, instructions=str | {robot:
+        str}, action_horizon=int | {robot: int}; duration / n_steps and the rest as
+        run_policy; wbc_install_torque_control shims every robot of the call (wbc_gains=
+        {robot: {joint: {"kp", "kd"}}})."""
         try:
-            plan = plan_multi(policies, robots=self.scene.robots(), **self._with_defaults(kwargs))
-            self.runner.preflight(plan)
-            control = self._claim(plan)
+            request = self._request(MultiRequest, locals())
+            plan = request.plan(robots=self.scene.robots())
+            control = self._start(plan, self.runner)
         except (ValueError, TypeError, SceneBusyError) as exc:
-            return error_envelope(str(exc))
-        return self._execute(control, plan, self.runner, "multi")
+            return MultiResult.refused(str(exc))
+        return self._execute(control, plan, self.runner, MultiResult)
 
-    def eval_policy(self, robot_name: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        """Evaluate a policy over n_episodes (robot_name auto-resolves the sole robot).
+    @api_call
+    def eval_policy(
+        self,
+        robot_name: str | None = None,
+        *,
+        spec: str | Settings | None = None,
+        policy_provider: str = "mock",
+        policy_config: Settings | None = None,
+        policy_object: Policy | None = None,
+        policy_kwargs: Settings | None = None,
+        instruction: str = "",
+        n_episodes: int = 1,
+        max_steps: int | None = None,
+        control_frequency: float = 50.0,
+        action_horizon: int = 8,
+        success_fn: Callable[[Settings], bool] | None = None,
+        stop_when: StopWhen = None,
+        seed: int | None = None,
+        async_rtc: bool = False,
+        rtc_inference_timeout_s: float | None = None,
+        latency_s: float | None = None,
+        fast_mode: bool = True,
+        reset_between: bool = True,
+        progress: bool | None = None,
+        workers: int = DEFAULT_WORKERS,
+        ray_address: str | None = None,
+        batch_inference: bool = False,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_wait_ms: float = DEFAULT_MAX_WAIT_MS,
+        first_episode: int = 0,
+        observer: Observers = None,
+        on_frame: Callable[[int, Settings], object] | None = None,
+        video: Settings | str | None = None,
+        trace_dir: str | Path | None | Workcell = WORKCELL,
+        bag: str | bool | None | Workcell = WORKCELL,
+        cameras: Sequence[str] | Settings | None = None,
+        image_size: int | Sequence[int] | None = None,
+        safety: Settings | None = None,
+        live: bool | int | Settings | None = None,
+        wbc_install_torque_control: bool = False,
+        wbc_gains: Mapping[str, Mapping[str, float]] | None = None,
+        teleop: TeleopSource | None = None,
+    ) -> EvalResult:
+        """Evaluate a policy over n_episodes (robot_name: None resolves the sole robot).
 
-        Parameters: n_episodes=1, max_steps=300, success_fn=None (fn(context) -> bool,
-        else the policy's own is_success, e.g. the scripted task's), stop_when=None,
-        seed=None (episode i runs with seed + i), async_rtc=False (True measures
-        robustness to inference latency; None is refused), latency_s=None (with
-        async_rtc on the virtual clock: every inference takes this long, so its chunk
-        merges floor(latency_s x rate) + 1 steps after its observation; None: measured),
-        rtc_inference_timeout_s,
-        video=None (one MP4 per episode, _ep{i}), reset_between=True, spec=None (a
-        benchmark: its horizon and criteria), progress=None (a bar on a terminal),
-        plus run_policy's policy_* / instruction / action_horizon / trace_dir /
-        wbc_install_torque_control / wbc_gains.
+        n_episodes (episode i runs with seed + i), max_steps=None (300), success_fn
+        (fn(context) -> bool, else the policy's own is_success, e.g. the scripted task's),
+        stop_when; async_rtc=False (True measures robustness to inference latency; None is
+        refused); latency_s (with async_rtc on the virtual clock: every inference takes this
+        long, so its chunk merges floor(latency_s x rate) + 1 steps after its observation;
+        None: measured); video (one MP4 per episode, _ep{i}); reset_between; spec (a
+        benchmark: evaluate_benchmark runs it); progress (a bar on a terminal); workers > 1
+        shards the episodes over Ray workers (ray_address; batch_inference, max_batch,
+        max_wait_ms: one policy actor serves them); first_episode numbers a resumed
+        evaluation's episodes on; the rest as run_policy.
         """
-        if kwargs.get("spec") is not None:
-            return self.evaluate_benchmark(kwargs.pop("spec"), **kwargs)
+        if spec is not None:
+            fields = {k: v for k, v in locals().items() if k not in ("self", "spec", "robot_name")}
+            return self.evaluate_benchmark(spec, **fields)
         try:
-            plan = plan_eval(
-                robot_name,
-                robots=self.scene.robots(),
-                registry=self.benchmarks,
-                **self._with_defaults(kwargs),
-            )
-            self.runner.preflight(plan)
-            control = self._claim(plan)
+            request = self._request(EvalRequest, locals())
+            plan = request.plan(robots=self.scene.robots(), registry=self.benchmarks)
+            control = self._start(plan, self.runner)
         except (ValueError, TypeError, SceneBusyError) as exc:
-            return error_envelope(str(exc))
-        return self._execute(control, plan, self.runner, "eval")
+            return EvalResult.refused(str(exc))
+        return self._execute(control, plan, self.runner, EvalResult)
 
-    def evaluate_benchmark(self, spec: Any, **kwargs: Any) -> dict[str, Any]:
+    @api_call
+    @parameters_of(eval_policy, first="spec")
+    def evaluate_benchmark(self, spec: str | Settings, **fields: Any) -> EvalResult:
         """Evaluate a policy on a benchmark (a registered name or a spec dict) in its own scene.
 
         Takes eval_policy's arguments except max_steps (the spec's horizon) and
-        async_rtc=True (the benchmark path stays synchronous).
+        async_rtc=True (the benchmark path stays synchronous); robot_name is refused (a
+        benchmark brings its own robot).
         """
         try:
-            if "robot_name" in kwargs:
+            if fields.get("robot_name") is not None:
                 raise ValueError(
-                    f"robot_name={kwargs['robot_name']!r}: a benchmark brings its own robot; it is not run on the workcell's"
+                    f"robot_name={fields['robot_name']!r}: a benchmark brings its own robot; it is not run on the workcell's"
                 )
-            plan = plan_eval(None, robots=[], registry=self.benchmarks, spec=spec, call="evaluate_benchmark",
-                             **self._with_defaults(kwargs))  # fmt: skip
+            fields.pop("robot_name", None)
+            request = self._request(EvalRequest, {"spec": spec, **fields}, "evaluate_benchmark")
+            plan = request.plan(robots=[], registry=self.benchmarks)
             scene = self._benchmark_scene(plan.benchmark)
-            runner = PolicyRunner(scene, bus=self.bus, episode_sinks=self.episode_sinks, registry=self.benchmarks,
-                                  record_privileged=self.runner.record_privileged,
-                                  privileged_every=self.runner.privileged_every)  # fmt: skip
-            runner.preflight(plan)
-            control = self._claim(plan, scene=f"benchmark:{plan.benchmark['name']}")
+            runner = PolicyRunner(
+                scene,
+                bus=self.bus,
+                episode_sinks=self.episode_sinks,
+                registry=self.benchmarks,
+                record_privileged=self.runner.record_privileged,
+                privileged_every=self.runner.privileged_every,
+            )
+            control = self._start(plan, runner, scene=f"benchmark:{plan.benchmark['name']}")
         except (ValueError, TypeError, SceneBusyError) as exc:
-            return error_envelope(str(exc))
-        return self._execute(control, plan, runner, "eval")
+            return EvalResult.refused(str(exc))
+        return self._execute(control, plan, runner, EvalResult)
 
     @staticmethod
-    def _benchmark_scene(spec: Mapping[str, Any]) -> MujocoScene:
+    def _benchmark_scene(spec: Settings) -> MujocoScene:
         scene = MujocoScene()
         robot = dict(spec["robot"])
         name = robot.pop("name")
@@ -454,9 +614,21 @@ class SimWorkcell(OperatorChannel, SceneCalls):
             raise ValueError(f"spec {spec['name']!r}: bad robot/object fields: {exc}") from None
         return scene
 
+    @api_call
     def replay_episode(
-        self, repo_id: Any, robot_name: str | None = None, episode: int = 0, **kwargs: Any
-    ) -> dict[str, Any]:
+        self,
+        repo_id: str | Path,
+        robot_name: str | None = None,
+        episode: int = 0,
+        *,
+        convention: str = "auto",
+        seed: int | None = None,
+        trace_dir: str | Path | None | Workcell = WORKCELL,
+        bag: str | bool | None | Workcell = WORKCELL,
+        video: Settings | str | None = None,
+        safety: Settings | None = None,
+        observer: Observers = None,
+    ) -> RunResult:
         """Replay the executed actions of a recorded episode through the shield, as a new
         episode with its own trace (and bag).
 
@@ -466,40 +638,54 @@ class SimWorkcell(OperatorChannel, SceneCalls):
         robot_name: defaults to the recorded robot when the scene has it, else the sole
         robot. convention (a dataset's units): "auto" (what its robot_type implies: an
         so101_follower dataset is in degrees), "none", "so_follower", "so_follower_range".
-        Also takes trace_dir, bag, video, seed (default: the recorded seed), safety,
-        observer.
+        seed: default the recorded seed. trace_dir, bag, video, safety, observer: as
+        run_policy.
         """
-        try:
-            unknown = set(kwargs) - {"trace_dir", "bag", "video", "seed", "safety", "observer", "convention"}  # fmt: skip
-            if unknown:
-                raise ValueError(f"replay_episode: unknown parameters {sorted(unknown)}")
-            recording = resolve_recording(repo_id, episode, kwargs.pop("convention", "auto"))
-            robots = self.scene.robots()
-            robot_name, actions = replay_actions(
-                recording, robot_name, robots, self.scene.robot_action_keys, repo_id
-            )
-            hz = recording.control_hz or 50.0
-            seed = kwargs.pop("seed", None)
-            if seed is None:
-                seed = recording.seed
-            plan = plan_run(robot_name, robots=robots, policy_object=ReplayPolicy(actions), n_steps=len(actions),
-                            control_frequency=hz, action_horizon=1, seed=seed, async_rtc=False,
-                            instruction=recording.instruction, call="replay_episode",
-                            **self._with_defaults(kwargs))  # fmt: skip
-            self.runner.preflight(plan)
-            control = self._claim(plan)
-        except (ValueError, TypeError, SceneBusyError) as exc:
-            return error_envelope(str(exc))
         final: dict[str, Any] = {}
 
-        def watch(event: Any) -> None:
+        def watch(event: Event) -> None:
             if event.kind == "privileged":
                 final["qpos"] = (event.data.get("state") or {}).get("qpos")
 
-        plan.observers.append(watch)  # the episode's own bus: no other rollout's events
-        out = self._execute(control, plan, self.runner, "run")
-        annotate_replay(out, recording, episode, len(actions), final.get("qpos"))
-        return out
+        try:
+            recording = resolve_recording(repo_id, episode, convention)
+            robots = self.scene.robots()
+            robot, actions = replay_actions(
+                recording, robot_name, robots, self.scene.robot_action_keys, repo_id
+            )
+            observers = [*v.callables("observer", observer), watch]
+            request = self._request(
+                RunRequest,
+                {
+                    "robot_name": robot,
+                    "policy_object": ReplayPolicy(actions),
+                    "n_steps": len(actions),
+                    "control_frequency": recording.control_hz or 50.0,
+                    "action_horizon": 1,
+                    "seed": recording.seed if seed is None else seed,
+                    "async_rtc": False,
+                    "instruction": recording.instruction,
+                    "trace_dir": trace_dir,
+                    "bag": bag,
+                    "video": video,
+                    "safety": safety,
+                    "observer": observers,  # watch: the episode's own bus, no other rollout's
+                },
+                "replay_episode",
+            )
+            plan = request.plan(robots=robots)
+            control = self._start(plan, self.runner)
+        except (ValueError, TypeError, SceneBusyError) as exc:
+            return RunResult.refused(str(exc))
+        return self._execute(
+            control,
+            plan,
+            self.runner,
+            RunResult,
+            lambda report: annotate_replay(
+                report, recording, episode, len(actions), final.get("qpos")
+            ),
+        )
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -64,7 +64,7 @@ def test_eval_aggregate_fields(cell):
         unsubscribe()
     j = envelope_json(out)
     assert out["status"] == "success", envelope_text(out)
-    json.dumps(out, allow_nan=False)
+    json.dumps(out.envelope(), allow_nan=False)
     assert set(AGGREGATE_FIELDS) <= set(j), sorted(set(AGGREGATE_FIELDS) - set(j))
     assert j["robot_name"] == "arm"  # auto-resolved: the sole robot
     assert j["n_episodes"] == 3 and len(j["episodes"]) == 3

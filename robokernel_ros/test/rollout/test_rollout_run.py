@@ -70,7 +70,7 @@ def test_result_has_every_field_and_is_strict_json(cell):
     out, j = run(cell, n_steps=12, seed=0, instruction="wave")
     assert out["status"] == "success", envelope_text(out)
     assert set(RESULT_FIELDS) <= set(j), sorted(set(RESULT_FIELDS) - set(j))
-    json.dumps(out, allow_nan=False)  # the envelope is JSON as is
+    json.dumps(out.envelope(), allow_nan=False)  # the envelope is JSON as is
     assert j["robot_name"] == "arm" and j["policy"] == "mock" and j["instruction"] == "wave"
     assert j["n_steps"] == 12 and j["steps_advanced"] == 12 and j["actions_applied"] == 12
     assert j["stopped_reason"] == "budget" and j["stopped_early"] is False
