@@ -93,6 +93,7 @@ from typing import Any
 import rclpy
 from lifecycle_msgs.srv import GetState
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
@@ -123,6 +124,15 @@ from robokernel_ros.safety.limits import describe_limit
 from robokernel_ros.safety.review import CommandReview, Finding, TrajectoryPoint, Verdict
 from robokernel_ros.safety.shield_counts import ShieldCounts
 
+#: The joint states' reader, taken by the shield (a DirectReader): the subscription's
+#: sensor QoS (best effort: any publisher matches) with a history that keeps what arrives
+#: between two takes.
+JOINT_STATE_READER_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=64,
+    reliability=ReliabilityPolicy.BEST_EFFORT,
+    durability=DurabilityPolicy.VOLATILE,
+)
 #: How long a command wake-up waits for the command reader's copy of the sample (the two
 #: readers of one topic in this process are delivered one after the other).
 COMMAND_WAKE_WAIT_S = 0.002
@@ -149,6 +159,7 @@ class SafetyShieldNode(LifecycleNode):
         self._sub_cmd = None
         self._cmd_reader: DirectReader | None = None  # the command stream, with stamps and senders
         self._sub_js = None
+        self._js_reader: DirectReader | None = None  # joint states, taken before every hold
         self._watchdog = None
         self._reset_motion()
 
@@ -242,8 +253,20 @@ class SafetyShieldNode(LifecycleNode):
             lambda _msg: self._take_commands(COMMAND_WAKE_WAIT_S),
             COMMAND_QOS,
         )
+        # The same for the joint states: a hold is taken where the robot is now, after
+        # every sample that has reached the process (a latch noticed by the e-stop timer
+        # must not hold at a sample older than those waiting behind it in the executor).
+        self._js_reader = DirectReader(
+            self._rx_node,
+            JointState,
+            self.resolve_topic_name(config.joint_states_topic),
+            JOINT_STATE_READER_QOS,
+        )
         self._sub_js = self.create_subscription(
-            JointState, config.joint_states_topic, self._on_joint_state, SENSOR_QOS
+            JointState,
+            config.joint_states_topic,
+            lambda _msg: self._take_joint_states(),
+            SENSOR_QOS,
         )
         period = max(0.001, min(0.005, config.command_timeout_s / 10))  # watchdog resolution
         self._watchdog = self.create_timer(period, self._on_watchdog)
@@ -295,9 +318,10 @@ class SafetyShieldNode(LifecycleNode):
 
     def _teardown(self) -> None:
         """Destroy what configure made."""
-        if self._cmd_reader is not None:
-            self._cmd_reader.close()
-            self._cmd_reader = None
+        for reader in (self._cmd_reader, self._js_reader):
+            if reader is not None:
+                reader.close()
+        self._cmd_reader = self._js_reader = None
         for entity, destroy in (
             (self._sub_cmd, self.destroy_subscription),
             (self._sub_js, self.destroy_subscription),
@@ -333,6 +357,13 @@ class SafetyShieldNode(LifecycleNode):
         return self._have_js or (config is not None and config.command_interface == "velocity")
 
     # -- inputs ------------------------------------------------------------------------------
+
+    def _take_joint_states(self) -> None:
+        """Apply every joint state waiting in the joint-state reader, in order."""
+        reader = self._js_reader
+        if reader is not None:
+            for msg in reader.take(0.0):
+                self._on_joint_state(msg)
 
     def _on_joint_state(self, msg: JointState) -> None:
         review = self._review
@@ -377,6 +408,7 @@ class SafetyShieldNode(LifecycleNode):
             detail = estop.reason(now, self._estop_input.publisher_count())
         else:
             if not self._review.seeded:
+                self._take_joint_states()  # seeded where the robot is now
                 self._review.seed()
             return True
         self._counts.count_refused(f"waiting: {detail}")
@@ -479,7 +511,9 @@ class SafetyShieldNode(LifecycleNode):
         self._intervene("inactive", "refused", detail)
 
     def _send_hold(self, now: float) -> None:
-        """Send the hold command (needs a joint state for a position interface)."""
+        """Send the hold command (needs a joint state for a position interface); a new
+        hold is taken at the latest joint state that has reached the process."""
+        self._take_joint_states()
         review = self._review
         if review is None or self._pub_cmd is None or not self._can_hold():
             return
