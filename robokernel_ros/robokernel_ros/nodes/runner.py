@@ -613,7 +613,7 @@ class RunnerNode(LifecycleNode):
             self.shield_ledger,
             follow_tolerance=self.follow_tolerance,
             follow_timeout_s=self.follow_timeout_s,
-            estopped=lambda: self.operator.latched,
+            estop=self.operator.latch,
         )
         if self.contract_file:  # its teleop source and pedal (the contract was checked)
             from robokernel_ros.contract import load_contract

@@ -2,18 +2,22 @@
 safety shield(s) did with the command and what the robot did.
 
     env = CheckedRobotEnv(ros_env, ledger, follow_tolerance=0.3, follow_timeout_s=1.0,
-                          estopped=operator.latched)
+                          estop=operator.latch)
 
 A step raises (the kernel then ends the episode `error`, category env_error, with this
 message) when:
   - a shield refused one of the episode's commands, or stopped forwarding them (inactive,
-    waiting for its e-stop source, latched): `ShieldLedger.check`, its reason quoted;
+    waiting for its e-stop source): `ShieldLedger.check`, its reason quoted. A shield that
+    holds because of an e-stop (latched: pressed, its source lost) raises nothing: it
+    latches the runner's e-stop (`estop(by)`, naming the shield and its reason), and the
+    episode ends "estopped" at its next step boundary;
   - the robot did not follow: some joint stayed more than `follow_tolerance` (rad, or the
     joint's unit) away from its commanded target for longer than `follow_timeout_s`
     (a robot that lags by less, or catches up sooner, follows; ros2_control's
     joint_trajectory_controller judges a path by a tolerance the same way). 0 disables.
 `reset` first asks the shields whether they forward (a shield that does not is named
-at once, not after the reset's timeout). `before_episode_end` (the kernel's hook, called
+at once, not after the reset's timeout; one that holds for an e-stop latches the
+runner's e-stop first, so the reset's refusal ends the episode "estopped"). `before_episode_end` (the kernel's hook, called
 before episode.end) settles the ledger: it waits until each shield confirmed the
 episode's commands and returns its counts as a `shield.report` event, which the kernel
 puts in the trace (and so in the bag) before episode.end. Everything else is the wrapped
@@ -48,7 +52,7 @@ class CheckedRobotEnv:
         *,
         follow_tolerance: float = 0.3,
         follow_timeout_s: float = 1.0,
-        estopped: Callable[[], bool] | None = None,
+        estop: Callable[[str], None] | None = None,
     ) -> None:
         if not follow_tolerance >= 0:
             raise ValueError(f"follow_tolerance={follow_tolerance!r}: must be >= 0")
@@ -58,7 +62,7 @@ class CheckedRobotEnv:
         self.ledger = ledger
         self.follow_tolerance = float(follow_tolerance)
         self.follow_timeout_s = float(follow_timeout_s)
-        self._estopped = estopped
+        self._estop = estop
         self._away_since: float | None = None  # since when a joint is beyond the tolerance
 
     def __getattr__(self, name: str) -> Any:
@@ -70,6 +74,9 @@ class CheckedRobotEnv:
             try:
                 self.ledger.check_ready(wait_s=0.5)
             except ValueError as exc:  # Refused: said as the episode's error
+                cause = self.ledger.estop_cause() if self._estop is not None else ""
+                if cause:  # the e-stop: the kernel then ends the episode estopped
+                    self._estop(cause)
                 raise ShieldRefusal(str(exc).removeprefix("refused: ")) from None
         self._away_since = None
         return self._env.reset(seed=seed)
@@ -80,7 +87,7 @@ class CheckedRobotEnv:
     def step(self, action: Mapping[str, float]) -> Any:
         result = self._env.step(action)
         if self.ledger is not None:
-            self.ledger.check(self._estopped)
+            self.ledger.check(self._estop)
         if self.follow_tolerance > 0:
             self._check_following(result.observation)
         return result

@@ -133,6 +133,16 @@ class RunnerOperator:
         with self._lock:
             return self._estop.latched
 
+    def latch(self, by: str) -> None:
+        """Latch the e-stop because a part of the workcell says its e-stop latched (a
+        safety shield that holds for an e-stop: `by` names it and why), as a pressed
+        sample does: in-flight episodes end "estopped", rollouts are refused until
+        clear_fault. Nothing changes when it is latched already."""
+        with self._lock:
+            latched = self._estop.latch(by)
+        if latched:
+            self._latched()
+
     def apply_latch(self, scene: Any) -> None:
         """A scene built while the e-stop is latched is latched too."""
         with self._lock:

@@ -4,7 +4,8 @@
                                             "safety_shield/commands", lambda: env.commands_sent)])
     ledger.check_ready()            # Refused unless every shield says it forwards
     ledger.begin()                  # an episode starts (its reset's commands count too)
-    ledger.check()                  # ShieldRefusal once a shield refused one of its commands
+    ledger.check(estop)             # ShieldRefusal once a shield refused one of its commands
+                                    # (an e-stop's refusal latches `estop(by)` instead)
     counts = ledger.settle()        # before episode.end: {shield: {"passed", "clipped", ...}}
     counts, settled = ledger.end()  # after it: those counts, True (or settled now, False)
 
@@ -41,8 +42,6 @@ from robokernel_ros.ros.transport import DirectReader, acquire_link, publisher_g
 CONFIRM_TIMEOUT_S = 1.5
 #: How long a start waits for a shield it has not heard yet, or that does not forward yet.
 FIRST_STATE_WAIT_S = 3.0
-#: How long a shield's e-stop waits for the runner's own latch to agree (both hear the panel).
-ESTOP_AGREES_S = 0.5
 
 
 def _estop_cause(state: Any) -> bool:
@@ -224,11 +223,29 @@ class ShieldLedger:
                 shield.begin()
             self._open = True
 
-    def check(self, estopped: Callable[[], bool] | None = None) -> None:
+    def estop_cause(self) -> str:
+        """'' unless a shield holds because of an e-stop (its state says estopped, or its
+        last refusal of this runner's commands was an e-stop's): then which shield and
+        why, e.g. "the safety shield arm_shield: estop: e-stop latched (e-stop source
+        lost)"."""
+        with self._lock:
+            for shield in self._shields:
+                shield.poll()
+                last = shield.last
+                if _estop_cause(last):
+                    why = str(last.reason) if last.state == "estopped" else str(last.last_refusal)
+                    return f"the safety shield {shield.link.name}: {why}"
+        return ""
+
+    def check(self, estop: Callable[[str], None] | None = None) -> None:
         """ShieldRefusal when a shield refused a command of this episode or stopped
-        forwarding (deactivated, its e-stop latched, its source lost). `estopped`: the
-        runner's own e-stop latch; a shield's e-stop that the runner's latch follows
-        within `ESTOP_AGREES_S` is left to it (the episode then ends "estopped")."""
+        forwarding (deactivated, its e-stop latched, its source lost). `estop(by)`: the
+        runner's own e-stop latch. A shield that holds because of an e-stop (its state
+        says estopped, or its refusal was an e-stop's) latches it, naming the shield and
+        its reason, and no ShieldRefusal is raised: the cause is the e-stop, and the
+        episode ends "estopped" at its next step boundary, by the latch's state, however
+        late the runner heard the e-stop itself (a loaded runner, or a shield that lost
+        its source while the runner did not)."""
         if not self._open:
             return
         with self._lock:
@@ -246,12 +263,9 @@ class ShieldLedger:
                     problem = f"{shield.not_forwarding()} (the robot is held)"
                 if not problem:
                     continue
-                if estopped is not None and _estop_cause(shield.last):
-                    deadline = time.monotonic() + ESTOP_AGREES_S
-                    while time.monotonic() < deadline:
-                        if estopped():
-                            return
-                        time.sleep(0.005)
+                if estop is not None and _estop_cause(shield.last):
+                    estop(problem)
+                    return
                 raise ShieldRefusal(problem)
 
     def settle(self) -> dict[str, dict[str, Any]]:

@@ -179,6 +179,28 @@ def test_panel_sigkill_latches_the_runner_and_the_shield(workcell, ros, module_p
     assert again.ok, again.message
 
 
+def test_a_shields_own_estop_ends_the_episode_estopped_and_latches_the_runner(
+    workcell, ros
+) -> None:
+    """The shield's e-stop that the runner does not hear itself (its ~/estop service:
+    this shield alone; under chaos, a press or a lost source the runner heard late): the
+    cause is the e-stop, so the episode ends estopped, not error, and the runner's e-stop
+    latches with it (named by the shield), refusing starts until clear_fault."""
+    procs, trace_dir, events, shield = workcell
+    started = ros.call(StartPolicy, f"{NS}/start_policy", _start())
+    assert started.ok, started.message
+    assert ros.wait_until(lambda: _stepping(events, shield), 15)
+    assert ros.call(Trigger, f"{NS}/safety_shield/estop", timeout_s=10).success
+    assert ros.wait_until(lambda: _ends(events), 10)
+    end = _ends(events)[-1]
+    assert end["outcome"] == "estopped", end
+    refused = ros.call(StartPolicy, f"{NS}/start_policy", _start(), timeout_s=10)
+    assert not refused.ok and "e-stop is latched" in refused.message, refused.message
+    cleared = _clear_fault(ros)
+    assert cleared.success, cleared.message
+    assert ros.wait_until(lambda: not shield[-1].estop_latched, 5)
+
+
 def test_policy_server_killed_mid_episode_ends_in_watchdog_and_the_next_rollout_works(
     workcell, ros, module_processes
 ) -> None:
