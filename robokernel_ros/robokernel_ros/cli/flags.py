@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 # API parameter names that the shell spells differently (the rest: argparse's dest -> flag)
@@ -104,36 +105,31 @@ def json_arg(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
 
 
+def _number(
+    text: str, convert: Callable[[str], float], ok: Callable[[float], bool], domain: str
+) -> Any:
+    """argparse type: `convert(text)` when `ok` of it, else an error naming `domain`."""
+    try:
+        value = convert(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be {domain}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive whole number")
-    return value
+    return _number(text, int, lambda v: v >= 1, "a positive whole number")
 
 
 def positive_seconds(text: str) -> float:
     """argparse type: seconds, a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be seconds, a number > 0")
-    return value
+    return _number(text, float, lambda v: 0 < v < float("inf"), "seconds, a number > 0")
 
 
 def live_port(text: str) -> int:
     """argparse type of --live: a TCP port."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: must be a TCP port in [0, 65535] (0: any free port)"
-        )
-    return port
+    return _number(
+        text, int, lambda v: 0 <= v <= 65535, "a TCP port in [0, 65535] (0: any free port)"
+    )

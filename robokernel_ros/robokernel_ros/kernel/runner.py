@@ -1101,10 +1101,41 @@ class Episode(InterventionSteps):
         verdict = op.take_verdict()
         outcome, status = apply_verdict(outcome, status, verdict)
         self.settle_env_accounts(step)
+        record = self.end_record(
+            outcome,
+            status,
+            verdict,
+            error,
+            execution=self.execution,
+            takeover=None
+            if self.teleop is None
+            else {
+                "interventions": self.interventions,
+                "intervention_steps": self.intervention_steps,
+                "first_intervention_step": self.first_intervention_step,
+            },
+        )
+        op.set_late_verdict_handler(lambda v: _late_verdict(r, record, v))
+        r.last_record = record
+        self.tell_agent(record)
+        return record
+
+    def end_record(
+        self,
+        outcome: EpisodeOutcome,
+        status: str,
+        verdict: dict[str, Any] | None,
+        error: dict[str, Any] | None,
+        **extra: Any,
+    ) -> EpisodeRecord:
+        """The episode's record after `self.steps` steps (`extra`: more EpisodeRecord
+        fields), emitted as episode.end, which closes the trace."""
+        rec = self.rec
+        step = self.steps
         record = EpisodeRecord(
             outcome=outcome,
             safety_interventions=rec.safety_interventions,
-            events=0,
+            events=rec.events_at_end,
             compat=rec.compat,
             holds=self.holds,
             chunks=self.chunks,
@@ -1116,27 +1147,20 @@ class Episode(InterventionSteps):
             total_reward=self.total_reward,
             elapsed_s=time.monotonic() - rec.t0,
             error=error,
-            execution=self.execution,
-            takeover=None
-            if self.teleop is None
-            else {
-                "interventions": self.interventions,
-                "intervention_steps": self.intervention_steps,
-                "first_intervention_step": self.first_intervention_step,
-            },
+            **extra,
         )
-        record.events = rec.events_at_end
         rec.t = self.clock(step)
         rec.end(episode_summary(record), step)
-        op.set_late_verdict_handler(lambda v: _late_verdict(r, record, v))
-        r.last_record = record
-        on_end = getattr(r.agent, "on_episode_end", None)
+        return record
+
+    def tell_agent(self, record: EpisodeRecord) -> None:
+        """agent.on_episode_end(record), when the agent has it (what it raises is logged)."""
+        on_end = getattr(self.r.agent, "on_episode_end", None)
         if on_end is not None:
             try:
                 on_end(record)
             except Exception:
                 _log.exception("agent.on_episode_end raised; ignored")
-        return record
 
     def settle_env_accounts(self, step: int) -> None:
         """The env's account of the episode, emitted before episode.end: its optional

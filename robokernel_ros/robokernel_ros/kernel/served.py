@@ -33,7 +33,6 @@ from .recorder import (
     EpisodeOutcome,
     EpisodeRecord,
     apply_verdict,
-    episode_summary,
 )
 from .runner import Episode, EpisodeOver, EpisodeRunner
 from .spec import Action, Agent, EnvSpec, StepResult
@@ -296,29 +295,7 @@ class ServedSession:
         status = status or f"{outcome.value}: ended by the harness at step {steps}"
         verdict = op.take_verdict()
         outcome, status = apply_verdict(outcome, status, verdict)
-        record = EpisodeRecord(
-            outcome=outcome,
-            safety_interventions=rec.safety_interventions,
-            events=rec.events_at_end,
-            compat=rec.compat,
-            holds=episode.holds,
-            chunks=episode.chunks,
-            verdict=verdict,
-            status=status,
-            steps=steps,
-            trace_path=rec.trace_path,
-            run_id=rec.run_id,
-            total_reward=episode.total_reward,
-            elapsed_s=time.monotonic() - rec.t0,
-            error=self._error,
-        )
-        rec.t = episode.clock(steps)
-        rec.end(episode_summary(record), steps)
+        record = episode.end_record(outcome, status, verdict, self._error)
         self._episode = None
-        on_end = getattr(self.agent, "on_episode_end", None)
-        if on_end is not None:
-            try:
-                on_end(record)
-            except Exception:
-                _log.exception("agent.on_episode_end raised; ignored")
+        episode.tell_agent(record)
         return record
