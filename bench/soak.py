@@ -1040,6 +1040,9 @@ class Soak:
             f"{n}: {'no state since its start' if s is None else f'{s.state} {s.reason}'[:160]}"
             for n, s in self.monitor.states.items()
         ) + f"; clear_fault: {cleared[:160]}" + "".join(f"; {x}" for x in not_active)  # fmt: skip
+        shm = _shm_errors(self.work / "logs")  # Fast DDS's own word on a port it could not open
+        if shm:
+            self.recover_detail += "; Fast DDS SHM errors: " + " | ".join(shm[-3:])
         return self.stop.is_set() and not self.failures
 
     # ---- run
@@ -1364,6 +1367,7 @@ class Soak:
             "episodes_on_disk": episodes["runs"], "outcomes": episodes["outcomes"],
             "recorder_bags": episodes["recorder_bags"], "trace_kinds_not_in_bag": episodes["trace_kinds_not_in_bag"], "episode_problems": episodes["problems"][:20],
             "errors_by_cause": by_cause, "errors": episodes["errors"][:200],
+            "shm_errors": _shm_errors(self.work / "logs")[:50],
             "eval_calls": len(self.results), "calls_without_episodes": dict(calls.most_common(5)),
             "unprovoked_latches": len(self.unprovoked), "unprovoked_log": self.unprovoked[:50],
             "anchor_s": round(self.phase_marks["chaos"] - self.phase_marks["start"], 1),
@@ -1417,6 +1421,18 @@ def _groups(
         g["n"] += 1
         g["after_ms"] = [min(g["after_ms"][0], v["after_ms"]), max(g["after_ms"][1], v["after_ms"])]
     return list(groups.values())
+
+
+def _shm_errors(logs: Path) -> list[str]:
+    """Fast DDS's shared-memory transport errors in the nodes' logs ('<node>: <line>'),
+    e.g. "Failed init_port fastdds_port<N>: open_and_lock_file failed": a restarted
+    node whose port lock another live process holds is not reached over SHM."""
+    found = []
+    for log in sorted(logs.glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if "RTPS_TRANSPORT_SHM" in line:
+                found.append(f"{log.stem}: {line.strip()[:200]}")
+    return found
 
 
 def _error_table(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
