@@ -43,7 +43,7 @@ class PedalOperator:
     """The rollout.takeover OperatorCalls of a runner reached through its takeover topic:
     `mode` as the runner's events say (or as last asked), correct()/resume() pressed on
     the pedal or joystick. Each call answers "" (sent: the runner's answer is its
-    events)."""
+    events); correct() is refused while no reader (the runner's) has matched the topic."""
 
     def __init__(self, node: Any, takeover: Any) -> None:
         self.takeover = takeover
@@ -60,6 +60,10 @@ class PedalOperator:
         return self._pub
 
     def correct(self, by: str = "") -> str:
+        if self._pub.get_subscription_count() < 1:
+            # a press before the runner's reader has matched this publisher is lost (the
+            # topic is volatile): refused, so the rule decides again at the next tick
+            return f"correct refused: {self._pub.topic_name} has no reader matched yet"
         self._press("correct")
         self.mode = CORRECTING
         return ""

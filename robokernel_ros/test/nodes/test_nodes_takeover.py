@@ -73,7 +73,8 @@ class Leader:
     """The leader arm: a JointState of POSE (the other joints at 0) at 50 Hz from a thread
     of the test process, until stopped."""
 
-    def __init__(self, ros: Any) -> None:
+    def __init__(self, ros: Any, pose: dict[str, float] = POSE) -> None:
+        self.pose = pose
         self.pub = ros.spinner.run(
             lambda: ros.node.create_publisher(JointState, LEADER, SENSOR_QOS)
         )
@@ -82,7 +83,7 @@ class Leader:
         self._thread.start()
 
     def _run(self) -> None:
-        msg = JointState(name=SO101, position=[POSE.get(j, 0.0) for j in SO101])
+        msg = JointState(name=SO101, position=[self.pose.get(j, 0.0) for j in SO101])
         while not self._stop.wait(0.02):
             self.pub.publish(msg)
 
@@ -432,3 +433,103 @@ def test_an_actuated_leader_is_driven_to_the_followers_pose_before_it_drives(ros
         stop.set()
         thread.join(timeout=5)
         ros.spinner.run(source.close)
+
+
+def test_a_takeover_accepted_during_the_reset_sends_every_command_through_the_shield_unchanged(
+    supervised, shared_ros, module_processes
+) -> None:
+    """A correct() accepted before the episode's first command (while the runner resets
+    the robot) starts the handover limiter at the reset's last command: every command of
+    the episode, from its first, leaves the shield as the runner sent it. The reset
+    itself, after the shield's watchdog held an idle robot at its measured (sagging)
+    pose, may be clipped: that is the reset's seam, not the takeover's (docs/operator_ros.md)."""
+    procs, shield, events = supervised
+    ros = shared_ros
+    out = ros.collect(Float64MultiArray, CONTROLLER, 1000)  # what the shield forwarded
+    ros.wait_matched(CONTROLLER)
+    far = {"shoulder_pan": 1.2, "elbow_flex": 1.0}  # the reset back takes about a second
+    leader = Leader(ros, far)
+    stop = threading.Event()
+
+    def press() -> None:  # the operator's correct, from before the episode until it is taken
+        while not stop.is_set():
+            if ros.call(Trigger, f"{NS}/correct", timeout_s=10).success:
+                return
+            time.sleep(0.005)
+
+    try:
+        rounds: list[int] = []  # the step each round's takeover was taken at
+        while len(rounds) < 6 and rounds.count(0) < 2:
+            events.mark()
+            timeouts = shield[-1].timeouts
+            presser = threading.Thread(target=press, daemon=True)
+            presser.start()
+            started = ros.call(StartPolicy, f"{NS}/start_policy", StartPolicy.Request(
+                robot_name="arm", policy_provider="mock", n_steps=200,
+                policy_config_json=json.dumps(MOCK)), timeout_s=60)  # fmt: skip
+            assert started.ok, started.message
+            presser.join(30)
+            assert ros.wait_until(lambda: _kinds(events, "episode.end"), 60)
+            assert ros.wait_until(lambda: _idle(ros), 30)
+            (start,) = _kinds(events, "intervention.start")
+            rounds.append(start["step"])
+            actions = _kinds(events, "action")
+            assert [a["step"] for a in actions] == list(range(200)), actions[-1:]
+            assert all(a.get("mode") == "correcting" for a in actions if a["step"] >= start["step"])
+            # every command the runner sent from step 0 on left the shield unchanged
+            assert ros.wait_until(lambda: len(out) > 0, 5)
+            forwarded = {tuple(m.data) for m in list(out)}
+            changed = [a["step"] for a in actions
+                       if tuple(a["action"][j] for j in SO101) not in forwarded]  # fmt: skip
+            assert not changed, (start, changed[:10], actions[changed[0]]["action"])
+            reached = actions[-1]["action"]  # the leader's pose, reached within the limits
+            assert all(abs(reached[j] - far[j]) < 1e-6 for j in far), reached
+            # the robot idles at the leader's pose until the shield's watchdog holds it:
+            # the next reset has a way to go, from the shield's hold
+            assert ros.wait_until(lambda t=timeouts: shield[-1].timeouts > t, 10), shield[-1]
+        assert rounds.count(0) >= 1, rounds  # a takeover at step 0 was tested
+    finally:
+        stop.set()
+        leader.stop()
+
+
+def test_a_sentry_run_over_ros_rotates_episodes_without_losing_a_step(
+    supervised, graph, shared_ros, module_processes
+) -> None:
+    """RunPolicy's sentry_rotate_s on the runner driving the robot over ROS: one reset,
+    an episode (run directory, trace, bag) every second of robot time; the episodes'
+    steps add up to the run's and each trace and bag holds its own; a bad period is
+    refused by name and runs nothing."""
+    import robokernel_ros.recording  # noqa: F401 - load_trace reads bags once imported
+    from robokernel_ros.kernel.trace import load_trace
+
+    from robokernel_interfaces.srv import RunPolicy
+
+    procs, shield, events = supervised
+    ros, runs = shared_ros, graph["contract"].parent / "runs"
+    before = set(runs.iterdir()) if runs.is_dir() else set()
+    for bad in (-1.0, float("nan")):
+        refused = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
+            robot_name="arm", policy_provider="mock", n_steps=150, sentry_rotate_s=bad),
+            timeout_s=60)  # fmt: skip
+        assert not refused.ok and refused.message.startswith(
+            f"sentry_rotate_s={bad!r}: must be 0 (one episode) or positive finite seconds"
+        ), refused.message
+    assert not _kinds(events, "episode.start")
+    assert (set(runs.iterdir()) if runs.is_dir() else set()) == before
+    reply = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
+        robot_name="arm", policy_provider="mock", n_steps=150, sentry_rotate_s=1.0,
+        policy_config_json=json.dumps(MOCK)), timeout_s=120)  # fmt: skip
+    assert reply.ok, (reply.message, module_processes.log(procs["runner"])[-3000:])
+    report = json.loads(reply.report_json)
+    episodes = report["sentry"]["episodes"]
+    assert [e["steps"] for e in episodes] == [50, 50, 50], episodes
+    assert sum(e["steps"] for e in episodes) == report["steps"] == 150
+    assert [e["first_step"] for e in episodes] == [0, 50, 100]
+    assert len(_kinds(events, "episode.start")) == 3
+    for e in episodes:
+        traced = [x.data["action"] for x in load_trace(e["trace_path"]).of_kind("action")]
+        assert len(traced) == e["steps"], e
+        assert e["bag_path"], e
+        bagged = [x.data["action"] for x in load_trace(e["bag_path"]).of_kind("action")]
+        assert bagged == traced, e
