@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .domains import positive_number
 from .motion import step_toward
 
 DEFAULT_MAX_VELOCITY = 1.0  # per second, in the action's unit (rad/s for SO-101 joints)
@@ -42,20 +43,9 @@ def _bounds(name: str, value: Any, keys: Sequence[str], default: float) -> dict[
     if isinstance(value, Mapping):
         out = dict.fromkeys(keys, default)
         for key, bound in value.items():
-            out[str(key)] = _positive(f"{name}[{key!r}]", bound)
+            out[str(key)] = positive_number(f"{name}[{key!r}]", bound)
         return out
-    return dict.fromkeys(keys, _positive(name, value))
-
-
-def _positive(name: str, value: Any) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name}={value!r}: must be a positive finite number")
-    return float(value)
+    return dict.fromkeys(keys, positive_number(name, value))
 
 
 class HandoverLimiter:
@@ -74,7 +64,7 @@ class HandoverLimiter:
         max_acceleration: Any = None,
     ) -> None:
         self.keys = tuple(keys)
-        period = 1.0 / _positive("control_hz", control_hz)
+        period = 1.0 / positive_number("control_hz", control_hz)
         self.max_velocity = _bounds("max_velocity", max_velocity, self.keys, DEFAULT_MAX_VELOCITY)
         self.max_acceleration = _bounds(
             "max_acceleration", max_acceleration, self.keys, DEFAULT_MAX_ACCELERATION

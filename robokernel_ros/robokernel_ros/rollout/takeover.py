@@ -29,11 +29,11 @@ the runner's services as its `operator`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from robokernel_ros.kernel.domains import positive_number
 from robokernel_ros.kernel.observation import observed_joint_positions
 from robokernel_ros.kernel.operator import AUTONOMOUS, CORRECTING
 
@@ -64,10 +64,10 @@ class TubeRule:
     inside: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
-        _check_positive("radius", self.radius)
+        positive_number("radius", self.radius)
         if self.back_radius is None:
             self.back_radius = self.radius / 2.0
-        _check_positive("back_radius", self.back_radius)
+        positive_number("back_radius", self.back_radius)
         if self.back_radius > self.radius:
             raise ValueError(
                 f"back_radius={self.back_radius!r}: must be <= radius={self.radius!r} "
@@ -193,13 +193,3 @@ class SimulatedOperator:
     def teleop_action(self, observation: Mapping[str, Any]) -> dict[str, float] | None:
         """The expert's command of this step (observe() computed it)."""
         return None if self.leader is None else dict(self.leader)
-
-
-def _check_positive(name: str, value: Any) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{name}={value!r}: must be a positive finite number")
