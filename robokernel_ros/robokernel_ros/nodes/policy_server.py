@@ -12,13 +12,15 @@ Names (relative to the node's namespace, `/robokernel` in the launch files):
   service     get_action_chunk         GetActionChunk: the same, synchronously (evaluation)
   lifecycle   ~/get_state, ~/change_state, ~/transition_event, ... (rclpy.lifecycle)
 
-A lifecycle node (rclpy.lifecycle, as the safety_shield): configure loads the policy
+A lifecycle node in the ros2/demos manner (rclpy.lifecycle): configure loads the policy
 (its load time on the log and in the heartbeat's `detail`; a load that fails leaves the
-node unconfigured, the failure in `detail`, so it can be configured again), activate
-serves chunks, deactivate stops serving (an observation is not answered, a
-get_action_chunk call is refused naming the state), cleanup frees the policy. The
-heartbeat, get_action_chunk and the observation reader exist in every state; the
-heartbeat says `ready=true` only while active with a loaded policy. A runner reads this
+node unconfigured, the failure in `detail`, so it can be configured again) and creates
+the data path, the observation subscription and `action_chunk` as a lifecycle publisher;
+activate serves chunks (the publisher publishes), deactivate stops serving (an
+observation is not answered, a get_action_chunk call is refused naming the state),
+cleanup frees the policy and destroys the data path. The heartbeat and get_action_chunk
+exist in every state (they say which state the node is in); the heartbeat says
+`ready=true` only while active with a loaded policy. A runner reads this
 node's lifecycle state (`<ns>/policy_server/get_state`) before it starts a rollout with
 the `remote` provider, and refuses unless it is active. With `autostart:=true` the node
 configures and activates itself (for demos, tests and launch files without a lifecycle
@@ -46,7 +48,12 @@ from typing import Any
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import ClockType, JumpThreshold
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
-from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
+from rclpy.lifecycle import (
+    LifecycleNodeMixin,
+    LifecyclePublisher,
+    LifecycleState,
+    TransitionCallbackReturn,
+)
 
 from robokernel_interfaces.msg import ActionChunk, Observation
 from robokernel_interfaces.srv import GetActionChunk
@@ -100,7 +107,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
             post_callback=lambda _jump: _follow_clock(node()),
         )
         _follow_clock(self)
-        self._chunk_pub = self.create_publisher(ActionChunk, "action_chunk", CHUNK_QOS)
+        self._chunk_pub: LifecyclePublisher | None = None  # configure creates it
         self._chunk_msg = ActionChunk()
         self._answered: tuple[str, int] | None = None  # (run_id, step) of _chunk_msg
         self.create_service(
@@ -109,7 +116,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
             self._on_get_chunk,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
-        self.start_hosting("observation", OBSERVATION_QOS, load=False)
+        self.start_hosting("observation", OBSERVATION_QOS, load=False, observe=False)
         # openpi's websocket protocol beside the topics (openpi_port; ros/openpi_endpoint.py)
         self._openpi = OpenpiHosting.from_parameters(self)
         if self._openpi is not None:
@@ -123,11 +130,18 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         with self._infer_lock:
             loaded = self.load_policy_on_a_passing_thread()
         if loaded:
+            self._chunk_pub = self.create_lifecycle_publisher(
+                ActionChunk, "action_chunk", CHUNK_QOS
+            )
+            self.open_observations()
             self.detail = f"inactive: {self.detail}; served once activated"
         self._publish_status()
         return TransitionCallbackReturn.SUCCESS if loaded else TransitionCallbackReturn.FAILURE
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        activated = super().on_activate(state)  # the lifecycle publisher publishes from now
+        if activated != TransitionCallbackReturn.SUCCESS:
+            return activated
         self.ready = True
         self.detail = f"active: serving the {self.provider} policy (loaded in {self.load_s:.2f} s)"
         self.get_logger().info(self.detail)
@@ -139,7 +153,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         self.detail = "inactive (lifecycle): observations are not answered until activated"
         self.get_logger().info(self.detail)
         self._publish_status()
-        return TransitionCallbackReturn.SUCCESS
+        return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._free()
@@ -158,8 +172,13 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         return TransitionCallbackReturn.SUCCESS
 
     def _free(self) -> None:
+        """Stop serving, destroy the data path configure created and free the policy."""
         self.ready = False
-        with self._infer_lock:  # not under an inference
+        self.close_observations()  # waits for an inference on the topic path to end
+        chunk_pub, self._chunk_pub = self._chunk_pub, None
+        if chunk_pub is not None:
+            self.destroy_lifecycle_publisher(chunk_pub)
+        with self._infer_lock:  # not under an inference (the service's)
             self.free_policy()
             self._episode = None
             self._answered = None
@@ -190,7 +209,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
                 "not reached the client in time; published it again",
                 throttle_duration_sec=1.0,
             )
-            self._chunk_pub.publish(self._chunk_msg)
+            self._publish_chunk(self._chunk_msg)
             return
         try:
             # Published at once: one message, refilled (building one costs ~0.1 ms).
@@ -201,9 +220,14 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
                 f"{type(exc).__name__}: {exc}"
             )
             return
-        self._chunk_pub.publish(chunk)
+        self._publish_chunk(chunk)
         self._answered = key
         self.chunks_served += 1  # bookkeeping after the chunk is out
+
+    def _publish_chunk(self, chunk: ActionChunk) -> None:
+        chunk_pub = self._chunk_pub  # configured: on_observations runs only while it is
+        if chunk_pub is not None:
+            chunk_pub.publish(chunk)
 
     def infer(self, msg: Observation, out: ActionChunk | None = None) -> ActionChunk:
         """One observation in, one ActionChunk out (tagged with run_id, obs_step, inference

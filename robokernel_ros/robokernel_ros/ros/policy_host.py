@@ -13,6 +13,11 @@ inference thread that takes observations from one topic itself.
 Parameters (both nodes): `HostParams` (`provider`, `policy_config_json`, `checkpoint`,
 `device`, `action_keys`, `heartbeat_hz`, `plugin_modules`).
 
+The observation reader opens with `start_hosting` (served mode) or later, with
+`open_observations` (the lifecycle policy_server: in its configure transition), and
+closes with `close_observations` (its cleanup) or `stop_hosting`; the inference loop
+waits while none is open.
+
 The policy is built by `load_policy` with the rollout API's own provider registry
 (`preflight` then `create_policy`): in the policy_server's configure transition (a
 lifecycle node), or in the served endpoint's loader thread that `start_hosting` starts.
@@ -25,17 +30,13 @@ without an executor in between: their subscription sits on a companion node
 Which thread infers: the process's main thread when the node runs as its process
 (`infer_on_main_thread`; ros.node.run_node calls `main_work` there while the executor
 spins on another thread), else a thread of its own ("policy-infer", a node built inside another
-process). Why: torch's threaded kernels (MKL, OpenMP) run about half as fast on a thread
-while another living thread of the process keeps an OpenMP team of its own (a LeRobot
-ACT chunk: 11-12 ms when one thread loads and infers, 21-22 ms when the main thread
-loaded it and a second thread infers; 16 ms single-threaded either way; measured in one
-process, nothing else running). The policy server loaded on the main thread and
-inferred on "policy-infer": its chunks were that much slower than LeRobot called
-directly (bench/lerobot_inference.py: server inference 23 ms against 15 ms direct). So
-the main thread infers, and the policy is loaded on a thread that ends with the load
-(`load_policy_on_a_passing_thread`; served mode's loader thread ends too). Not covered:
-the `get_action_chunk` service infers on the executor's thread (a client using both it
-and the topic makes two teams).
+process). Torch's threaded kernels (MKL, OpenMP) run slower on a thread while another
+living thread of the process keeps an OpenMP team of its own, so the main thread infers
+and the policy is loaded on a thread that ends with the load
+(`load_policy_on_a_passing_thread`; served mode's loader thread ends too; the figures:
+bench/RESULTS.md, "Observations moved out of docstrings"). Not covered: the
+`get_action_chunk` service infers on the executor's thread (a client using both it and
+the topic makes two teams).
 
 A constructor that raises (a refused parameter, in PolicyHost's or a subclass's own
 `__init__`) destroys the node it had made before the exception leaves (its DDS
@@ -120,6 +121,10 @@ class PolicyHost(Node):
         super().__init__(NODE_NAME, **kwargs)
         # what destroy_node reads, before anything can raise
         self._observations: DirectReader | None = None
+        self._observation_topic = ""
+        self._observation_qos: Any = None
+        self._reader_open = threading.Event()  # an observation reader is open (or stopping)
+        self._hosting = threading.Lock()  # held while on_observations runs
         self._rx_node: Node | None = None
         self._worker: threading.Thread | None = None
         self._stop_lock = threading.Lock()
@@ -161,12 +166,18 @@ class PolicyHost(Node):
         self._status_pub = self.create_publisher(PolicyServerStatus, "~/status", STATUS_QOS)
 
     def start_hosting(
-        self, observation_topic: str, observation_qos: Any, *, load: bool = True
+        self,
+        observation_topic: str,
+        observation_qos: Any,
+        *,
+        load: bool = True,
+        observe: bool = True,
     ) -> None:
-        """Take observations from `observation_topic` (relative names resolve as this
-        node's, remaps included) on the inference thread and start the heartbeat timer;
-        `load`: also load the policy now, in the loader thread (served mode; the
-        lifecycle policy_server loads it in its configure transition instead)."""
+        """Start the inference thread and the heartbeat timer for observations from
+        `observation_topic` (relative names resolve as this node's, remaps included);
+        `observe`: open their reader now (else `open_observations` does); `load`: also
+        load the policy now, in the loader thread (served mode; the lifecycle
+        policy_server loads it in its configure transition instead)."""
         self._rx_node = Node(
             f"{self.get_name()}_rx",
             namespace=self.get_namespace(),
@@ -174,9 +185,10 @@ class PolicyHost(Node):
             use_global_arguments=False,
             start_parameter_services=False,
         )
-        self._observations = DirectReader(
-            self._rx_node, Observation, self.resolve_topic_name(observation_topic), observation_qos
-        )
+        self._observation_topic = self.resolve_topic_name(observation_topic)
+        self._observation_qos = observation_qos
+        if observe:
+            self.open_observations()
         self.create_timer(
             1.0 / self.heartbeat_hz,
             self._publish_status,
@@ -189,6 +201,25 @@ class PolicyHost(Node):
         if not self.infer_on_main_thread:
             self._worker = threading.Thread(target=self._serve, name="policy-infer", daemon=True)
             self._worker.start()
+
+    def open_observations(self) -> None:
+        """Subscribe to the observations (the inference thread takes them from now on)."""
+        with self._hosting:
+            if self._observations is None and not self._stopping:
+                self._observations = DirectReader(
+                    self._rx_node, Observation, self._observation_topic, self._observation_qos
+                )
+                self._reader_open.set()
+
+    def close_observations(self) -> None:
+        """Destroy the observations' subscription, once the inference thread is out of
+        on_observations (what it publishes may be destroyed next)."""
+        with self._hosting:
+            reader, self._observations = self._observations, None
+            if not self._stopping:
+                self._reader_open.clear()
+        if reader is not None:
+            reader.close()
 
     def main_work(self) -> None:
         """The inference loop on the calling thread, until `stop_hosting` (ros.node.run_node
@@ -275,9 +306,15 @@ class PolicyHost(Node):
         self._serving.set()
         try:
             while not self._stopping:
-                messages = self._observations.take(1.0)
+                reader = self._observations
+                if reader is None:  # not open (yet, or any more)
+                    self._reader_open.wait(1.0)
+                    continue
+                messages = reader.take(1.0)
                 if messages:
-                    self.on_observations(messages)
+                    with self._hosting:
+                        if self._observations is reader:  # not closed meanwhile
+                            self.on_observations(messages)
         finally:
             self._served_out.set()
 
@@ -289,10 +326,11 @@ class PolicyHost(Node):
             if self._stopped:
                 return
             self._stopping = True
-            if self._observations is None:  # never hosted: nothing runs
+            if self._rx_node is None:  # never hosted: nothing runs
                 self._stopped = True
                 return
-            self._observations.close()  # wakes the inference loop
+            self._reader_open.set()  # wakes an inference loop waiting for a reader
+            self.close_observations()  # wakes one taking observations
             here = threading.current_thread()
             if self._worker is not None and self._worker is not here:
                 self._worker.join(timeout=5)

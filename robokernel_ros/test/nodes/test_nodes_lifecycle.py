@@ -72,9 +72,13 @@ def test_policy_server_transitions_and_what_each_state_serves(processes, ros) ->
     assert not statuses[-1].ready and "unconfigured" in statuses[-1].detail
     refused = _chunk(ros, ns, 0)
     assert not refused.ok and "unconfigured" in refused.message, refused.message
+    # Unconfigured, the data path does not exist (configure creates it, cleanup destroys it).
+    assert ros.node.count_publishers(f"{ns}/action_chunk") == 0
+    assert ros.node.count_subscribers(f"{ns}/observation") == 0
 
     _change(peer, "configure", "inactive")
     assert "loaded in" in processes.log(server)
+    assert ros.wait_until(lambda: ros.node.count_publishers(f"{ns}/action_chunk") == 1, 30)
     refused = _chunk(ros, ns, 1)
     assert not refused.ok and "inactive" in refused.message, refused.message
     assert ros.wait_until(lambda: "inactive" in statuses[-1].detail, 10)
@@ -105,10 +109,20 @@ def test_policy_server_transitions_and_what_each_state_serves(processes, ros) ->
     refused = _chunk(ros, ns, 7)
     assert not refused.ok and "unconfigured" in refused.message, refused.message
     assert ros.wait_until(lambda: "freed" in statuses[-1].detail and not statuses[-1].ready, 10)
-    # configured again: the policy is loaded again
+    assert ros.wait_until(
+        lambda: (
+            ros.node.count_publishers(f"{ns}/action_chunk") == 0
+            and publisher.get_subscription_count() == 0
+        ),
+        30,
+    ), "cleanup left the action_chunk publisher or the observation subscription"
+    # configured again: the policy is loaded again, the data path made again
     _change(peer, "configure", "inactive")
     _change(peer, "activate", "active")
     assert _chunk(ros, ns, 8).ok
+    assert ros.wait_until(lambda: publisher.get_subscription_count() == 1, 30)
+    publisher.publish(_observation(9))
+    assert ros.wait_until(lambda: any(c.obs_step == 9 for c in chunks), 30)
     assert server.poll() is None, processes.log(server)
 
 
