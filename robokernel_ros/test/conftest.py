@@ -13,12 +13,15 @@ from pathlib import Path
 
 import pytest
 from robokernel_ros.process import die_with_parent
-from robokernel_ros.ros.domain import free_domain_id
+from worker_domains import worker_domain
 
 # Each pytest run gets its own DDS domain, one no participant on this host uses (another
 # run, a bench, a demo: robokernel_ros.ros.domain), so they never see each other;
-# discovery stays on this host.
-os.environ.setdefault("ROS_DOMAIN_ID", str(free_domain_id()))
+# discovery stays on this host. Under pytest-xdist each worker is a run of its own: it
+# takes a domain of its share (worker_domains), whatever it inherited from the controller.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["ROS_DOMAIN_ID"] = str(worker_domain())
+os.environ.setdefault("ROS_DOMAIN_ID", str(worker_domain()))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -246,6 +249,38 @@ def _no_realtime_scheduling_left_behind() -> Iterator[None]:
     if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) != os.SCHED_OTHER:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         pytest.fail("the test left the process on a real-time CPU scheduling policy")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N` (pytest-xdist, `make test`): whole files per worker, long files first, the
+    `whole_machine` tests first and alone (xdist_schedule). Another --dist is xdist's own."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist_schedule import FileScheduling
+
+    return FileScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """Tell each xdist worker the controller's --dist (a worker's own reads 'no')."""
+    node.workerinput["robokernel_dist"] = node.config.getvalue("dist")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """On an xdist worker of `--dist load`, a `whole_machine` test's id ends with
+    '@whole_machine': the controller's scheduler sees only ids (xdist's loadgroup does
+    the same, through pytest 8's `_nodeid`; pytest 9 keeps the id in `_id`)."""
+    if getattr(config, "workerinput", {}).get("robokernel_dist") != "load":
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        if item.get_closest_marker("whole_machine") is not None:
+            item._id = coerce_node_id(f"{item.nodeid}@whole_machine")
+            if not item.nodeid.endswith("@whole_machine"):  # another pytest: fail, not race
+                raise pytest.UsageError(f"{item.nodeid}: cannot mark it whole_machine for xdist")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

@@ -140,14 +140,19 @@ def shared_ros(shared_domain) -> Iterator[RosClient]:
 
 
 def _start_sim_runner(
-    processes: Any, trace_dir: Path, namespace: str, *params: str, autostart: bool = True
+    processes: Any,
+    trace_dir: Path,
+    namespace: str,
+    *params: str,
+    autostart: bool = True,
+    env: dict[str, str] | None = None,
 ) -> Any:
     args = ["--ros-args", "-r", f"__ns:={namespace}"]
     for item in ("env:=sim", "robot:=so101", "robot_name:=arm", f"trace_dir:={trace_dir}",
                  f"autostart:={str(autostart).lower()}", *params):  # fmt: skip
         args += ["-p", item]
     name = f"runner{namespace.replace('/', '_')}"
-    return processes.python(name, "robokernel_ros.nodes.runner", *args)
+    return processes.python(name, "robokernel_ros.nodes.runner", *args, env=env)
 
 
 @pytest.fixture
@@ -161,11 +166,16 @@ def sim_runner(processes, tmp_path) -> Callable[..., tuple[Any, Path]]:
     `params` are further `name:=value` parameters. With autostart (the default) the node
     configures and activates itself before it answers any call, so a request that reaches
     it is served by an active runner; without, it waits unconfigured for ~/change_state.
+    `env`: variables for the runner's process over this one's (a DDS profile).
     """
 
-    def start(namespace: str, *params: str, autostart: bool = True) -> tuple[Any, Path]:
+    def start(
+        namespace: str, *params: str, autostart: bool = True, env: dict[str, str] | None = None
+    ) -> tuple[Any, Path]:
         trace_dir = tmp_path / "runs"
-        proc = _start_sim_runner(processes, trace_dir, namespace, *params, autostart=autostart)
+        proc = _start_sim_runner(
+            processes, trace_dir, namespace, *params, autostart=autostart, env=env
+        )
         return proc, trace_dir
 
     return start
@@ -222,11 +232,12 @@ _RUN_DOMAIN = int(os.environ["ROS_DOMAIN_ID"])  # the run's (test/conftest.py)
 
 def _fresh_domain() -> int:
     """A DDS domain no process on this host uses (ros.domain.free_domain_id: not the run's,
-    not another run's or a bench's), and none of this process's last eight test domains."""
-    from robokernel_ros.ros.domain import free_domain_id
+    not another run's or a bench's), in this xdist worker's share (worker_domains), and
+    none of this process's last eight test domains."""
+    from worker_domains import worker_domain
 
     start = 1 + (_RUN_DOMAIN + len(_recent_domains) + 1) % 101
-    domain = free_domain_id(start, exclude=[_RUN_DOMAIN, *_recent_domains[-8:]])
+    domain = worker_domain(start, exclude=[_RUN_DOMAIN, *_recent_domains[-8:]])
     _recent_domains.append(domain)
     return domain
 

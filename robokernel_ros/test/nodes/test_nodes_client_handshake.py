@@ -23,6 +23,7 @@ def _burn() -> None:
         pass
 
 
+@pytest.mark.whole_machine  # it burns both cores itself: alone under -n (conftest)
 def test_every_fresh_clients_first_goal_is_answered_under_load(ros, sim_runner) -> None:
     ns = "/rk_handshake"
     proc, _ = sim_runner(ns)

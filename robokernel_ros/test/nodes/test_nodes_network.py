@@ -46,6 +46,7 @@ def test_a_lab_is_removed_whole_even_when_its_setup_fails() -> None:
     assert not any(name.startswith(f"{PREFIX}{lab.tag}") for name in _namespaces())
 
 
+@pytest.mark.whole_machine  # latch times against a bound: alone under -n (conftest)
 def test_the_split_workcell_keeps_its_e_stop_through_loss_and_latches_on_a_cut(
     tmp_path: Path,
 ) -> None:

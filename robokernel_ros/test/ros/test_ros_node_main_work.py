@@ -20,30 +20,33 @@ import sys, threading
 from rclpy.node import Node
 from robokernel_ros.ros.node import run_node
 
+def say(line):  # one write per line: print's separate writes of each word interleave
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
+
 class Probe(Node):
     def __init__(self):
         super().__init__("main_work_probe")
         self.stopped = threading.Event()
-        self.create_timer(0.05, lambda: print("spun", threading.current_thread().name, flush=True))
+        self.create_timer(0.05, lambda: say("spun " + threading.current_thread().name))
 
     def stop_hosting(self):
         self.stopped.set()
 
 def work(node):
-    print("work on", "main" if threading.current_thread() is threading.main_thread() else "other",
-          flush=True)
+    say("work on " + ("main" if threading.current_thread() is threading.main_thread() else "other"))
     node.stopped.wait()
-    print("work stopped", flush=True)
+    say("work stopped")
 
 sys.exit(run_node(Probe, args=[], main_work=work))
 """
 
 
 def _start() -> subprocess.Popen:
-    from robokernel_ros.ros.domain import free_domain_id
+    from worker_domains import worker_domain
 
     run = int(os.environ.get("ROS_DOMAIN_ID", "0"))
-    env = {**os.environ, "ROS_DOMAIN_ID": str(free_domain_id(exclude=[run]))}
+    env = {**os.environ, "ROS_DOMAIN_ID": str(worker_domain(exclude=[run]))}
     return subprocess.Popen(
         [sys.executable, "-c", PROBE], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True, env=env,
