@@ -105,58 +105,21 @@ def _camera_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def _eval_run(args: argparse.Namespace) -> int:
     from robokernel_ros.rollout import SimWorkcell
 
-    if args.resume:
-        defaults = argparse.ArgumentParser(add_help=False)
-        _eval_arguments(defaults)
-        refused = load_resume(args, vars(defaults.parse_args([])), RUNNING_FLAGS)
-        if refused:
-            return refused
-    if not args.robot:
-        raise SystemExit(usage_error("eval", "the following arguments are required: --robot"))
-    conflict = flag_conflict(args) or output_conflict(args)
-    if conflict:
-        return usage_error("eval", conflict)
-    out_dir = None
-    if args.output:
-        from robokernel_ros.tasks.eval_output import (
-            EVAL_CONFIG,
-            RUNS_DIR,
-            VIDEOS_DIR,
-            output_folder,
-            write_json,
-        )
-
-        try:
-            out_dir = Path(args.output) if args.resume else output_folder(args.output)
-            made_out_dir = not out_dir.exists()
-        except ValueError as exc:
-            print(f"error: {flag_names(str(exc))}", file=sys.stderr)
-            return 1
-        if not args.no_trace:
-            args.trace_dir = str(out_dir / RUNS_DIR)
-        if args.video == "":
-            args.video = str(out_dir / VIDEOS_DIR)
-        if not args.resume:  # written first: --resume after a crash reads it
-            saved = {k: v for k, v in vars(args).items() if not k.startswith("_")}
-            write_json(out_dir / EVAL_CONFIG, saved)
+    refused = _refused_arguments(args)
+    if refused is not None:
+        return refused
+    opened = _open_output(args)
+    if isinstance(opened, int):
+        return opened
+    out_dir, made_out_dir = opened
     blocks = episodes_to_run(args, out_dir)
     name = args.robot_name or Path(args.robot).stem
     with SimWorkcell(trace_dir=None) as cell:
         added = cell.add_robot(name, args.robot)
         if added["status"] != "success":
             return emit(added, as_json=args.json)
-        kwargs = common_kwargs(args, "eval")
-        config = kwargs["policy_config"]
-        if (
-            args.async_rtc
-            and args.policy == "mock"
-            and (config is None or (isinstance(config, dict) and "execution_horizon" not in config))
-        ):
-            # the mock acts one step at a time unless told: with --async-rtc it emits
-            # chunks of --action-horizon actions, so that the first try of the flag works
-            kwargs["policy_config"] = {**(config or {}), "execution_horizon": args.action_horizon}
         try:
-            kwargs.update(_camera_kwargs(args))
+            kwargs = _eval_kwargs(args)
         except ValueError as exc:
             return usage_error("eval", str(exc))
         outs = []
@@ -195,6 +158,70 @@ def _eval_run(args: argparse.Namespace) -> int:
                     out_dir, outs, args, kwargs, interrupted=lambda: state["interrupted"]
                 )
         return 130 if interrupted else code
+
+
+def _refused_arguments(args: argparse.Namespace) -> int | None:
+    """--resume's folder read into `args` (its refusal's exit status), then the checks
+    across flags: an exit status when refused, None when the eval may run."""
+    if args.resume:
+        defaults = argparse.ArgumentParser(add_help=False)
+        _eval_arguments(defaults)
+        refused = load_resume(args, vars(defaults.parse_args([])), RUNNING_FLAGS)
+        if refused:
+            return refused
+    if not args.robot:
+        raise SystemExit(usage_error("eval", "the following arguments are required: --robot"))
+    conflict = flag_conflict(args) or output_conflict(args)
+    if conflict:
+        return usage_error("eval", conflict)
+    return None
+
+
+def _open_output(args: argparse.Namespace) -> tuple[Path | None, bool] | int:
+    """--output DIR: (the folder, whether this call made it), with --trace-dir and a bare
+    --video pointed into it and eval_config.json written (first: --resume after a crash
+    reads it); (None, False) without --output; exit status 1 when the folder is refused."""
+    if not args.output:
+        return None, False
+    from robokernel_ros.tasks.eval_output import (
+        EVAL_CONFIG,
+        RUNS_DIR,
+        VIDEOS_DIR,
+        output_folder,
+        write_json,
+    )
+
+    try:
+        out_dir = Path(args.output) if args.resume else output_folder(args.output)
+        made = not out_dir.exists()
+    except ValueError as exc:
+        print(f"error: {flag_names(str(exc))}", file=sys.stderr)
+        return 1
+    if not args.no_trace:
+        args.trace_dir = str(out_dir / RUNS_DIR)
+    if args.video == "":
+        args.video = str(out_dir / VIDEOS_DIR)
+    if not args.resume:
+        saved = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+        write_json(out_dir / EVAL_CONFIG, saved)
+    return out_dir, made
+
+
+def _eval_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """eval_policy's keywords from the shared options, the mock's chunks under --async-rtc
+    and the cameras (ValueError naming the flag)."""
+    kwargs = common_kwargs(args, "eval")
+    config = kwargs["policy_config"]
+    if (
+        args.async_rtc
+        and args.policy == "mock"
+        and (config is None or (isinstance(config, dict) and "execution_horizon" not in config))
+    ):
+        # the mock acts one step at a time unless told: with --async-rtc it emits
+        # chunks of --action-horizon actions, so that the first try of the flag works
+        kwargs["policy_config"] = {**(config or {}), "execution_horizon": args.action_horizon}
+    kwargs.update(_camera_kwargs(args))
+    return kwargs
 
 
 def _refused_before_any_episode(outs: list[dict[str, Any]], out_dir: Path) -> bool:
