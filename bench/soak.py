@@ -622,6 +622,7 @@ class Monitor:
         # command it sends then must be refused, and the audit judges what comes out.
         self.specs = specs
         self.measured: dict[str, float] = {}
+        self.last_js_ns = 0  # the latest /joint_states source time received
         self._rogue_pubs = {
             spec.name: n.create_publisher(
                 Float64MultiArray, f"{NS}/{spec.name}/commands", COMMAND_QOS
@@ -648,6 +649,7 @@ class Monitor:
 
     def _on_js(self, msg: Any, info: Any) -> None:
         self.measured.update(zip(msg.name, msg.position, strict=False))
+        self.last_js_ns = max(self.last_js_ns, self._t(info))
         for audit in self.audits.values():
             audit.joint_state(self._t(info), list(msg.name), list(msg.position))
 
@@ -770,6 +772,12 @@ class Soak:
         self.recover_detail = ""  # the last failed recovery's view of the graph
         self._open_faults: list[tuple[int, str]] = []  # (start, cause) until a clear_fault
         self._rogue: tuple[threading.Event, threading.Thread] | None = None
+        # A restarted sim robot's start (ns): the recovery waits for a joint state it
+        # published. The shields keep their last joint state and say active while it
+        # starts (10-25 s under load), so without this the schedule went on and the
+        # episodes meanwhile ended "no joint state ... (the stream stopped)", charged to
+        # the next faults.
+        self._robot_restarted = 0
 
     # ---- threads
 
@@ -992,6 +1000,8 @@ class Soak:
         else:
             self.stop.wait(pause)
         self.graph.start(node)
+        if node == "sim_robot":  # back once its joint states reach the monitor again
+            self._robot_restarted = time.time_ns()
         return "SIGKILL, restarted"
 
     def _recover(self, timeout_s: float = 90.0) -> bool:
@@ -1018,7 +1028,9 @@ class Soak:
                 self.monitor.transition(name, "activate")
         while time.monotonic() < deadline and not self.stop.is_set():
             states = dict(self.monitor.states)
-            if all(
+            if self.monitor.last_js_ns <= self._robot_restarted:
+                pass  # the restarted sim robot has not published yet
+            elif all(
                 s is not None and s.state == "active" and not s.estop_latched
                 for s in states.values()
             ):
@@ -1040,6 +1052,8 @@ class Soak:
             f"{n}: {'no state since its start' if s is None else f'{s.state} {s.reason}'[:160]}"
             for n, s in self.monitor.states.items()
         ) + f"; clear_fault: {cleared[:160]}" + "".join(f"; {x}" for x in not_active)  # fmt: skip
+        if self.monitor.last_js_ns <= self._robot_restarted:
+            self.recover_detail += "; no joint state from the restarted sim robot"
         shm = _shm_errors(self.work / "logs")  # Fast DDS's own word on a port it could not open
         if shm:
             self.recover_detail += "; Fast DDS SHM errors: " + " | ".join(shm[-3:])
