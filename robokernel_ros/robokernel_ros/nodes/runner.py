@@ -4,9 +4,9 @@
         --params-file config/runner_sim_so101.yaml -p autostart:=true
 
 A thin adapter: every service request becomes one call of the rollout API's facade
-(`robokernel_ros.rollout`; the conversion is `robokernel_ros.ros.requests`), whose
-envelope becomes the response (`ok` = status was "success", `message` = its text,
-`report_json` = its JSON block). Refusals are the facade's own, plus the ROS-only ones
+(`robokernel_ros.rollout`; the conversion is `robokernel_ros.ros.requests`), whose typed
+result becomes the response (`ok` = status was "success", `message` = its text,
+`report_json` = its report, the one place it becomes JSON). Refusals are the facade's own, plus the ROS-only ones
 checked here before anything starts (a field outside its wire domain, JSON that is not
 an object, the runner not active, a latched e-stop, a policy server that is not active).
 
@@ -99,7 +99,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -123,16 +123,19 @@ from robokernel_ros.ros.actions import RunnerActions
 from robokernel_ros.ros.lifecycle import ACTIVE, LifecyclePeer, release_state_machine
 from robokernel_ros.ros.node import freeze_heap, run_multithreaded
 from robokernel_ros.ros.operator import RunnerOperator
-from robokernel_ros.ros.params import ParameterError, declare
+from robokernel_ros.ros.params import ParameterError, declare_params
 from robokernel_ros.ros.qos import EVENTS_QOS, STATUS_QOS
 from robokernel_ros.ros.remote_policy import RemotePolicy
 from robokernel_ros.ros.requests import Refused
+from robokernel_ros.ros.runner_params import RunnerParams, declare_estop_required
 from robokernel_ros.ros.shield_ledger import ShieldLedger, ShieldLink, shield_sink
 from robokernel_ros.ros.takeover import RunnerTakeover
 from robokernel_ros.ros.transport import ServerWatch, close_private_link
 from robokernel_ros.ros.wire import join, kernel_event_msg
 
-ENVS = ("sim", "ros")
+if TYPE_CHECKING:
+    from robokernel_ros.rollout import CallResult, ListResult, SimWorkcell
+
 #: How long deactivate waits for the rollouts it stopped to end (they end at their next
 #: step boundary; a hold is sent then).
 _DEACTIVATE_WAIT_S = 15.0
@@ -148,7 +151,7 @@ class RunnerNode(LifecycleNode):
         self._watches_lock = threading.Lock()
         # Lifecycle: the scene exists from configure to cleanup; calls are served while
         # active. `_calls` counts the long calls in flight (deactivate waits for them).
-        self.cell: Any = None
+        self.cell: SimWorkcell | None = None
         self.live_view: Any = None
         self.ros_env: Any = None
         self.shield_ledger: ShieldLedger | None = None
@@ -161,208 +164,17 @@ class RunnerNode(LifecycleNode):
         self._configure_error: Exception | None = None
         self._configure_s: float | None = None
         self._detail = "unconfigured"
-        declare(self, "autostart", False, "configure and activate without a lifecycle manager")
-        self.env_kind = declare(
-            self, "env", "sim", "environment: sim (MuJoCo in-process) or ros", choices=ENVS
-        )
-        self.robot = declare(self, "robot", "so101", "sim: a packaged model name or an MJCF path")
-        self.robot_name = declare(self, "robot_name", "arm", "the robot's name in service calls")
-        self.trace_dir = declare(
-            self, "trace_dir", "runs", "folder of run directories and bags ('' = none)"
-        )
-        self.control_hz = declare(
-            self,
-            "control_frequency",
-            50.0,
-            "ros: the robot's control rate (Hz)",
-            min_value=0.0,
-            min_exclusive=True,
-            max_value=10000.0,
-        )
-        self.joints = list(
-            declare(self, "joints", [], "ros: joint names, the command order", array_type=str)
-        )
-        self.joint_states_topic = declare(
-            self, "joint_states_topic", "/joint_states", "ros: measured joints"
-        )
-        self.command_topic = declare(
-            self,
-            "command_topic",
-            "safety_shield/commands",
-            "ros: where commands go (the shield's input topic)",
-        )
-        self.controller = declare(
-            self,
-            "controller",
-            "forward_command",
-            "ros: command message type",
-            choices=("forward_command", "joint_trajectory"),
-        )
-        self.camera_names = list(
-            declare(self, "camera_names", [], "ros: camera names", array_type=str)
-        )
-        self.camera_topics = list(
-            declare(
-                self,
-                "camera_topics",
-                [],
-                "ros: one Image topic per camera name (CompressedImage when it ends in /compressed)",
-                array_type=str,
-            )
-        )
-        self.reset_positions = list(
-            declare(
-                self,
-                "reset_positions",
-                [],
-                "ros: joint targets at reset, one per joint ([] = start where the robot is)",
-                array_type=float,
-            )
-        )
-        self.limits_file = declare(
-            self,
-            "limits_file",
-            "",
-            "ros: joint limits (ros2_control's layout, the shield's file): the reset ramps "
-            "within them ('' = the reset pose is commanded at once)",
-        )
-        self.control_priority = declare(
-            self,
-            "control_priority",
-            0,
-            "ros: the SCHED_FIFO priority of the episode loop's thread while it drives the "
-            "robot (0 = the normal scheduler; 50 is ros2_control's thread_priority; without "
-            "permission to use it the loop runs at normal priority and the log says so)",
-            min_value=0,
-            max_value=99,
-        )
-        self.state_timeout_s = declare(
-            self,
-            "state_timeout_s",
-            2.0,
-            "ros: joint states older than this end the episode",
-            min_value=0.0,
-            min_exclusive=True,
-        )
-        self.shield_clear_fault = declare(
-            self,
-            "shield_clear_fault_service",
-            "safety_shield/clear_fault",
-            "the shield's clear_fault service ('' = no shield)",
-        )
-        self.shield_state_topic = declare(
-            self,
-            "shield_state_topic",
-            "safety_shield/state",
-            "ros: the shield's ~/state, which confirms that the runner's commands reach it "
-            "before the first reset moves the robot ('' = no shield: a controller takes the "
-            "commands, and the publisher's match is all there is)",
-        )
-        self.contract_file = declare(
-            self,
-            "contract_file",
-            "",
-            "ros: a topic contract (state sources, cameras, one command per controller) "
-            "instead of joints/joint_states_topic/command_topic/controller/camera_* "
-            "(ros.workcell_contract; '' = those parameters)",
-        )
-        self.shields = list(
-            declare(
-                self,
-                "shields",
-                [],
-                "ros, contract_file: the safety_shield node of each contract command, in "
-                "order ('' = none; [] = safety_shield for one command, <name>_shield for several)",
-                array_type=str,
-            )
-        )
-        self.server_ready_timeout_s = declare(
-            self,
-            "server_ready_timeout_s",
-            10.0,
-            # it returns as soon as the server answers; a server that replaced a killed
-            # one is paired 2.5-4 s after it starts (measured in full test runs), and a
-            # shorter wait refused the first call after a restart
-            "how long a call with policy_provider remote waits for a ready policy server",
-            min_value=0.0,
-            min_exclusive=True,
-        )
-        self.follow_tolerance = declare(
-            self,
-            "follow_tolerance",
-            0.3,
-            "ros: an episode ends error when a joint stays further than this from its "
-            "commanded target (rad, or the joint's unit) for follow_timeout_s: the robot does "
-            "not follow (0 = not checked)",
-            min_value=0.0,
-        )
-        self.follow_timeout_s = declare(
-            self,
-            "follow_timeout_s",
-            1.0,
-            "ros: how long a joint may stay beyond follow_tolerance",
-            min_value=0.0,
-            min_exclusive=True,
-        )
-        self.publish_events = declare(
-            self, "publish_events", True, "publish kernel events on events"
-        )
-        # env=ros drives a robot: fail closed on the e-stop source like the shield does;
-        # env=sim (MuJoCo in-process, no robot) keeps the optional e-stop topic.
-        estop_required = declare(
-            self,
-            "estop_required",
-            self.env_kind == "ros",
-            "rollouts start only while the estop source is live and released, and latch "
-            "when it goes silent (default: true for env=ros, false for env=sim)",
-        )
-        estop_timeout_s = declare(
-            self,
-            "estop_timeout_s",
-            0.5,
-            "estop_required: the e-stop source is lost (latched) when silent this long",
-            min_value=0.0,
-            min_exclusive=True,
-            max_value=60.0,
-        )
-        self.foxglove_port = declare(
-            self,
-            "foxglove_port",
-            -1,
-            "a live Foxglove WebSocket view of every episode on this port (-1: none, 0: any free port)",
-            min_value=-1,
-            max_value=65535,
-        )
+        self.params = declare_params(self, RunnerParams)
+        estop_required = declare_estop_required(self, self.params)
+        self.joints = list(self.params.joints)  # the robot env's, once configured
         self._events_pub = self.create_publisher(KernelEvent, "events", EVENTS_QOS)
         self._state_pub = self.create_publisher(String, "~/state", STATUS_QOS)
-        self._create_services(estop_required, estop_timeout_s)
+        self._create_services(estop_required, self.params.estop_timeout_s)
         self._publish_state()
         self.get_logger().info(
             "runner up, unconfigured: configure and activate it (~/change_state), or "
             "autostart:=true"
         )
-
-    def _check_parameters(self) -> None:
-        """The checks across parameters (each one alone was checked by declare)."""
-        if len(self.camera_names) != len(self.camera_topics):
-            raise ParameterError(
-                "camera_topics",
-                self.camera_topics,
-                f"must have one topic per camera name ({len(self.camera_names)} names)",
-            )
-        if self.env_kind == "ros":
-            if not self.joints and not self.contract_file:
-                raise ParameterError("joints", self.joints, "env=ros needs the joint names")
-            if (
-                not self.contract_file
-                and self.reset_positions
-                and len(self.reset_positions) != len(self.joints)
-            ):
-                raise ParameterError(
-                    "reset_positions",
-                    self.reset_positions,
-                    f"must be [] or one value per joint ({len(self.joints)})",
-                )
 
     def _create_services(self, estop_required: bool, estop_timeout_s: float) -> None:
         """Every name of the node, in every lifecycle state (a call answers by the state)."""
@@ -403,7 +215,7 @@ class RunnerNode(LifecycleNode):
             call=self._cell_call,
             required=estop_required,
             timeout_s=estop_timeout_s,
-            shield_clear_fault=self.shield_clear_fault,
+            shield_clear_fault=self.params.shield_clear_fault_service,
             callback_group=quick,
         )
         # The takeover: pause, correct, resume (services; the contract's pedal and teleop
@@ -420,7 +232,7 @@ class RunnerNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         started = time.monotonic()
         try:
-            self._check_parameters()
+            self.params.check()
             self.cell = self._make_workcell()
         except Exception as exc:  # noqa: BLE001 - a refused configuration is answered, not raised
             self._configure_error = exc
@@ -435,13 +247,15 @@ class RunnerNode(LifecycleNode):
         freeze_heap()
         self._configure_s = time.monotonic() - started
         bus = getattr(self.cell, "bus", None)
-        if bus is not None and self.publish_events:
+        if bus is not None and self.params.publish_events:
             self._unsubscribe = bus.subscribe(self._on_event)
         self.operator.apply_latch(self.cell)  # latched while unconfigured: the scene is too
-        what = self.robot if self.env_kind == "sim" else f"{len(self.joints)} joints over ROS"
+        what = (
+            self.params.robot if self.params.env == "sim" else f"{len(self.joints)} joints over ROS"
+        )
         self._detail = (
-            f"configured in {self._configure_s:.2f} s: env={self.env_kind} ({what}) "
-            f"robot_name={self.robot_name} trace_dir={self.trace_dir or '-'}"
+            f"configured in {self._configure_s:.2f} s: env={self.params.env} ({what}) "
+            f"robot_name={self.params.robot_name} trace_dir={self.params.trace_dir or '-'}"
         )
         self.get_logger().info(self._detail)
         self._publish_state("inactive")
@@ -557,8 +371,8 @@ class RunnerNode(LifecycleNode):
         msg.data = json.dumps(
             {
                 "state": label or self._lifecycle_label(),
-                "env": self.env_kind,
-                "robot_name": self.robot_name,
+                "env": self.params.env,
+                "robot_name": self.params.robot_name,
                 "configure_s": self._configure_s,
                 "detail": self._detail,
             }
@@ -573,31 +387,31 @@ class RunnerNode(LifecycleNode):
         # The workcell mirrors every episode to <trace_dir>/<run_id>/bag itself (bag="mcap",
         # the rollout API's default).
         sinks: list[Any] = []
-        trace_dir = self.trace_dir or None
+        trace_dir = self.params.trace_dir or None
         self.live_view = None
-        if self.foxglove_port >= 0:
+        if self.params.foxglove_port >= 0:
             from robokernel_ros.live import LiveView, live_option
 
             try:
-                options = live_option("foxglove_port", self.foxglove_port)
+                options = live_option("foxglove_port", self.params.foxglove_port)
             except ValueError as exc:
-                raise ParameterError("foxglove_port", self.foxglove_port, str(exc)) from None
+                raise ParameterError("foxglove_port", self.params.foxglove_port, str(exc)) from None
             self.live_view = LiveView(options, name="robokernel runner").start()
             sinks.append(self.live_view.episode_sink)
             self.get_logger().info(f"live Foxglove view: {self.live_view.url}")
-        if self.env_kind == "sim":
+        if self.params.env == "sim":
             cell = SimWorkcell(trace_dir=trace_dir, episode_sinks=sinks)
-            out = cell.add_robot(self.robot_name, self.robot)
-            if isinstance(out, Mapping) and out.get("status") == "error":
-                raise ParameterError("robot", self.robot, requests.text(out))
+            out = cell.add_robot(self.params.robot_name, self.params.robot)
+            if not out.ok:
+                raise ParameterError("robot", self.params.robot, out.text)
             return cell
         from robokernel_ros.ros.ros_env import RosRobotEnv, RosScene
         from robokernel_ros.ros.workcell_contract import runner_env_config
 
         # The contract_file, or today's parameters as a one-controller contract.
-        self.ros_env = RosRobotEnv(self, runner_env_config(self))
+        self.ros_env = RosRobotEnv(self, runner_env_config(self, self.params))
         self.joints = list(self.ros_env.joints)
-        if self.contract_file:  # clear_fault clears each of its shields
+        if self.params.contract_file:  # clear_fault clears each of its shields
             self.operator.use_shields([s.clear_fault_service for s in self.ros_env.shields])
         # What the shields did with the episode's commands (ros.shield_ledger) and whether
         # the robot followed them (ros.checked_env): in every step's check, the episode's
@@ -611,18 +425,20 @@ class RunnerNode(LifecycleNode):
         env = CheckedRobotEnv(
             self.ros_env,
             self.shield_ledger,
-            follow_tolerance=self.follow_tolerance,
-            follow_timeout_s=self.follow_timeout_s,
+            follow_tolerance=self.params.follow_tolerance,
+            follow_timeout_s=self.params.follow_timeout_s,
             estop=self.operator.latch,
         )
-        if self.contract_file:  # its teleop source and pedal (the contract was checked)
+        if self.params.contract_file:  # its teleop source and pedal (the contract was checked)
             from robokernel_ros.contract import load_contract
 
-            self.takeover.configure(load_contract(self.contract_file), env, self.contract_file)
+            self.takeover.configure(
+                load_contract(self.params.contract_file), env, self.params.contract_file
+            )
         # The rollout API drives any scene with the MuJoCo scene's protocol: the ROS robot
         # is one, so every call (and every refusal) is the same as in simulation.
         return SimWorkcell(
-            scene=RosScene(self.robot_name, env), trace_dir=trace_dir, episode_sinks=sinks
+            scene=RosScene(self.params.robot_name, env), trace_dir=trace_dir, episode_sinks=sinks
         )
 
     def _shield_links(self) -> list[ShieldLink]:
@@ -640,10 +456,10 @@ class RunnerNode(LifecycleNode):
                            r.input_topic, sent)
                 for r in routes
             ]  # fmt: skip
-        if not self.shield_state_topic:
+        if not self.params.shield_state_topic:
             return []
-        state = self.resolve_topic_name(self.shield_state_topic)
-        return [ShieldLink(state.rsplit("/", 1)[0], state, self.command_topic, sent)]
+        state = self.resolve_topic_name(self.params.shield_state_topic)
+        return [ShieldLink(state.rsplit("/", 1)[0], state, self.params.command_topic, sent)]
 
     # events ----------------------------------------------------------------------------------
 
@@ -662,13 +478,13 @@ class RunnerNode(LifecycleNode):
     def _answer(
         self,
         response: Any,
-        call: Callable[[], Mapping[str, Any]],
+        call: Callable[[], CallResult],
         name: str,
         *,
         own_thread: bool = False,
         long: bool = True,
     ) -> Any:
-        """Run one facade call and fill ok/status/message/report_json from its envelope.
+        """Run one facade call and fill ok/status/message/report_json from its result.
         long: a rollout call, refused unless the node is active and counted while it
         runs (deactivate stops and waits for it). own_thread: run it in a control thread
         of its own (its episode loop then competes with no executor thread) and wait."""
@@ -699,8 +515,9 @@ class RunnerNode(LifecycleNode):
         if long and stopped:
             # Cut short by the runner's lifecycle: not a success, whatever ran; the report
             # says what ran (its episode ended "stopped", stopped_reason the transition).
-            text = f"{name} stopped by the runner's lifecycle ({stopped}) before it completed"
-            out = {**out, "status": "error", "content": [{"text": text}, *out.get("content", [])]}
+            out = out.failed(
+                f"{name} stopped by the runner's lifecycle ({stopped}) before it completed"
+            )
         elif long:
             out = requests.estopped_is_not_success(name, out)
         return requests.fill_response(response, out)
@@ -713,7 +530,7 @@ class RunnerNode(LifecycleNode):
         )
 
     def _robot_hz(self) -> float | None:
-        return self.control_hz if self.env_kind == "ros" else None
+        return self.params.control_frequency if self.params.env == "ros" else None
 
     def _guard_start(self, provider: str, config: dict[str, Any]) -> None:
         """ROS-side refusals before the facade is called: latched e-stop, a shield that does
@@ -736,7 +553,7 @@ class RunnerNode(LifecycleNode):
         """Fail closed: the policy server must say it is active (its lifecycle state)."""
         peer, watch = self._server_peer(namespace)
         try:
-            peer.wait_for(ACTIVE, self.server_ready_timeout_s)
+            peer.wait_for(ACTIVE, self.params.server_ready_timeout_s)
         except RuntimeError as exc:
             # Its heartbeat says why, when it has one (a failed load, what is loading); a
             # server that answered has one, which may take a moment to reach us.
@@ -746,10 +563,10 @@ class RunnerNode(LifecycleNode):
                 + (f"; its status: {detail}" if detail else "")
             ) from exc
 
-    def _guard_workers(self, kwargs: Mapping[str, Any]) -> None:
+    def _guard_workers(self, kwargs: Mapping[str, object]) -> None:
         """Parallel episodes (extra_json workers > 1) need simulated robots: a ROS robot is one."""
         workers = kwargs.get("workers", 1)
-        if self.env_kind == "ros" and workers != 1 and "spec" not in kwargs:
+        if self.params.env == "ros" and workers != 1 and "spec" not in kwargs:
             raise Refused(
                 f"workers={workers!r}: this runner drives a ROS robot (env=ros), one body that episodes "
                 "cannot share; parallel episodes need a simulated robot (env=sim) or evaluate_benchmark"
@@ -772,24 +589,24 @@ class RunnerNode(LifecycleNode):
             return peer, self._watches[namespace]
 
     def _on_run_policy(self, request: RunPolicy.Request, response: RunPolicy.Response) -> Any:
-        def call() -> Mapping[str, Any]:
-            kwargs = requests.run_kwargs(request, self.robot_name, self._robot_hz())
+        def call() -> CallResult:
+            kwargs = requests.run_kwargs(request, self.params.robot_name, self._robot_hz())
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             return self.cell.run_policy(**kwargs)
 
         return self._answer(response, call, "run_policy", own_thread=True)
 
     def _on_start_policy(self, request: StartPolicy.Request, response: StartPolicy.Response) -> Any:
-        def call() -> Mapping[str, Any]:
-            kwargs = requests.run_kwargs(request, self.robot_name, self._robot_hz())
+        def call() -> CallResult:
+            kwargs = requests.run_kwargs(request, self.params.robot_name, self._robot_hz())
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             return self.cell.start_policy(**kwargs)
 
         return self._answer(response, call, "start_policy")
 
     def _on_eval_policy(self, request: EvalPolicy.Request, response: EvalPolicy.Response) -> Any:
-        def call() -> Mapping[str, Any]:
-            kwargs = requests.eval_kwargs(request, self.robot_name, self._robot_hz())
+        def call() -> CallResult:
+            kwargs = requests.eval_kwargs(request, self.params.robot_name, self._robot_hz())
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             self._guard_workers(kwargs)
             return self.cell.eval_policy(**kwargs)
@@ -797,7 +614,7 @@ class RunnerNode(LifecycleNode):
         return self._answer(response, call, "eval_policy", own_thread=True)
 
     def _on_evaluate_benchmark(self, request: EvaluateBenchmark.Request, response: Any) -> Any:
-        def call() -> Mapping[str, Any]:
+        def call() -> CallResult:
             kwargs = requests.benchmark_kwargs(request)
             self._guard_start(kwargs["policy_provider"], kwargs["policy_config"])
             self._guard_workers(kwargs)
@@ -806,15 +623,15 @@ class RunnerNode(LifecycleNode):
         return self._answer(response, call, "evaluate_benchmark", own_thread=True)
 
     def _on_replay_episode(self, request: ReplayEpisode.Request, response: Any) -> Any:
-        def call() -> Mapping[str, Any]:
-            kwargs = requests.replay_kwargs(request, self.robot_name)
+        def call() -> CallResult:
+            kwargs = requests.replay_kwargs(request, self.params.robot_name)
             self._guard_start("", {})
             return self.cell.replay_episode(**kwargs)
 
         return self._answer(response, call, "replay_episode", own_thread=True)
 
     def _on_run_multi_policy(self, request: RunMultiPolicy.Request, response: Any) -> Any:
-        def call() -> Mapping[str, Any]:
+        def call() -> CallResult:
             kwargs = requests.multi_kwargs(request)
             self._guard_start("", {})
             return self.cell.run_multi_policy(**kwargs)
@@ -830,18 +647,33 @@ class RunnerNode(LifecycleNode):
     def _on_list(
         self, request: ListPoliciesRunning.Request, response: ListPoliciesRunning.Response
     ) -> Any:
-        self._answer(response, lambda: self._cell_call("list_policies_running"),
-                     "list_policies_running", long=False)  # fmt: skip
-        response.robots = requests.running_robots(json.loads(response.report_json or "{}"))
+        robots: list[str] = []
+
+        def call() -> ListResult:
+            out = self._list()
+            robots.extend(out.robots)
+            return out
+
+        self._answer(response, call, "list_policies_running", long=False)
+        response.robots = robots
         return response
 
-    def _cell_call(self, method: str, *args: Any) -> Mapping[str, Any]:
+    def _list(self) -> ListResult:
+        """The scene's list_policies_running; unconfigured: none (nothing runs)."""
+        from robokernel_ros.rollout import ListResult
+
+        if self.cell is None:
+            return ListResult.of(
+                "success", "no policies running", {"running": [], "robots": [], "count": 0}
+            )
+        return self.cell.list_policies_running()
+
+    def _cell_call(self, method: str, *args: object) -> CallResult:
         """A quick call of the scene; without one (unconfigured) nothing runs: answered so."""
+        if method == "list_policies_running":
+            return self._list()
         cell = self.cell
         if cell is None:
-            if method == "list_policies_running":
-                return {"status": "success", "content": [{"text": "no policies running"},
-                        {"json": {"running": [], "robots": [], "count": 0}}]}  # fmt: skip
             return requests.refusal(
                 f"{method}: the runner is {self._lifecycle_label()} (lifecycle): nothing runs"
             )
@@ -869,13 +701,12 @@ _LOGGED_OUTCOMES = frozenset(
 )
 
 
-def _running_count(cell: Any) -> int:
+def _running_count(cell: SimWorkcell) -> int:
     """How many rollouts the scene has queued or running."""
-    report = requests.report_of(cell.list_policies_running()) or {}
-    return int(report.get("count", len(report.get("running", []))))
+    return cell.list_policies_running().count
 
 
-def _in_own_thread(call: Callable[[], Mapping[str, Any]], name: str) -> Mapping[str, Any]:
+def _in_own_thread(call: Callable[[], CallResult], name: str) -> CallResult:
     """call() in a fresh thread, waited for; its exception is raised here."""
     box: dict[str, Any] = {}
 

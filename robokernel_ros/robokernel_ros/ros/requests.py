@@ -1,7 +1,7 @@
-"""The runner's service requests as rollout API calls, and the API's envelopes as responses.
+"""The runner's service requests as rollout API calls, and the API's results as responses.
 
     kwargs = run_kwargs(request, robot_name="arm", robot_hz=None)   # RunPolicy / StartPolicy
-    fill_response(response, envelope)                                # ok, status, message, report_json
+    fill_response(response, result)           # a CallResult -> ok, status, message, report_json
 
 A request field outside its wire domain (JSON that is not an object, an async_rtc that
 is not -1/0/1, a typed field repeated in extra_json) raises `Refused` naming the field,
@@ -18,9 +18,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from robokernel_ros.kernel import EpisodeOutcome
 from robokernel_ros.kernel.trace import dumps_text
+
+if TYPE_CHECKING:  # imported where used: a process that only refuses loads no rollout
+    from robokernel_ros.rollout.results import CallResult
 
 
 class Refused(ValueError):
@@ -186,30 +190,25 @@ def multi_kwargs(request: Any) -> dict[str, Any]:
     return merge_extra(kwargs, json_object("extra_json", request.extra_json))
 
 
-def refusal(text: str) -> dict[str, Any]:
-    """The envelope of a call refused before the API is called."""
-    return {"status": "error", "content": [{"text": text}]}
+def refusal(text: str) -> CallResult:
+    """The result of a call refused before the API is called."""
+    from robokernel_ros.rollout.results import CallResult
+
+    return CallResult.refused(text)
 
 
 #: Episode outcomes that make a call's answer an error (the robot was stopped by safety).
-NOT_COMPLETED = ("estopped",)
+NOT_COMPLETED = (EpisodeOutcome.ESTOPPED,)
 
 
-def estopped_is_not_success(name: str, out: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A call whose episodes ended e-stopped did not do what was asked: its envelope with
-    status "error" and a first line saying which episodes (ok false over ROS)."""
-    if out.get("status") != "success":
+def estopped_is_not_success(name: str, out: CallResult) -> CallResult:
+    """A call whose episodes ended e-stopped did not do what was asked: its result with
+    status error and a first line saying which episodes (ok false over ROS)."""
+    if not out.ok:
         return out
-    report = report_of(out)
-    if not isinstance(report, Mapping):
-        return out
-    episodes = report.get("episodes")
-    if not isinstance(episodes, list):
-        episodes = [report]
     stopped = [
-        (i, e) for i, e in enumerate(episodes)
-        if isinstance(e, Mapping) and e.get("outcome") in NOT_COMPLETED
-    ]  # fmt: skip
+        (i, e) for i, e in enumerate(out.episode_records()) if e.get("outcome") in NOT_COMPLETED
+    ]
     if not stopped:
         return out
     which = ", ".join(
@@ -217,48 +216,27 @@ def estopped_is_not_success(name: str, out: Mapping[str, Any]) -> Mapping[str, A
         "steps"
         for i, e in stopped
     )
-    text = f"{name}: not completed: {which} (the e-stop held the robot)"
-    return {**out, "status": "error", "content": [{"text": text}, *out.get("content", [])]}
+    return out.failed(f"{name}: not completed: {which} (the e-stop held the robot)")
 
 
-def fill_response(response: Any, out: Mapping[str, Any]) -> Any:
-    """ok (status was "success"), status, message (its text) and report_json (its JSON
-    block) of a response or action result, from the API's envelope."""
-    status = out.get("status", "error")
-    response.ok = status == "success"
-    response.status = status if status in ("success", "error") else "error"
-    response.message = text(out)
-    report = report_of(out)
-    response.report_json = dumps_text(report if report is not None else {})
+def fill_response(response: Any, out: CallResult) -> Any:
+    """ok (status was "success"), status, message (its text) and report_json (its report,
+    {} without one) of a response or action result: the ROS edge of a CallResult."""
+    response.ok = out.ok
+    response.status = out.status.value
+    response.message = out.text
+    response.report_json = dumps_text(out.report if out.report is not None else {})
     return response
 
 
 def text(out: Mapping[str, Any]) -> str:
-    """The envelope's text blocks, one a line."""
+    """The envelope's text blocks, one a line (a CallResult's text)."""
+    own = getattr(out, "text", None)  # a CallResult
+    if isinstance(own, str):
+        return own
     return "\n".join(
         str(c["text"]) for c in out.get("content", []) if isinstance(c, Mapping) and "text" in c
     )
-
-
-def report_of(out: Mapping[str, Any]) -> Any:
-    """The envelope's JSON block (None without one)."""
-    for c in out.get("content", []):
-        if isinstance(c, Mapping) and "json" in c:
-            return c["json"]
-    return None
-
-
-def running_robots(report: Mapping[str, Any]) -> list[str]:
-    """The robot names of a list_policies_running report."""
-    for key in ("robots", "running", "robots_running"):
-        value = report.get(key)
-        if isinstance(value, list):
-            return [
-                str(r.get("robot_name", r)) if isinstance(r, Mapping) else str(r) for r in value
-            ]
-        if isinstance(value, Mapping):
-            return [str(r) for r in value]
-    return []
 
 
 class _AnyCriterion:

@@ -1,6 +1,6 @@
 """The runner's robot parameters as a topic contract and the ROS env's configuration.
 
-    config = runner_env_config(node)    # node: the runner (its parameters are attributes)
+    config = runner_env_config(node, params)   # the runner node and its RunnerParams
 
 With `contract_file` the contract describes the robot: its state sources and cameras are
 observed, each of its `commands` (one per controller) is published through the
@@ -21,20 +21,25 @@ every line of the ContractError).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robokernel_ros.ros.env_config import JOINT_STATE, RosEnvConfig, ShieldRoute
 from robokernel_ros.ros.params import ParameterError
+
+if TYPE_CHECKING:
+    from rclpy.node import Node
+
+    from robokernel_ros.ros.runner_params import RunnerParams
 
 #: how long configure waits for the graph to show an untyped stream's topic
 TYPE_DISCOVERY_S = 10.0
 
 
-def legacy_contract(node: Any) -> Any:
+def legacy_contract(node: Node, params: RunnerParams) -> Any:
     """Today's runner parameters as a contract (see the module docstring)."""
     from robokernel_ros.contract import ContractError, parse_contract
 
-    joints = list(node.joints)
+    joints = list(params.joints)
 
     def resolve(parameter: str, topic: str) -> str:  # the contract's topics are absolute
         try:
@@ -43,23 +48,23 @@ def legacy_contract(node: Any) -> Any:
             raise ParameterError(parameter, topic, f"not a valid topic name ({exc})") from None
 
     stream = {
-        "topic": resolve("joint_states_topic", node.joint_states_topic),
+        "topic": resolve("joint_states_topic", params.joint_states_topic),
         "type": JOINT_STATE,
         "field": "position",
         "names": joints,
     }
     mapping = {
-        "fps": float(node.control_hz),
+        "fps": float(params.control_frequency),
         "state": stream,
         "action": {**stream},
         "images": {
             name: {"topic": resolve("camera_topics", topic)}
-            for name, topic in zip(node.camera_names, node.camera_topics, strict=True)
+            for name, topic in zip(params.camera_names, params.camera_topics, strict=True)
         },
         "command": {
             "name": "arm",
-            "topic": resolve("command_topic", node.command_topic),
-            "kind": node.controller,
+            "topic": resolve("command_topic", params.command_topic),
+            "kind": params.controller,
             "joints": joints,
         },
     }
@@ -68,25 +73,27 @@ def legacy_contract(node: Any) -> Any:
     except ContractError as exc:
         first = exc.problems[0]
         name, value = (
-            ("camera_names", list(node.camera_names))
+            ("camera_names", list(params.camera_names))
             if first.startswith("images")
-            else ("command_topic", node.command_topic)
+            else ("command_topic", params.command_topic)
             if first.startswith("command.topic")
             else ("joints", joints)
         )
         raise ParameterError(name, value, "; ".join(exc.problems)) from None
 
 
-def load_runner_contract(node: Any) -> Any:
+def load_runner_contract(node: Node, params: RunnerParams) -> Any:
     """The contract of `contract_file`, its untyped streams resolved on the graph."""
     from robokernel_ros.contract import ContractError, load_contract
     from robokernel_ros.ros.contract_live import resolve_on_graph
 
     try:
-        contract = load_contract(node.contract_file)
+        contract = load_contract(params.contract_file)
         return resolve_on_graph(node, contract, TYPE_DISCOVERY_S, roles=("state", "images"))
     except ContractError as exc:
-        raise ParameterError("contract_file", node.contract_file, "; ".join(exc.problems)) from None
+        raise ParameterError(
+            "contract_file", params.contract_file, "; ".join(exc.problems)
+        ) from None
 
 
 def default_shields(contract: Any) -> list[str]:
@@ -97,16 +104,16 @@ def default_shields(contract: Any) -> list[str]:
     return [f"{c.name}_shield" for c in commands]
 
 
-def runner_env_config(node: Any, **options: Any) -> RosEnvConfig:
-    """The RosEnvConfig of the runner `node`'s parameters (see the module docstring).
+def runner_env_config(node: Node, params: RunnerParams, **options: Any) -> RosEnvConfig:
+    """The RosEnvConfig of the runner `node`'s parameters `params` (module docstring).
     `options`: further RosEnvConfig fields."""
-    if node.contract_file:
-        contract = load_runner_contract(node)
-        shields = list(node.shields) or default_shields(contract)
+    if params.contract_file:
+        contract = load_runner_contract(node, params)
+        shields = list(params.shields) or default_shields(contract)
         if len(shields) != len(contract.commands):
             raise ParameterError(
                 "shields",
-                list(node.shields),
+                list(params.shields),
                 f"must name one shield node (or '') per command of the contract "
                 f"({[c.name for c in contract.commands]})",
             )
@@ -115,32 +122,32 @@ def runner_env_config(node: Any, **options: Any) -> RosEnvConfig:
             for s, c in zip(shields, contract.commands, strict=True)
         ]
     else:
-        contract = legacy_contract(node)
+        contract = legacy_contract(node, params)
         routes = [
             ShieldRoute(
-                node.shield_state_topic.rstrip("/").rsplit("/", 1)[0],
-                node.command_topic,
-                node.shield_state_topic,
-                node.shield_clear_fault,
+                params.shield_state_topic.rstrip("/").rsplit("/", 1)[0],
+                params.command_topic,
+                params.shield_state_topic,
+                params.shield_clear_fault_service,
             )
-            if node.shield_state_topic
+            if params.shield_state_topic
             else None
         ]
     joints = [j for c in contract.commands for j in c.joints]
-    if node.reset_positions and len(node.reset_positions) != len(joints):
+    if params.reset_positions and len(params.reset_positions) != len(joints):
         raise ParameterError(
             "reset_positions",
-            list(node.reset_positions),
+            list(params.reset_positions),
             f"must be [] or one value per commanded joint ({len(joints)}: {joints})",
         )
     motion_limits = None
-    if node.limits_file:
+    if params.limits_file:
         from robokernel_ros.safety.limits import load_limits_file
 
         try:
-            limits = load_limits_file(node.limits_file)
+            limits = load_limits_file(params.limits_file)
         except ValueError as exc:
-            raise ParameterError("limits_file", node.limits_file, str(exc)) from None
+            raise ParameterError("limits_file", params.limits_file, str(exc)) from None
         motion_limits = {
             j: (limits[j].max_velocity, limits[j].max_acceleration) for j in joints if j in limits
         }
@@ -148,15 +155,15 @@ def runner_env_config(node: Any, **options: Any) -> RosEnvConfig:
         return RosEnvConfig.from_contract(
             contract,
             shield_routes=routes,
-            control_hz=node.control_hz,
-            state_timeout_s=node.state_timeout_s,
-            control_priority=node.control_priority,
+            control_hz=params.control_frequency,
+            state_timeout_s=params.state_timeout_s,
+            control_priority=params.control_priority,
             motion_limits=motion_limits or {},
-            reset_positions=dict(zip(joints, node.reset_positions, strict=True))
-            if node.reset_positions
+            reset_positions=dict(zip(joints, params.reset_positions, strict=True))
+            if params.reset_positions
             else {},
             **options,
         )
     except ValueError as exc:
-        name = "contract_file" if node.contract_file else "joints"
-        raise ParameterError(name, node.contract_file or list(node.joints), str(exc)) from None
+        name = "contract_file" if params.contract_file else "joints"
+        raise ParameterError(name, params.contract_file or list(params.joints), str(exc)) from None
