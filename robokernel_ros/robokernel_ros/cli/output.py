@@ -218,47 +218,16 @@ def write_output(
     from robokernel_ros.rollout import envelope_json
     from robokernel_ros.tasks.eval_output import (
         EVAL_INFO,
-        RUNS_DIR,
         eval_info,
-        finished_episodes,
-        records_from_report,
         write_json,
     )
 
     reports = [r for r in map(envelope_json, outs) if isinstance(r, dict) and "episodes" in r]
-    base = args.seed or 0
-    videos = {
-        e.get("run_id"): e.get("video_path")
-        for r in reports
-        for e in r["episodes"]
-        if e.get("run_id")
-    }
-    previous = out_dir / EVAL_INFO  # --resume: the kept episodes' videos stay linked
-    earlier_s = 0.0  # the seconds of the invocations before this one
-    if previous.is_file():
-        before = json.loads(previous.read_text())
-        earlier_s = float((before.get("aggregated") or {}).get("eval_s") or 0.0)
-        for rec in before.get("per_episode", []):
-            if rec.get("run_id") and rec.get("video_path"):
-                videos.setdefault(rec["run_id"], rec["video_path"])
-    if args.no_trace:
-        records = [rec for r in reports for rec in records_from_report(r, base)]
-    else:
-        done, _ = finished_episodes(out_dir / RUNS_DIR, base, args.episodes)
-        records = list(done.values())
-        for rec in records:
-            rec["video_path"] = videos.get(rec["run_id"]) or rec["video_path"]
+    records, videos, earlier_s = _finished_records(out_dir, reports, args)
     config = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     config["policy_config"] = kwargs.get("policy_config")
     path = write_json(out_dir / EVAL_INFO, eval_info(records, config, reports, earlier_s=earlier_s))
-    report_page = None
-    if not args.no_trace and records:
-        from robokernel_ros.scoring import write_report
-
-        try:
-            report_page = write_report([out_dir], out_dir / "report")["html"]
-        except (ValueError, OSError) as exc:
-            logging.getLogger(__name__).warning("the report of %s failed: %s", out_dir, exc)
+    report_page = _report_page(out_dir) if not args.no_trace and records else None
     agg = json.loads(path.read_text())["aggregated"]
     ci = agg["success_rate_ci95"]
     where = [f"runs: {args.trace_dir}" if not args.no_trace else "no trace"]
@@ -282,3 +251,51 @@ def write_output(
         summary += "; interrupted after the last episode: the evaluation is complete"
     print(summary, file=sys.stderr if args.json else sys.stdout)
     return was_interrupted
+
+
+def _finished_records(
+    out_dir: Path, reports: list[dict[str, Any]], args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], dict[Any, Any], float]:
+    """(eval_info.json's per-episode records of every finished episode, {run_id: video},
+    the seconds of the invocations before this one): from the run directories (or, with
+    --no-trace, this call's reports); --resume's kept episodes keep their videos."""
+    from robokernel_ros.tasks.eval_output import (
+        EVAL_INFO,
+        RUNS_DIR,
+        finished_episodes,
+        records_from_report,
+    )
+
+    base = args.seed or 0
+    videos = {
+        e.get("run_id"): e.get("video_path")
+        for r in reports
+        for e in r["episodes"]
+        if e.get("run_id")
+    }
+    previous = out_dir / EVAL_INFO
+    earlier_s = 0.0
+    if previous.is_file():
+        before = json.loads(previous.read_text())
+        earlier_s = float((before.get("aggregated") or {}).get("eval_s") or 0.0)
+        for rec in before.get("per_episode", []):
+            if rec.get("run_id") and rec.get("video_path"):
+                videos.setdefault(rec["run_id"], rec["video_path"])
+    if args.no_trace:
+        return [rec for r in reports for rec in records_from_report(r, base)], videos, earlier_s
+    done, _ = finished_episodes(out_dir / RUNS_DIR, base, args.episodes)
+    records = list(done.values())
+    for rec in records:
+        rec["video_path"] = videos.get(rec["run_id"]) or rec["video_path"]
+    return records, videos, earlier_s
+
+
+def _report_page(out_dir: Path) -> str | None:
+    """DIR/report/'s HTML page of the evaluation (None, with a warning, when it failed)."""
+    from robokernel_ros.scoring import write_report
+
+    try:
+        return str(write_report([out_dir], out_dir / "report")["html"])
+    except (ValueError, OSError) as exc:
+        logging.getLogger(__name__).warning("the report of %s failed: %s", out_dir, exc)
+        return None
