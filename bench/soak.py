@@ -30,10 +30,12 @@ e-stop topic and /joint_states (SafetyAudit below):
   command in such an interval is a hold when its values equal, joint by joint, a
   /joint_states sample published before it (or that sample clamped to a limit), or
   equal the hold this shield process (its DDS writer) already sent in the interval;
-  when the monitor missed that sample (the joint-state writer keeps 10), when every
-  joint lies within the range of the samples of the 0.2 s before it (counted apart,
+  when the monitor missed that sample (a loaded monitor), when every joint lies within
+  the range of the samples around the moment this writer first sent these values
+  (from the last one HOLD_STALE_NS before it to the first one after it; counted apart,
   "bracketed"). Any other command is a violation. A command is judged once the
-  monitor's joint states have passed its source time; the shield hears a press one
+  monitor's joint states have passed its source time, and a hold not matched exactly
+  once the sample after its first send has arrived; the shield hears a press one
   delivery later, so commands within `--grace-s` of the start are not judged, and the
   longest forward seen there is printed (latch lag).
 * Every episode ends with an outcome, and its trace, its bag (runner's) and the
