@@ -176,7 +176,7 @@ def wall_side(latency_s: float, args: argparse.Namespace, folder: Path) -> dict[
             result = client.eval_policy(
                 robot_name="arm", policy_provider="remote", n_episodes=args.episodes,
                 max_steps=args.max_steps, seed=0, async_rtc=True, instruction=INSTRUCTION,
-                success=success_clause(config),
+                extra={"success": success_clause(config)},
             )  # fmt: skip
     finally:
         stop_process_groups(procs)

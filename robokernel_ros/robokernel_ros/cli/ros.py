@@ -299,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
                 if show:
                     print(file=sys.stderr)
             else:
-                result = getattr(cell, args.call)(**fields)
+                result = cell.call(args.call, fields)
         except CallInterrupted as stop:
             _print_result(stop.result, args.json)  # what ran, on stdout as always
             print(f"\nrobokernel ros: {args.call} cancelled", file=sys.stderr)

@@ -5,7 +5,8 @@
 - `served_wire`: the served endpoint's JSON payloads and `served.*` arrays; no rclpy.
 - `transport`: this process's private rclpy link, `DirectReader`, `ServerWatch`.
 - `qos`: the QoS profiles, each with its reason.
-- `params`: `declare` (parameters with descriptors, validated) and `ParameterError`.
+- `params`: `declare` (parameters with descriptors, validated) and `ParameterError`;
+  `runner_params`: the runner node's parameters (`RunnerParams`), described once.
 - `node`: `run_node` / `run_multithreaded` / `exit_main`, the executors.
 - `policy_host`: the node base of the policy server and the served endpoint.
 - `ros_env`: `RosRobotEnv`, a kernel Environment over ROS topics; `env_config`: its
@@ -16,10 +17,11 @@
   `robokernel contract check --live`); `contract_recorder`: the bag_recorder's contract mode.
 - `remote_policy`: the `remote` policy provider.
 - `actions`: the runner's long calls as actions (goal, feedback, cancel).
-- `requests`: the runner's service requests as rollout API calls, envelopes as responses.
+- `requests`: the runner's service requests as rollout API calls, typed results as responses.
 - `lifecycle`: `LifecyclePeer`, another node's lifecycle state read and changed
   (`<node>/get_state`, `<node>/change_state`), and `wait_active`.
-- `client`: `WorkcellClient`, the runner's API from Python; `cli`: `robokernel ros`.
+- `client`: `WorkcellClient`, the runner's API from Python (typed goals, `GoalTask`,
+  `TaskResult`); the `robokernel ros` command is `robokernel_ros.cli.ros`.
 
 Import rule: this package imports the layers below it (kernel, safety, tasks, envs,
 policies, contract, recording, live, rollout, scoring), never `nodes/` or the CLI; nothing

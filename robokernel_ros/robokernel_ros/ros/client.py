@@ -1,25 +1,36 @@
-"""A Python client of a runner node (the style of nav2_simple_commander, without its plumbing).
+"""A Python client of a runner node, in the manner of nav2_simple_commander's BasicNavigator.
 
-    from robokernel_ros.ros.client import WorkcellClient
+    from robokernel_ros.ros.client import EvalGoal, TaskResult, WorkcellClient
 
     with WorkcellClient("/robokernel") as cell:
+        # blocking: a typed method per call, its fields named
         result = cell.eval_policy(policy_provider="mock", n_episodes=5, feedback=print)
         print(result.ok, result.message, result.report["success_rate"])
+        # non-blocking: send a typed goal, watch it, cancel it, take its result
+        task = cell.send(EvalGoal(n_episodes=50, seed=0))
+        while not task.is_complete():
+            progress = task.feedback()       # the latest feedback message, or None
+            time.sleep(0.5)                  # task.cancel() stops it with hold
+        result = task.result()               # a CallResult; result.task is a TaskResult
 
 Long calls (run_policy, eval_policy, evaluate_benchmark, replay_episode,
-run_multi_policy) go as actions: `feedback` is called with each feedback message (on
-the client's spin thread), `cancel()` (from any thread) or a KeyboardInterrupt while
-waiting cancels the goal (the robot holds; the result says "cancelled"). A goal whose
-runner leaves the graph before it answers (its process died) raises RunnerLost, naming
-the runner, once the runner has been gone for _GONE_GRACE_S (DDS notices a killed
-process when its lease runs out: up to ~20 s by Fast DDS's default). start_policy,
-stop_policy and list_policies_running are services.
+run_multi_policy) go as actions. Their goals are typed (`RunGoal`, `EvalGoal`,
+`BenchmarkGoal`, `ReplayGoal`, `MultiGoal`: the action's fields by name, in Python values:
+a dict where the wire carries `<name>_json`, None for "unset"); `extra` holds any other
+keyword of the rollout call, sent as `extra_json` (the runner refuses one it does not
+take, naming it). `send(goal)` returns once the runner accepted or refused the goal, with
+a `GoalTask`: is_complete(), feedback(), cancel() and result(). The blocking methods
+(`eval_policy(...)`) send the goal and wait for its result; `feedback` is called with
+each feedback message (on the client's spin thread), and a KeyboardInterrupt while
+waiting cancels the goal (the robot holds) and raises CallInterrupted with the result of
+what ran. A goal whose runner leaves the graph before it answers (its process died)
+raises RunnerLost, naming the runner, once the runner has been gone for _GONE_GRACE_S
+(DDS notices a killed process when its lease runs out). start_policy, stop_policy and
+list_policies_running are services. A value of the wrong type is refused here, naming
+the field, before anything is sent.
 
-Fields are keyword arguments named as in the action or service (`robot_name`,
-`n_episodes`, ...). A dict or list for a `<name>_json` field may be given as `<name>`
-(`policy_config={...}` for `policy_config_json`); None means unset (-1 or 0 on the
-wire, as the interface says); any other keyword goes into `extra_json`. A value of the
-wrong type is refused here, naming the field, before anything is sent.
+`call(name, fields)` is the edge for fields by wire name (the `robokernel ros` command):
+a field that is not the interface's goes into `extra_json`.
 
 The client owns a private rclpy context, node and single-threaded executor spinning in a
 daemon thread, so it works beside (or without) the caller's own rclpy.
@@ -27,11 +38,9 @@ daemon thread, so it works beside (or without) the caller's own rclpy.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import rclpy
@@ -43,6 +52,35 @@ from rclpy.node import Node
 from robokernel_interfaces.srv import ListPoliciesRunning, StartPolicy, StopPolicy
 
 from .actions import ACTION_TYPES
+from .goals import (
+    BenchmarkGoal,
+    CallResult,
+    EvalGoal,
+    Feedback,
+    Goal,
+    MultiGoal,
+    OnFeedback,
+    ReplayGoal,
+    RunGoal,
+    TaskResult,
+    fill_fields,
+    goal_message,
+)
+
+__all__ = [
+    "BenchmarkGoal",
+    "CallInterrupted",
+    "CallResult",
+    "EvalGoal",
+    "GoalTask",
+    "MultiGoal",
+    "ReplayGoal",
+    "RunGoal",
+    "RunnerLost",
+    "TaskResult",
+    "WorkcellClient",
+    "fill_fields",
+]
 
 #: The quick calls, as services.
 _SERVICE_TYPES = {
@@ -53,81 +91,6 @@ _SERVICE_TYPES = {
 _HANDSHAKE_TRY_S = 1.0  # one handshake request's wait before it is asked again
 _LIVENESS_EVERY_S = 0.5  # how often a goal's wait looks for its runner in the graph
 _GONE_GRACE_S = 2.0  # a runner absent this long is gone (its last answer had time to land)
-
-#: Field names whose None means "unset" and the wire value that says so.
-_UNSET = {"seed": -1, "n_steps": -1, "rtc_inference_timeout_s": 0.0, "sentry_rotate_s": 0.0}
-
-
-@dataclass
-class CallResult:
-    """What a call answered: the envelope's fields, the report parsed."""
-
-    ok: bool
-    status: str
-    message: str
-    report: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_response(cls, response: Any, status: str | None = None) -> CallResult:
-        try:
-            report = json.loads(response.report_json or "{}")
-        except ValueError:
-            report = {}
-        return cls(bool(response.ok), status or response.status, response.message, report)
-
-
-def fill_fields(message: Any, fields: Mapping[str, Any]) -> Any:
-    """Set an action goal's or request's fields from keyword arguments (module docstring)."""
-    names = set(message.get_fields_and_field_types())
-    extra: dict[str, Any] = {}
-    for name, value in fields.items():
-        target = name if name in names else f"{name}_json" if f"{name}_json" in names else None
-        if target is None:
-            extra[name] = value
-            continue
-        if value is None and target in _UNSET:
-            value = _UNSET[target]
-        elif target == "async_rtc" and _is_int(message, target):
-            # RunPolicy's tri-state: -1 auto (None), 0 off, 1 on
-            value = -1 if value is None else int(value) if isinstance(value, bool) else value
-        if target.endswith("_json") and not isinstance(value, str):
-            value = json.dumps(value)
-        setattr(
-            message, target, _checked(name, message.get_fields_and_field_types()[target], value)
-        )
-    if extra:
-        if "extra_json" not in names:
-            raise ValueError(f"{sorted(extra)}: not fields of {type(message).__name__}")
-        base = json.loads(message.extra_json or "{}")
-        message.extra_json = json.dumps({**base, **extra})
-    return message
-
-
-def _is_int(message: Any, name: str) -> bool:
-    return message.get_fields_and_field_types()[name].startswith(("int", "uint"))
-
-
-_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
-
-
-def _checked(name: str, kind: str, value: Any) -> Any:
-    """`value` as the wire type `kind` wants it, or a ValueError naming the field (rosidl's
-    Python messages store anything; the C conversion would abort the process)."""
-    if kind == "string" and isinstance(value, str):
-        return value
-    if kind == "boolean" and isinstance(value, bool):
-        return value
-    if kind in _INT_BITS and isinstance(value, int) and not isinstance(value, bool):
-        bound = 2 ** (_INT_BITS[kind] - 1)
-        if -bound <= value < bound:
-            return value
-    if (
-        kind in ("double", "float")
-        and isinstance(value, int | float)
-        and not isinstance(value, bool)
-    ):
-        return float(value)
-    raise ValueError(f"{name}={value!r}: must be a {kind}")
 
 
 class WorkcellClient:
@@ -158,7 +121,7 @@ class WorkcellClient:
         self._handshake = self._node.create_client(
             ListPoliciesRunning, self._name("list_policies_running")
         )
-        self._goals: list[Any] = []  # goal handles in flight
+        self._goals: list[GoalTask] = []  # goals in flight
         self._triggers: dict[str, Any] = {}  # the operator's Trigger clients, by name
         self._peers: dict[str, Any] = {}  # lifecycle clients, by node
         self._stop = threading.Event()
@@ -252,82 +215,167 @@ class WorkcellClient:
     # -- long calls (actions) --
 
     def run_policy(
-        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+        self,
+        *,
+        robot_name: str = "",
+        policy_provider: str = "mock",
+        policy_config: Mapping[str, object] | None = None,
+        instruction: str = "",
+        duration: float = 10.0,
+        control_frequency: float = 50.0,
+        action_horizon: int = 8,
+        n_steps: int | None = None,
+        seed: int | None = None,
+        async_rtc: bool | None = None,
+        rtc_inference_timeout_s: float | None = None,
+        sentry_rotate_s: float | None = None,
+        extra: Mapping[str, object] | None = None,
+        feedback: OnFeedback | None = None,
     ) -> CallResult:
-        return self.call("run_policy", fields, feedback)
+        """RunGoal's fields; waits for the result (module docstring)."""
+        return self._until_done(RunGoal(**_goal_fields(locals())), feedback)
 
     def eval_policy(
-        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+        self,
+        *,
+        robot_name: str = "",
+        policy_provider: str = "mock",
+        policy_config: Mapping[str, object] | None = None,
+        instruction: str = "",
+        n_episodes: int = 1,
+        max_steps: int = 300,
+        seed: int | None = None,
+        async_rtc: bool = False,
+        rtc_inference_timeout_s: float | None = None,
+        extra: Mapping[str, object] | None = None,
+        feedback: OnFeedback | None = None,
     ) -> CallResult:
-        return self.call("eval_policy", fields, feedback)
+        """EvalGoal's fields; waits for the result."""
+        return self._until_done(EvalGoal(**_goal_fields(locals())), feedback)
 
     def evaluate_benchmark(
-        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+        self,
+        *,
+        name: str = "",
+        spec: Mapping[str, object] | None = None,
+        policy_provider: str = "mock",
+        policy_config: Mapping[str, object] | None = None,
+        n_episodes: int = 1,
+        seed: int | None = None,
+        extra: Mapping[str, object] | None = None,
+        feedback: OnFeedback | None = None,
     ) -> CallResult:
-        return self.call("evaluate_benchmark", fields, feedback)
+        """BenchmarkGoal's fields; waits for the result."""
+        return self._until_done(BenchmarkGoal(**_goal_fields(locals())), feedback)
 
     def replay_episode(
-        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+        self,
+        *,
+        repo_id: str,
+        robot_name: str = "",
+        episode: int = 0,
+        extra: Mapping[str, object] | None = None,
+        feedback: OnFeedback | None = None,
     ) -> CallResult:
-        return self.call("replay_episode", fields, feedback)
+        """ReplayGoal's fields; waits for the result."""
+        return self._until_done(ReplayGoal(**_goal_fields(locals())), feedback)
 
     def run_multi_policy(
-        self, *, feedback: Callable[[Any], None] | None = None, **fields: Any
+        self,
+        *,
+        policies: Mapping[str, object],
+        instructions: Mapping[str, str] | None = None,
+        duration: float = 10.0,
+        n_steps: int | None = None,
+        extra: Mapping[str, object] | None = None,
+        feedback: OnFeedback | None = None,
     ) -> CallResult:
-        return self.call("run_multi_policy", fields, feedback)
+        """MultiGoal's fields; waits for the result."""
+        return self._until_done(MultiGoal(**_goal_fields(locals())), feedback)
+
+    def send(self, goal: Goal, feedback: OnFeedback | None = None) -> GoalTask:
+        """Send a typed goal; returns once the runner accepted (or refused) it, with the
+        GoalTask that follows it (nav2's goToPose, then isTaskComplete / getFeedback /
+        cancelTask / getResult). ValueError (a field of the wrong type) sends nothing."""
+        return self._send(goal.ACTION, goal.message(), feedback)
 
     def call(
         self,
         name: str,
-        fields: Mapping[str, Any],
-        feedback: Callable[[Any], None] | None = None,
+        fields: Mapping[str, object],
+        feedback: OnFeedback | None = None,
     ) -> CallResult:
-        """Send the goal of action `name`, wait for its result; Ctrl-C cancels the goal."""
+        """Call `name` (an action or a quick call's service) with fields by wire name (the
+        CLI's edge: a name that is not the interface's goes into extra_json); waits for the
+        result; Ctrl-C cancels an action's goal."""
+        if name in _SERVICE_TYPES:
+            return self._service(name, fill_fields(_SERVICE_TYPES[name].Request(), fields))
         if name not in ACTION_TYPES:
-            raise ValueError(f"call={name!r}: must be one of {sorted(ACTION_TYPES)}")
-        action_type = ACTION_TYPES[name]
-        goal = fill_fields(action_type.Goal(), fields)
+            raise ValueError(
+                f"call={name!r}: must be one of {sorted({*ACTION_TYPES, *_SERVICE_TYPES})}"
+            )
+        goal = fill_fields(ACTION_TYPES[name].Goal(), fields)
+        return self._blocking(self._send(name, goal, feedback))
+
+    def _until_done(self, goal: Goal, feedback: OnFeedback | None) -> CallResult:
+        return self._blocking(self.send(goal, feedback))
+
+    def _send(self, name: str, goal: Any, feedback: OnFeedback | None) -> GoalTask:
         client = self._action_client(name)
         self._wait_heard()
-        on_feedback = (lambda msg: feedback(msg.feedback)) if feedback else None
-        handle = self._wait(client.send_goal_async(goal, feedback_callback=on_feedback), name)
-        if not handle.accepted:
-            return CallResult(False, "error", f"{name}: the runner rejected the goal")
-        servers = self._servers(name)  # the runner that took the goal, bounding the wait
-        with self._lock:
-            self._goals.append(handle)
+        task = GoalTask(self, name, feedback)
+        handle = self._wait(client.send_goal_async(goal, feedback_callback=task._on_feedback), name)
+        task._accepted(handle)
+        return task
+
+    def _blocking(self, task: GoalTask) -> CallResult:
+        """task's result; a KeyboardInterrupt while waiting cancels the goal and raises
+        CallInterrupted with the result of what ran."""
         try:
-            try:
-                answer = self._wait(handle.get_result_async(), name, timeout_s=None,
-                                    servers=servers)  # fmt: skip
-            except KeyboardInterrupt:
-                self._wait(handle.cancel_goal_async(), name)
-                answer = self._wait(handle.get_result_async(), name, timeout_s=None,
-                                    servers=servers)  # fmt: skip
-                raise CallInterrupted(CallResult.from_response(answer.result)) from None
-        finally:
-            with self._lock:
-                self._goals.remove(handle)
-        return CallResult.from_response(answer.result)
+            return task.result()
+        except KeyboardInterrupt:
+            task.cancel()
+            raise CallInterrupted(task.result()) from None
 
     def cancel(self) -> int:
         """Cancel every goal this client has in flight; returns how many."""
         with self._lock:
-            goals = list(self._goals)
-        for handle in goals:
-            self._wait(handle.cancel_goal_async(), "cancel")
-        return len(goals)
+            tasks = list(self._goals)
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
 
     # -- quick calls (services) --
 
-    def start_policy(self, **fields: Any) -> CallResult:
-        return self._service("start_policy", fields)
+    def start_policy(
+        self,
+        *,
+        robot_name: str = "",
+        policy_provider: str = "mock",
+        policy_config: Mapping[str, object] | None = None,
+        instruction: str = "",
+        duration: float = 10.0,
+        control_frequency: float = 50.0,
+        action_horizon: int = 8,
+        n_steps: int | None = None,
+        seed: int | None = None,
+        async_rtc: bool | None = None,
+        rtc_inference_timeout_s: float | None = None,
+        sentry_rotate_s: float | None = None,
+        extra: Mapping[str, object] | None = None,
+    ) -> CallResult:
+        """run_policy's fields (RunGoal); returns once the rollout started (or was refused)."""
+        goal = RunGoal(**_goal_fields(locals()))
+        return self._service("start_policy", goal_message(StartPolicy.Request(), goal))
 
     def stop_policy(self, robot_name: str = "") -> CallResult:
-        return self._service("stop_policy", {"robot_name": robot_name})
+        """Stop the rollout on `robot_name` ("": every rollout) with hold."""
+        request = fill_fields(StopPolicy.Request(), {"robot_name": robot_name}, extra=False)
+        return self._service("stop_policy", request)
 
     def list_policies_running(self) -> CallResult:
-        return self._service("list_policies_running", {})
+        """The robots the runner drives now (report: running, robots, count)."""
+        return self._service("list_policies_running", ListPoliciesRunning.Request())
 
     # -- the operator's calls --
 
@@ -419,14 +467,13 @@ class WorkcellClient:
             )
         return client
 
-    def _service(self, name: str, fields: Mapping[str, Any]) -> CallResult:
+    def _service(self, name: str, request: Any) -> CallResult:
         client = self._services[name]
         if not client.wait_for_service(timeout_sec=self.server_timeout_s):
             raise TimeoutError(
                 f"no runner answers the service {self._name(name)} within {self.server_timeout_s:g} s"
             )
         self._wait_heard()
-        request = fill_fields(_SERVICE_TYPES[name].Request(), fields)
         return CallResult.from_response(self._wait(client.call_async(request), name))
 
     def _wait_heard(self) -> None:
@@ -502,6 +549,85 @@ class WorkcellClient:
                         f"host is unreachable); the goal's outcome is unknown"
                     )
         return future.result()
+
+
+class GoalTask:
+    """One goal sent by a WorkcellClient (nav2's isTaskComplete / getFeedback / cancelTask /
+    getResult): thread-safe; feedback() is the latest feedback message; result() waits
+    for the result (RunnerLost once the runner that accepted the goal left the graph)."""
+
+    def __init__(self, client: WorkcellClient, name: str, on_feedback: OnFeedback | None) -> None:
+        self.name = name
+        self._client = client
+        self._user_feedback = on_feedback
+        self._feedback: Feedback | None = None
+        self._handle: Any = None
+        self._future: Any = None
+        self._servers: dict[tuple[int, ...], str] = {}
+        self._result: CallResult | None = None
+
+    def _on_feedback(self, message: Any) -> None:  # the action's FeedbackMessage
+        self._feedback = message.feedback
+        if self._user_feedback is not None:
+            self._user_feedback(message.feedback)
+
+    def _accepted(self, handle: Any) -> None:
+        self._handle = handle
+        if not handle.accepted:
+            self._result = CallResult(
+                False, "error", f"{self.name}: the runner rejected the goal", task=TaskResult.FAILED
+            )
+            return
+        self._servers = self._client._servers(self.name)  # who took it: bounds the wait
+        self._future = handle.get_result_async()
+        with self._client._lock:
+            self._client._goals.append(self)
+        self._future.add_done_callback(lambda _f: self._forget())
+
+    def _forget(self) -> None:
+        with self._client._lock:
+            if self in self._client._goals:
+                self._client._goals.remove(self)
+
+    def is_complete(self) -> bool:
+        """Whether the goal ended (its result is in, or it was refused)."""
+        return self._result is not None or (self._future is not None and self._future.done())
+
+    def feedback(self) -> Feedback | None:
+        """The latest feedback message (the action's Feedback), or None before the first."""
+        return self._feedback
+
+    def status(self) -> TaskResult:
+        """How the goal ended; UNKNOWN while it runs."""
+        if not self.is_complete():
+            return TaskResult.UNKNOWN
+        return self.result().task
+
+    def cancel(self) -> bool:
+        """Ask the runner to cancel the goal (the robot holds; the result says what ran);
+        False when it had already ended."""
+        if self._future is None or self._future.done():
+            return False
+        reply = self._client._wait(self._handle.cancel_goal_async(), "cancel")
+        return bool(reply.goals_canceling)
+
+    def result(self, timeout_s: float | None = None) -> CallResult:
+        """Wait (timeout_s: None, no bound but the runner's liveness) for the goal's result."""
+        if self._result is None:
+            try:
+                answer = self._client._wait(
+                    self._future, self.name, timeout_s=timeout_s, servers=self._servers
+                )
+            except RunnerLost:
+                self._forget()  # its outcome is unknown: no longer in flight
+                raise
+            self._result = CallResult.from_response(answer.result, goal_status=answer.status)
+        return self._result
+
+
+def _goal_fields(arguments: Mapping[str, object]) -> dict[str, Any]:
+    """A typed method's arguments as its goal's fields (self and feedback left out)."""
+    return {k: v for k, v in arguments.items() if k not in ("self", "feedback")}
 
 
 class RunnerLost(RuntimeError):

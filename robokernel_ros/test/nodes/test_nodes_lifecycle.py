@@ -227,7 +227,7 @@ def test_runner_transitions_refusals_and_a_deactivate_mid_run(processes, ros, si
         goal = threading.Thread(
             target=lambda: eval_box.update(result=client.eval_policy(
                 robot_name="arm", policy_provider="mock", n_episodes=3, max_steps=100000,
-                fast_mode=False, control_frequency=50.0, feedback=feedback.append,
+                extra={"fast_mode": False, "control_frequency": 50.0}, feedback=feedback.append,
             )),
             daemon=True,
         )  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from robokernel_ros.ros.client import WorkcellClient  # noqa: E402
+from robokernel_ros.ros.client import EvalGoal, TaskResult, WorkcellClient  # noqa: E402
 
 NS = "/rk_actions"
 PACED = {"fast_mode": False, "control_frequency": 50.0}  # wall-clock episodes: time to act
@@ -75,7 +75,7 @@ def test_eval_action_streams_feedback_while_it_runs(cell) -> None:
         n_episodes=3,
         max_steps=30,
         feedback=on_feedback,
-        **PACED,
+        extra=PACED,
     )
     done_at = time.monotonic()
     assert result.ok and result.status == "success", result.message
@@ -101,7 +101,7 @@ def test_cancel_mid_eval_holds_and_leaves_a_complete_trace_and_bag(cell) -> None
         n_episodes=5,
         max_steps=200,  # 4 s an episode at 50 Hz
         feedback=feedback.append,
-        **PACED,
+        extra=PACED,
     )
     _wait_until(lambda: any(m.episode == 1 and m.step >= 20 for m in feedback), 60, "step 20")
     t_cancel = time.monotonic()
@@ -140,9 +140,53 @@ def test_refused_goal_is_answered_before_anything_starts(cell, runner) -> None:
         cell.eval_policy(robot_name="arm", n_episodes="three")  # refused by the client
 
 
+def test_a_sent_goal_is_followed_without_blocking_and_answers_a_typed_result(cell) -> None:
+    task = cell.send(EvalGoal(robot_name="arm", n_episodes=2, max_steps=30, seed=0, extra=PACED))
+    assert task.status() is TaskResult.UNKNOWN or task.is_complete()
+    seen = []
+    deadline = time.monotonic() + 60
+    while not task.is_complete():  # nav2's isTaskComplete / getFeedback loop
+        assert time.monotonic() < deadline, "the goal did not complete"
+        if task.feedback() is not None:
+            seen.append(task.feedback())
+        time.sleep(0.02)
+    result = task.result()
+    assert result.ok and result.task is TaskResult.SUCCEEDED, result.message
+    assert task.status() is TaskResult.SUCCEEDED
+    assert result.outcomes == [e["outcome"] for e in result.report["episodes"]]
+    assert len(result.outcomes) == 2
+    assert any(m.step > 0 for m in seen), "no feedback was seen while it ran"
+    assert task.feedback().episodes_done == 2
+    assert not task.cancel(), "a finished goal cannot be cancelled"
+
+
+def test_a_sent_goal_cancelled_ends_canceled_with_what_ran(cell) -> None:
+    task = cell.send(EvalGoal(robot_name="arm", n_episodes=5, max_steps=200, extra=PACED))
+    _wait_until(lambda: task.feedback() is not None and task.feedback().step >= 10, 60, "step 10")
+    assert task.cancel()
+    result = task.result(timeout_s=30)
+    assert result.task is TaskResult.CANCELED and task.status() is TaskResult.CANCELED
+    assert not result.ok and result.status == "cancelled", result.message
+    assert result.outcomes[-1] == "stopped"
+    assert cell.cancel() == 0  # nothing left in flight
+
+
+def test_a_refused_goal_ends_failed(cell) -> None:
+    result = cell.send(EvalGoal(robot_name="arm", n_episodes=0)).result(timeout_s=30)
+    assert result.task is TaskResult.FAILED and not result.ok
+    assert "n_episodes" in result.message, result.message
+    clash = cell.eval_policy(robot_name="arm", n_episodes=1, max_steps=5, extra={"seed": 3})
+    assert clash.task is TaskResult.FAILED and "extra_json names ['seed']" in clash.message
+
+
 def test_a_second_client_is_refused_while_the_robot_is_busy(cell) -> None:
     thread, box = _in_thread(
-        cell.run_policy, robot_name="arm", policy_provider="mock", n_steps=100000, **PACED
+        cell.run_policy,
+        robot_name="arm",
+        policy_provider="mock",
+        n_steps=100000,
+        control_frequency=PACED["control_frequency"],
+        extra={"fast_mode": False},
     )
     _wait_until(lambda: cell.list_policies_running().report["robots"] == ["arm"], 60, "busy")
     with WorkcellClient(NS, server_timeout_s=60.0) as other:
