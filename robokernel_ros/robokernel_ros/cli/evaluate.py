@@ -41,10 +41,18 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-steps", type=int, default=300, help="steps per episode, >= 1 (default 300)"
     )
-    p.add_argument("--control-frequency", type=float, default=50.0,
-                   help="control steps per second, > 0 (default 50)")  # fmt: skip
-    p.add_argument("--action-horizon", type=int, default=8,
-                   help="actions of a chunk executed before the next inference, >= 1 (default 8)")  # fmt: skip
+    p.add_argument(
+        "--control-frequency",
+        type=float,
+        default=50.0,
+        help="control steps per second, > 0 (default 50)",
+    )
+    p.add_argument(
+        "--action-horizon",
+        type=int,
+        default=8,
+        help="actions of a chunk executed before the next inference, >= 1 (default 8)",
+    )
     p.add_argument(
         "--async-rtc",
         action="store_true",
@@ -69,6 +77,10 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
         "must match its eval_config.json or be left out, but --json, --progress, --live, "
         "--workers, --ray-address, --batch-inference and --max-batch, taken as given",
     )
+    _add_camera_args(p)
+
+
+def _add_camera_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--add-camera",
         dest="cameras",

@@ -66,8 +66,10 @@ def _run_import(args: argparse.Namespace) -> int:
         return 1
     except (ValueError, OSError) as exc:
         message = str(exc).replace("bags=", "BAG=").replace("out=", "--out=")
-        print(f"robokernel import-bag: error: {message.replace('slack_s=', '--slack=')}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"robokernel import-bag: error: {message.replace('slack_s=', '--slack=')}",
+            file=sys.stderr,
+        )
         return 1
     if args.json:
         print(json.dumps({"runs": [asdict(r) for r in results]}))
@@ -92,9 +94,12 @@ def _check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("bag", nargs="?", default=None, metavar="BAG", help="a bag to check it against")
     p.add_argument("--live", action="store_true", help="check it against the live ROS graph")
     p.add_argument(
-        "--duration", type=float, default=3.0, metavar="S",
+        "--duration",
+        type=float,
+        default=3.0,
+        metavar="S",
         help="--live: how long to listen (default 3 s)",
-    )  # fmt: skip
+    )
 
 
 def _stamp(ns: int | None) -> str:
@@ -188,8 +193,9 @@ def _run_check(args: argparse.Namespace) -> int:
         try:
             from robokernel_ros.ros.contract_live import check_live
         except ImportError as exc:
-            print(f"robokernel contract check: error: --live: not available ({exc})",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"robokernel contract check: error: --live: not available ({exc})", file=sys.stderr
+            )
             return 1
         return int(check_live(contract, args.duration))
     if args.bag is None:
@@ -216,8 +222,10 @@ def _run_check(args: argparse.Namespace) -> int:
     _print_rows(resolved, rows)
     silent = [r for r in rows if r["messages"] == 0]
     for r in silent:
-        print(f"robokernel contract check: error: {r['key']}: topic {r['topic']} has no message",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"robokernel contract check: error: {r['key']}: topic {r['topic']} has no message",
+            file=sys.stderr,
+        )
     return 2 if silent else 0
 
 
@@ -251,8 +259,11 @@ def _wrap_export() -> None:
 
         root = Path(args.root)
         if root.exists() and any(root.iterdir()):
-            print(f"robokernel export-lerobot: error: --root={str(root)!r}: already exists and "
-                  "is not empty (a dataset is never overwritten)", file=sys.stderr)  # fmt: skip
+            print(
+                f"robokernel export-lerobot: error: --root={str(root)!r}: already exists and "
+                "is not empty (a dataset is never overwritten)",
+                file=sys.stderr,
+            )
             return 1
         with tempfile.TemporaryDirectory(prefix="robokernel-import-") as tmp:
             try:

@@ -14,6 +14,8 @@ from robokernel_ros.cli.output import TRACE_DIR_DEFAULT
 
 
 def add_policy_args(p: argparse.ArgumentParser) -> None:
+    """The shared options, in --help's order: the policy and the episodes, what is
+    recorded and printed, how the episodes run."""
     p.add_argument(
         "--policy", default="mock", help="policy provider (mock, scripted, lerobot, ...)"
     )
@@ -31,6 +33,11 @@ def add_policy_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="base seed, a whole number (episode i runs with seed + i; default 0)",
     )
+    _add_recording_args(p)
+    _add_execution_args(p)
+
+
+def _add_recording_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--video",
         nargs="?",
@@ -40,10 +47,17 @@ def add_policy_args(p: argparse.ArgumentParser) -> None:
         help="one MP4 per episode: DIR/<command>_<id>_ep<i>.mp4 (<id> unique per call), "
         "or FILE_ep<i>.mp4 for FILE.mp4",
     )
-    p.add_argument("--video-fps", type=float, default=30.0,
-                   help="frames per second of --video, > 0 (default 30; at most the control rate)")  # fmt: skip
-    p.add_argument("--camera", default=None,
-                   help="with --video: a camera of the scene to record (default: the free camera)")  # fmt: skip
+    p.add_argument(
+        "--video-fps",
+        type=float,
+        default=30.0,
+        help="frames per second of --video, > 0 (default 30; at most the control rate)",
+    )
+    p.add_argument(
+        "--camera",
+        default=None,
+        help="with --video: a camera of the scene to record (default: the free camera)",
+    )
     p.add_argument(
         "--trace-dir",
         default=TRACE_DIR_DEFAULT,
@@ -51,29 +65,76 @@ def add_policy_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-trace", action="store_true", help="record no trace")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a progress bar, --progress / --no-progress (default: on a terminal)")  # fmt: skip
-    p.add_argument("--wbc-install-torque-control", action="store_true",
-                   help="torque motors track the policy's joint targets through a PD shim")  # fmt: skip
-    p.add_argument("--wbc-gains", type=json_arg, default=None, metavar="JSON",
-                   help='with --wbc-install-torque-control: a JSON object of shim gains {joint: {"kp": .., "kd": ..}} over the model\'s defaults')  # fmt: skip
-    p.add_argument("--live", nargs="?", type=live_port, const=8765, default=None, metavar="PORT",
-                   help="serve a live Foxglove view on ws://127.0.0.1:PORT, a TCP port 0..65535 (bare --live: 8765; "
-                        "0: a free one, printed)")  # fmt: skip
-    p.add_argument("--live-wait", type=positive_seconds, default=None, metavar="SECONDS",
-                   help="with --live: wait up to SECONDS (> 0) for a viewer before the first episode")  # fmt: skip
-    p.add_argument("--realtime", action="store_true",
-                   help="pace the episodes at the control rate (wall clock), as a robot runs; "
-                        "default: as fast as the simulation goes")  # fmt: skip
-    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                   help="run the episodes on N Ray workers, N >= 1 (default: in this process, no Ray)")  # fmt: skip
-    p.add_argument("--ray-address", default=None, metavar="ADDR",
-                   help="with --workers: a Ray cluster to run the workers on ('auto', 'ray://head:10001'; default: a local Ray)")  # fmt: skip
-    p.add_argument("--batch-inference", action="store_true",
-                   help="with --workers N (N >= 2): one policy actor batches every worker's inference")  # fmt: skip
-    p.add_argument("--max-batch", type=positive_int, default=None, metavar="B",
-                   help="with --batch-inference: observations per forward pass at most "
-                        "(default: eval_policy's max_batch)")  # fmt: skip
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar, --progress / --no-progress (default: on a terminal)",
+    )
+
+
+def _add_execution_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wbc-install-torque-control",
+        action="store_true",
+        help="torque motors track the policy's joint targets through a PD shim",
+    )
+    p.add_argument(
+        "--wbc-gains",
+        type=json_arg,
+        default=None,
+        metavar="JSON",
+        help='with --wbc-install-torque-control: a JSON object of shim gains {joint: {"kp": .., "kd": ..}} over the model\'s defaults',
+    )
+    p.add_argument(
+        "--live",
+        nargs="?",
+        type=live_port,
+        const=8765,
+        default=None,
+        metavar="PORT",
+        help="serve a live Foxglove view on ws://127.0.0.1:PORT, a TCP port 0..65535 (bare --live: 8765; "
+        "0: a free one, printed)",
+    )
+    p.add_argument(
+        "--live-wait",
+        type=positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="with --live: wait up to SECONDS (> 0) for a viewer before the first episode",
+    )
+    p.add_argument(
+        "--realtime",
+        action="store_true",
+        help="pace the episodes at the control rate (wall clock), as a robot runs; "
+        "default: as fast as the simulation goes",
+    )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="run the episodes on N Ray workers, N >= 1 (default: in this process, no Ray)",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="with --workers: a Ray cluster to run the workers on ('auto', 'ray://head:10001'; default: a local Ray)",
+    )
+    p.add_argument(
+        "--batch-inference",
+        action="store_true",
+        help="with --workers N (N >= 2): one policy actor batches every worker's inference",
+    )
+    p.add_argument(
+        "--max-batch",
+        type=positive_int,
+        default=None,
+        metavar="B",
+        help="with --batch-inference: observations per forward pass at most "
+        "(default: eval_policy's max_batch)",
+    )
 
 
 def flag_conflict(args: argparse.Namespace) -> str | None:

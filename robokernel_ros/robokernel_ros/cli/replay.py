@@ -23,19 +23,32 @@ from robokernel_ros.cli.registry import register_subcommand
 
 
 def _replay_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("recording", metavar="PATH",
-                   help="a run directory, a folder of them, a bag, or a LeRobot dataset root")  # fmt: skip
-    p.add_argument("--episode", type=int, default=0,
-                   help="which episode, a whole number >= 0: of a folder, oldest first; of a dataset, its "
-                        "episode index (default 0)")  # fmt: skip
-    p.add_argument("--robot", default=None,
-                   help="packaged model (so101, panda, go2) or an MJCF path (default: the recorded "
-                        "robot; a dataset's: the model its robot_type names, so101_follower: so101)")  # fmt: skip
-    p.add_argument("--convention", default="auto",
-                   choices=("auto", "none", "so_follower", "so_follower_range"),
-                   help="a LeRobot dataset's units (default auto: what its robot_type implies, "
-                        "so101_follower: degrees, gripper 0..100; none: the robot's own, radians; "
-                        "so_follower_range: body joints -100..100)")  # fmt: skip
+    p.add_argument(
+        "recording",
+        metavar="PATH",
+        help="a run directory, a folder of them, a bag, or a LeRobot dataset root",
+    )
+    p.add_argument(
+        "--episode",
+        type=int,
+        default=0,
+        help="which episode, a whole number >= 0: of a folder, oldest first; of a dataset, its "
+        "episode index (default 0)",
+    )
+    p.add_argument(
+        "--robot",
+        default=None,
+        help="packaged model (so101, panda, go2) or an MJCF path (default: the recorded "
+        "robot; a dataset's: the model its robot_type names, so101_follower: so101)",
+    )
+    p.add_argument(
+        "--convention",
+        default="auto",
+        choices=("auto", "none", "so_follower", "so_follower_range"),
+        help="a LeRobot dataset's units (default auto: what its robot_type implies, "
+        "so101_follower: degrees, gripper 0..100; none: the robot's own, radians; "
+        "so_follower_range: body joints -100..100)",
+    )
     p.add_argument(
         "--robot-name", default=None, help="the robot's name in the scene (default: from --robot)"
     )

@@ -156,8 +156,11 @@ def _report_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="evaluations: eval --output folders or folders of runs",
     )
-    parser.add_argument("--out", metavar="OUT", help="folder for the PNGs and index.html "
-                        "(default DIR/report for one DIR)")  # fmt: skip
+    parser.add_argument(
+        "--out",
+        metavar="OUT",
+        help="folder for the PNGs and index.html (default DIR/report for one DIR)",
+    )
     parser.add_argument(
         "--episodes",
         default="0",

@@ -91,9 +91,11 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         self.detail = "unconfigured: the policy is loaded by the configure transition"
         if self.server_params.served:
             raise ParameterError(
-                "served", True, "served mode is the served_endpoint node (policy_server's main "
-                "builds it when served is true)"
-            )  # fmt: skip
+                "served",
+                True,
+                "served mode is the served_endpoint node (policy_server's main "
+                "builds it when served is true)",
+            )
         self._episode: str | None = None
         self._infer_lock = threading.Lock()  # one inference at a time (topic and service paths)
         # The chunks' stamps: the node's clock, read as the system clock while that is what
