@@ -27,50 +27,7 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode, Node
-
-
-def _dds_profile(config):
-    """config/fastdds_shm.xml (camera frames on shared memory) unless a profile is set."""
-    from launch.actions import SetEnvironmentVariable
-
-    names = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
-    if any(os.environ.get(name) for name in names):
-        return []
-    name = names[os.environ.get("ROS_DISTRO", "") in ("humble", "jazzy")]  # Fast DDS 2: the old
-    return [SetEnvironmentVariable(name, os.path.join(config, "fastdds_shm.xml"))]
-
-
-def _transition(node, transition_id):
-    from launch.actions import EmitEvent
-    from launch.events import matches_action
-    from launch_ros.events.lifecycle import ChangeState
-
-    return EmitEvent(
-        event=ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition_id)
-    )
-
-
-def _bring_up_in_order(nodes):
-    """Lifecycle nodes brought up one after another: the first is configured at once,
-    each is activated when its configure succeeded, and the next is configured when it
-    is active. Only the transitions out of configuring and activating trigger the next
-    step, so an operator's later deactivate is not undone."""
-    from launch.actions import RegisterEventHandler
-    from launch_ros.event_handlers import OnStateTransition
-    from lifecycle_msgs.msg import Transition
-
-    actions = [_transition(nodes[0], Transition.TRANSITION_CONFIGURE)]
-    for node, following in zip(nodes, [*nodes[1:], None], strict=True):
-        actions.append(RegisterEventHandler(OnStateTransition(
-            target_lifecycle_node=node, start_state="configuring", goal_state="inactive",
-            entities=[_transition(node, Transition.TRANSITION_ACTIVATE)],
-        )))  # fmt: skip
-        if following is not None:
-            actions.append(RegisterEventHandler(OnStateTransition(
-                target_lifecycle_node=node, start_state="activating", goal_state="active",
-                entities=[_transition(following, Transition.TRANSITION_CONFIGURE)],
-            )))  # fmt: skip
-    return actions
+from robokernel_ros.ros.launch_steps import bring_up_in_order, dds_profile
 
 
 def generate_launch_description():
@@ -106,7 +63,7 @@ def generate_launch_description():
     )
     return LaunchDescription(
         [
-            *_dds_profile(config),
+            *dds_profile(config),
             DeclareLaunchArgument(
                 "namespace", default_value="robokernel", description="namespace of every name"
             ),
@@ -177,6 +134,6 @@ def generate_launch_description():
             ),
             policy_server,
             runner,
-            *_bring_up_in_order([policy_server, runner]),
+            *bring_up_in_order([policy_server, runner]),
         ]
     )

@@ -164,8 +164,9 @@ def test_config_files_are_ros_parameter_files() -> None:
 @pytest.mark.parametrize("launch_file", ["sim_workcell.launch.py", "workcell.launch.py"])
 def test_the_lifecycle_nodes_are_brought_up_in_order(launch_file: str) -> None:
     """policy_server then runner, as launch_ros LifecycleNodes with their autostart off
-    (the launch file drives their transitions), handed to _bring_up_in_order in that
-    order; the config files autostart them for the process graph (demo, tests)."""
+    (the launch file drives their transitions), handed to bring_up_in_order
+    (ros.launch_steps) in that order; the config files autostart them for the process
+    graph (demo, tests)."""
     import yaml
 
     tree = _parse(launch_file)
@@ -178,9 +179,12 @@ def test_the_lifecycle_nodes_are_brought_up_in_order(launch_file: str) -> None:
             for d in overrides
             for k, v in zip(d.keys, d.values, strict=True)
         ), ast.dump(node)
-    (order,) = _calls(tree, "_bring_up_in_order")
+    (order,) = _calls(tree, "bring_up_in_order")
     assert [e.id for e in order.args[0].elts] == ["policy_server", "runner"]
-    text = (LAUNCH / launch_file).read_text()
+    assert "from robokernel_ros.ros.launch_steps import" in (LAUNCH / launch_file).read_text()
+    from robokernel_ros.ros import launch_steps
+
+    text = Path(launch_steps.__file__).read_text()  # what the launch files share
     for needle in ("OnStateTransition", 'start_state="configuring"', 'start_state="activating"',
                    "TRANSITION_CONFIGURE", "TRANSITION_ACTIVATE"):  # fmt: skip
         assert needle in text, needle
