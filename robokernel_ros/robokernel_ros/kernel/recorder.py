@@ -212,6 +212,29 @@ def error_info(
     }
 
 
+class EpisodeOver(Exception):  # noqa: N818 - control flow, never leaves the kernel
+    """Ends an episode early with an outcome (raised by an Episode's steps; the loop, or
+    the served session, turns it into the episode's outcome)."""
+
+    def __init__(
+        self, outcome: EpisodeOutcome, status: str, error: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(status)
+        self.outcome = outcome
+        self.status = status
+        self.error = error
+
+    @classmethod
+    def failure(cls, category: str, exc: BaseException, where: str = "") -> EpisodeOver:
+        """An `error` outcome for an exception of the policy or the env (`where`: the call)."""
+        call = f"{where}: " if where else ""
+        return cls(
+            EpisodeOutcome.ERROR,
+            f"error: {category}: {call}{type(exc).__name__}: {exc}",
+            error_info(category, exc),
+        )
+
+
 def check_episode_parts(
     agent: Any,
     trace: Any,

@@ -31,10 +31,11 @@ from .operator import OperatorChannel
 from .recorder import (
     POLICY_ERROR,
     EpisodeOutcome,
+    EpisodeOver,
     EpisodeRecord,
     apply_verdict,
 )
-from .runner import Episode, EpisodeOver, EpisodeRunner
+from .runner import Episode, EpisodeRunner
 from .spec import Action, Agent, EnvSpec, StepResult
 from .timing import Timing
 from .trace import TraceStore
