@@ -26,7 +26,6 @@ from robokernel_ros.contract import (
     Contract,
     ContractError,
     load_contract,
-    resolve_types,
     stream_names,
 )
 from robokernel_ros.contract.fields import JOINT_STATE
@@ -112,18 +111,18 @@ def bag_streams(contract: Contract, bag: Path) -> tuple[Contract, list[dict[str,
     """The contract resolved against `bag` and, per stream, what the bag holds: messages,
     rate (Hz over the alignment stamps), first and last stamp. ContractError: a missing
     topic or a type mismatch, by name."""
-    from robokernel_ros.recording.importer import has_header, open_bag, stamp_of
+    from robokernel_ros.recording.importer import (
+        has_header,
+        open_bag,
+        resolve_against_bag,
+        stamp_of,
+    )
     from robokernel_ros.recording.reader import bag_info
 
     info = bag_info(bag)
     with open_bag(info.path) as reader:
         types = {c.topic: c.msgtype for c in reader.connections}
-        try:
-            resolved = resolve_types(contract, types)
-        except ContractError as exc:
-            raise ContractError(
-                f"{contract.origin} against bag {info.path}", exc.problems
-            ) from None
+        resolved = resolve_against_bag(contract, types, info.path)
         topics = resolved.topics()
         stats: dict[str, list[Any]] = {t: [0, None, None] for t in topics}
         stampers = {t: stamp_of(resolved.align, has_header(types[t])) for t in topics}

@@ -153,6 +153,15 @@ class _JointStateReader:
         return self._layouts[key]
 
 
+def resolve_against_bag(contract: Contract, types: dict[str, str], bag: Path) -> Contract:
+    """The contract resolved against a bag's {topic: message type}; ContractError naming
+    the contract and the bag with every problem (a missing topic, a type mismatch)."""
+    try:
+        return resolve_types(contract, types)
+    except ContractError as exc:
+        raise ContractError(f"{contract.origin} against bag {bag}", exc.problems) from None
+
+
 def has_header(msgtype: str) -> bool:
     """Whether messages of `msgtype` start with a std_msgs/Header (their stamp can align)."""
     fields = T.typestore().fielddefs.get(msgtype)
@@ -223,12 +232,7 @@ def _open_bag(path: Path, contract: Contract) -> _Bag:
         counts: dict[str, int] = {}
         for c in reader.connections:
             counts[c.topic] = counts.get(c.topic, 0) + c.msgcount
-        try:
-            resolved = resolve_types(contract, types)
-        except ContractError as exc:
-            raise ContractError(
-                f"{contract.origin} against bag {info.path}", exc.problems
-            ) from None
+        resolved = resolve_against_bag(contract, types, info.path)
         problems = _check_first_messages(reader, resolved, info.path)
         if problems:
             raise ContractError(f"{contract.origin} against bag {info.path}", problems)
