@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from robokernel_ros.process import die_with_parent, stop_process_groups
+from robokernel_ros.ros.launch_steps import DDS_PROFILE_VARS as DDS_PROFILE_VARS
+from robokernel_ros.ros.launch_steps import profile_variable
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # robokernel_ros/ (setup.py, config/, launch/)
 CONFIG_DIR = PACKAGE_DIR / "config"
@@ -66,17 +68,12 @@ def config_dir() -> Path:
     return Path(get_package_share_directory("robokernel_ros")) / "config"
 
 
-DDS_PROFILE_VARS = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
-
-
 def use_dds_profile(environ: dict[str, str] | Any = os.environ) -> None:
-    """Point Fast DDS at config/fastdds_shm.xml (a 16 MiB shared-memory segment, so
-    640x480 camera frames travel on shared memory) unless a profile is set already."""
-    if not any(environ.get(name) for name in DDS_PROFILE_VARS):
-        # Fast DDS 3 reads the first name (and warns about the second); 2 (Humble, Jazzy)
-        # the second.
-        old = environ.get("ROS_DISTRO", "") in ("humble", "jazzy")
-        environ[DDS_PROFILE_VARS[old]] = str(config_dir() / "fastdds_shm.xml")
+    """Point Fast DDS at config/fastdds_shm.xml unless a profile is set already (the
+    launch files' rule: ros.launch_steps.profile_variable)."""
+    name = profile_variable(environ)
+    if name is not None:
+        environ[name] = str(config_dir() / "fastdds_shm.xml")
 
 
 @dataclass

@@ -12,20 +12,29 @@ graph as processes: robokernel_ros.demo).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 #: Fast DDS 3 reads the first name (and warns about the second); 2 (Humble, Jazzy) the second.
 DDS_PROFILE_VARS = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
 
 
+def profile_variable(environ: Mapping[str, str]) -> str | None:
+    """The variable that points Fast DDS at config/fastdds_shm.xml (a 16 MiB
+    shared-memory segment, so 640x480 camera frames travel on shared memory) in
+    `environ`'s ROS distribution; None when a profile is set already."""
+    if any(environ.get(name) for name in DDS_PROFILE_VARS):
+        return None
+    return DDS_PROFILE_VARS[environ.get("ROS_DISTRO", "") in ("humble", "jazzy")]
+
+
 def dds_profile(config: str) -> list[object]:
-    """config/fastdds_shm.xml (camera frames on shared memory) unless a profile is set:
-    the SetEnvironmentVariable action, or none."""
+    """config/fastdds_shm.xml unless a profile is set (profile_variable): the
+    SetEnvironmentVariable action, or none."""
     from launch.actions import SetEnvironmentVariable
 
-    if any(os.environ.get(name) for name in DDS_PROFILE_VARS):
+    name = profile_variable(os.environ)
+    if name is None:
         return []
-    name = DDS_PROFILE_VARS[os.environ.get("ROS_DISTRO", "") in ("humble", "jazzy")]
     return [SetEnvironmentVariable(name, os.path.join(config, "fastdds_shm.xml"))]
 
 
