@@ -119,7 +119,7 @@ from robokernel_interfaces.srv import (
 from robokernel_ros.kernel import EpisodeOutcome
 from robokernel_ros.kernel.events import EPISODE_END
 from robokernel_ros.ros import requests
-from robokernel_ros.ros.actions import RunnerActions
+from robokernel_ros.ros.actions import ACTION_TYPES, RunnerActions
 from robokernel_ros.ros.lifecycle import ACTIVE, LifecyclePeer, release_state_machine
 from robokernel_ros.ros.node import freeze_heap, run_multithreaded
 from robokernel_ros.ros.operator import RunnerOperator
@@ -180,25 +180,13 @@ class RunnerNode(LifecycleNode):
         """Every name of the node, in every lifecycle state (a call answers by the state)."""
         long_calls = ReentrantCallbackGroup()  # each long call holds one executor thread
         quick = ReentrantCallbackGroup()
-        for srv_type, name, handler in (
-            (RunPolicy, "run_policy", self._on_run_policy),
-            (StartPolicy, "start_policy", self._on_start_policy),
-            (EvalPolicy, "eval_policy", self._on_eval_policy),
-            (EvaluateBenchmark, "evaluate_benchmark", self._on_evaluate_benchmark),
-            (ReplayEpisode, "replay_episode", self._on_replay_episode),
-            (RunMultiPolicy, "run_multi_policy", self._on_run_multi_policy),
-        ):
-            self.create_service(srv_type, name, handler, callback_group=long_calls)
+        handlers = {name: getattr(self, f"_on_{name}") for name in _LONG_SERVICES}
+        for name, srv_type in _LONG_SERVICES.items():
+            self.create_service(srv_type, name, handlers[name], callback_group=long_calls)
         # The same long calls as actions (goal, feedback, cancel: robokernel_ros.ros.actions).
         self._actions = RunnerActions(
             self,
-            {
-                "run_policy": self._on_run_policy,
-                "eval_policy": self._on_eval_policy,
-                "evaluate_benchmark": self._on_evaluate_benchmark,
-                "replay_episode": self._on_replay_episode,
-                "run_multi_policy": self._on_run_multi_policy,
-            },
+            {name: handlers[name] for name in ACTION_TYPES},
             bus=lambda: getattr(self.cell, "bus", None),
             cancel=lambda: self._interrupt("cancelled"),
             callback_group=long_calls,
@@ -693,6 +681,15 @@ class RunnerNode(LifecycleNode):
         release_state_machine(self)
 
 
+#: The long calls' services (each but start_policy also an action: ros.actions.ACTION_TYPES).
+_LONG_SERVICES = {
+    "run_policy": RunPolicy,
+    "start_policy": StartPolicy,
+    "eval_policy": EvalPolicy,
+    "evaluate_benchmark": EvaluateBenchmark,
+    "replay_episode": ReplayEpisode,
+    "run_multi_policy": RunMultiPolicy,
+}
 #: how long a refusal waits for the heartbeat of a replaced policy server to agree
 _HEARTBEAT_AGREES_S = 5.0
 #: episode outcomes the runner also logs (an error, a watchdog, an e-stop)
