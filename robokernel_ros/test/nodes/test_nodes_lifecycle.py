@@ -90,6 +90,7 @@ def test_policy_server_transitions_and_what_each_state_serves(processes, ros) ->
     assert ros.wait_until(lambda: "observation of step 2 ignored" in processes.log(server), 30)
 
     _change(peer, "activate", "active")
+    ros.wait_matched(f"{ns}/action_chunk", 30)  # the collector matched configure's publisher
     answered = _chunk(ros, ns, 3)
     assert answered.ok and answered.chunk.obs_step == 3 and answered.chunk.horizon == 4
     assert ros.wait_until(lambda: statuses[-1].ready, 10)
@@ -121,6 +122,7 @@ def test_policy_server_transitions_and_what_each_state_serves(processes, ros) ->
     _change(peer, "activate", "active")
     assert _chunk(ros, ns, 8).ok
     assert ros.wait_until(lambda: publisher.get_subscription_count() == 1, 30)
+    ros.wait_matched(f"{ns}/action_chunk", 30)  # ... and the publisher configure made again
     publisher.publish(_observation(9))
     assert ros.wait_until(lambda: any(c.obs_step == 9 for c in chunks), 30)
     assert server.poll() is None, processes.log(server)
