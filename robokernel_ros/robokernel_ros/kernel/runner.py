@@ -140,40 +140,17 @@ class EpisodeRunner:
         teleop: TeleopSource | None = None,
         handover: Mapping[str, Any] | None = None,
     ) -> None:
-        spec = getattr(env, "env_spec", None)
-        if not isinstance(spec, EnvSpec):
-            raise ValueError(
-                f"env={type(env).__name__}: env.env_spec must be an EnvSpec, got {spec!r}"
-            )
-        for name in ("reset", "step"):
-            if not callable(getattr(env, name, None)):
-                raise ValueError(f"env={type(env).__name__}: has no {name}() method")
+        spec = _env_spec(env)
         check_episode_parts(agent, trace, bus, safety, image_every, operator)
-        if not isinstance(record_privileged, bool):
-            raise ValueError(f"record_privileged={record_privileged!r}: must be a bool")
-        if not (is_int(privileged_every) and privileged_every >= 1):
-            raise ValueError(
-                f"privileged_every={privileged_every!r}: must be an integer >= 1 (1: every step)"
-            )
-        for name, value in (("act_timeout_s", act_timeout_s), ("reset_timeout_s", reset_timeout_s)):
-            if value is not None and not (
-                isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and math.isfinite(value)
-                and value > 0
-            ):
-                raise ValueError(f"{name}={value!r}: must be a positive number or None")
-        if timing is not None and not isinstance(timing, Timing):
-            raise ValueError(f"timing={timing!r}: must be a Timing or None")
-        if count_action is not None and not callable(count_action):
-            raise ValueError(f"count_action={count_action!r}: must be callable or None")
-        if handover is not None and not isinstance(handover, Mapping):
-            raise ValueError(f"handover={handover!r}: must be a mapping or None")
-        unknown = set(handover or ()) - {"max_velocity", "max_acceleration"}
-        if unknown:
-            raise ValueError(
-                f"handover: unknown keys {sorted(unknown)}; known: max_acceleration, max_velocity"
-            )
+        _check_settings(
+            record_privileged,
+            privileged_every,
+            act_timeout_s,
+            reset_timeout_s,
+            timing,
+            count_action,
+            handover,
+        )
 
         self.env = env
         self.agent = agent
@@ -919,6 +896,54 @@ class Episode(ChunkSteps, InterventionSteps):
         self.rec.t = self.clock(step)
         for kind, data in accounts:
             self.rec.emit(kind, step, data)
+
+
+def _env_spec(env: Environment) -> EnvSpec:
+    """The env's EnvSpec (ValueError naming the env when it has none, or no reset/step)."""
+    spec = getattr(env, "env_spec", None)
+    if not isinstance(spec, EnvSpec):
+        raise ValueError(f"env={type(env).__name__}: env.env_spec must be an EnvSpec, got {spec!r}")
+    for name in ("reset", "step"):
+        if not callable(getattr(env, name, None)):
+            raise ValueError(f"env={type(env).__name__}: has no {name}() method")
+    return spec
+
+
+def _check_settings(
+    record_privileged: bool,
+    privileged_every: int,
+    act_timeout_s: float | None,
+    reset_timeout_s: float | None,
+    timing: Timing | None,
+    count_action: Callable[[Any], Any] | None,
+    handover: Mapping[str, Any] | None,
+) -> None:
+    """EpisodeRunner's settings within their domains (ValueError naming the first outside)."""
+    if not isinstance(record_privileged, bool):
+        raise ValueError(f"record_privileged={record_privileged!r}: must be a bool")
+    if not (is_int(privileged_every) and privileged_every >= 1):
+        raise ValueError(
+            f"privileged_every={privileged_every!r}: must be an integer >= 1 (1: every step)"
+        )
+    for name, value in (("act_timeout_s", act_timeout_s), ("reset_timeout_s", reset_timeout_s)):
+        if value is not None and not (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value > 0
+        ):
+            raise ValueError(f"{name}={value!r}: must be a positive number or None")
+    if timing is not None and not isinstance(timing, Timing):
+        raise ValueError(f"timing={timing!r}: must be a Timing or None")
+    if count_action is not None and not callable(count_action):
+        raise ValueError(f"count_action={count_action!r}: must be callable or None")
+    if handover is not None and not isinstance(handover, Mapping):
+        raise ValueError(f"handover={handover!r}: must be a mapping or None")
+    unknown = set(handover or ()) - {"max_velocity", "max_acceleration"}
+    if unknown:
+        raise ValueError(
+            f"handover: unknown keys {sorted(unknown)}; known: max_acceleration, max_velocity"
+        )
 
 
 def _check_run(max_steps: Any, seed: Any, instruction: Any, meta: Any) -> None:
