@@ -1441,8 +1441,8 @@ def _groups(
 
 def _shm_errors(logs: Path) -> list[str]:
     """Fast DDS's shared-memory transport errors in the nodes' logs ('<node>: <line>'),
-    e.g. "Failed init_port fastdds_port<N>: open_and_lock_file failed": a restarted
-    node whose port lock another live process holds is not reached over SHM."""
+    e.g. "Failed init_port fastdds_port<N>: open_and_lock_file failed" (another live
+    process holds that port; Fast DDS then tries the next one: evidence, not a fault)."""
     found = []
     for log in sorted(logs.glob("*.log")):
         for line in log.read_text(errors="replace").splitlines():
