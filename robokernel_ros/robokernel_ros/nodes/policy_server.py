@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.clock import ClockType, JumpThreshold
+from rclpy.clock import Clock, ClockType, JumpThreshold
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.lifecycle import (
     LifecycleNodeMixin,
@@ -98,17 +98,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
             )
         self._episode: str | None = None
         self._infer_lock = threading.Lock()  # one inference at a time (topic and service paths)
-        # The chunks' stamps: the node's clock, read as the system clock while that is what
-        # it reads (Clock.now() builds a Time per call: ~50 us on an idle server's chunk
-        # path); a jump callback follows use_sim_time turning ROS time on and off. (It holds
-        # the node weakly: a node whose construction failed is freed as before.)
-        self._now_ns = time.time_ns
-        node = weakref.ref(self)
-        self._clock_watch = self.get_clock().create_jump_callback(
-            JumpThreshold(min_forward=None, min_backward=None, on_clock_change=True),
-            post_callback=lambda _jump: _follow_clock(node()),
-        )
-        _follow_clock(self)
+        self._stamps = _ChunkStamps(self.get_clock())
         self._chunk_pub: LifecyclePublisher | None = None  # configure creates it
         self._chunk_msg = ActionChunk()
         self._answered: tuple[str, int] | None = None  # (run_id, step) of _chunk_msg
@@ -267,7 +257,7 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
             chunk = wire.chunk_to_msg(
                 rows, run_id=run_id, obs_step=msg.step, inference_time_s=elapsed, msg=out
             )
-            _stamp(chunk.header.stamp, self._now_ns())
+            _stamp(chunk.header.stamp, self._stamps.now_ns())
             return chunk
 
     def _on_get_chunk(
@@ -295,21 +285,34 @@ class PolicyServer(LifecycleNodeMixin, PolicyHost):
         if openpi is not None:
             openpi.stop()
         self.stop_hosting()
-        self._clock_watch.unregister()
+        self._stamps.close()
         super().destroy_node()
         release_state_machine(self)
 
 
-def _follow_clock(server: PolicyServer | None) -> None:
-    """Point server._now_ns at what its clock reads now: the system clock while ROS time
-    is off (what rcl reads then too), else the clock itself."""
-    if server is None:
-        return
-    clock = server.get_clock()
-    if clock.clock_type == ClockType.ROS_TIME and not clock.ros_time_is_active:
-        server._now_ns = time.time_ns
-    else:
-        server._now_ns = lambda: clock.now().nanoseconds
+class _ChunkStamps:
+    """The chunks' stamps: the node's clock, read as the system clock while that is what
+    it reads (Clock.now() builds a Time per call, a cost on every chunk); a jump callback
+    follows use_sim_time turning ROS time on and off. It holds the clock, not the node."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.now_ns: Callable[[], int] = time.time_ns
+        self._watch = clock.create_jump_callback(
+            JumpThreshold(min_forward=None, min_backward=None, on_clock_change=True),
+            post_callback=lambda _jump: self._follow(clock),
+        )
+        self._follow(clock)
+
+    def _follow(self, clock: Clock) -> None:
+        """Read the system clock while ROS time is off (what rcl reads then too), else
+        the clock itself."""
+        if clock.clock_type == ClockType.ROS_TIME and not clock.ros_time_is_active:
+            self.now_ns = time.time_ns
+        else:
+            self.now_ns = lambda: clock.now().nanoseconds
+
+    def close(self) -> None:
+        self._watch.unregister()
 
 
 def _stamp(stamp: Any, nanoseconds: int) -> None:
