@@ -4,6 +4,7 @@ kind takes.
     msg_type = command_type("forward_command")          # std_msgs/Float64MultiArray
     msg = command_message("joint_trajectory", ["j1"], [0.3], period_s=0.02)
     hold = hold_message("joint_trajectory", ["j1"], [0.3])   # the shield's hold
+    values, velocities = command_values("joint_trajectory", ["j1"], msg)   # read one back
 
 - forward_command (forward_command_controller, `<ctrl>/commands`): a
   `std_msgs/Float64MultiArray`, one value per joint in the controller's order;
@@ -73,6 +74,33 @@ def hold_message(kind: str, joints: Sequence[str], values: Sequence[float]) -> A
     return command_message(
         kind, joints, values, HOLD_TRAJECTORY_TIME_S, velocities=[0.0] * len(values)
     )
+
+
+def command_values(
+    kind: str, joints: Sequence[str], msg: Any
+) -> tuple[dict[str, float], dict[str, float] | None] | None:
+    """What a command of `kind` tells a controller, by joint: ({joint: position},
+    {joint: velocity} or None when the message gives none): a Float64MultiArray's values
+    in `joints` order, a JointTrajectory's last point (where it comes to). None when it
+    does not name every joint of `joints` once."""
+    if kind == "forward_command":
+        data = list(msg.data)
+        if len(data) != len(joints):
+            return None
+        return dict(zip(joints, map(float, data), strict=True)), None
+    if not msg.points:
+        return None
+    point = msg.points[-1]
+    names = list(msg.joint_names)
+    if sorted(names) != sorted(joints) or len(point.positions) != len(names):
+        return None
+    positions = dict(zip(names, map(float, point.positions), strict=True))
+    velocities = (
+        dict(zip(names, map(float, point.velocities), strict=True))
+        if len(point.velocities) == len(names)
+        else None
+    )
+    return positions, velocities
 
 
 def clipped_trajectory(msg: Any, points: Sequence[Any]) -> Any:

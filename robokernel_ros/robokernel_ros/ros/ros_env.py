@@ -62,7 +62,12 @@ from robokernel_ros.kernel import Capabilities, EnvSpec, StepResult
 from robokernel_ros.kernel.motion import step_toward
 from robokernel_ros.kernel.scheduling import check_priority
 from robokernel_ros.kernel.timing import Pacer
-from robokernel_ros.ros.commands import CONTROLLERS, command_message, command_type
+from robokernel_ros.ros.commands import (
+    CONTROLLERS,
+    command_message,
+    command_type,
+    command_values,
+)
 from robokernel_ros.ros.env_config import (
     ControllerRoute,
     RosEnvConfig,
@@ -81,15 +86,24 @@ from robokernel_ros.ros.wire import image_from_msg
 
 __all__ = ["CONTROLLERS", "RosEnvConfig", "RosRobotEnv", "RosScene"]
 
+#: An inherited speed that points away from the reset pose is braked at this share of the
+#: joint's acceleration limit (the shield's own bound, with a margin for its float
+#: comparison), whatever reset_speed_scale is: the shortest detour the shield passes.
+BRAKE_SCALE = 0.9
+
 
 @dataclass
 class _Channel:
-    """One controller as the env drives it: its route, publisher and shield reader."""
+    """One controller as the env drives it: its route, publisher and shield reader, and
+    (behind a shield) a reader of the controller's own topic, the shield's output."""
 
     route: ControllerRoute
     topic: str  # resolved
     publisher: Any
     shield_reader: DirectReader | None
+    controller_reader: DirectReader | None = None
+    # the controller's last two commands heard, oldest first: (positions, velocities, sent_at)
+    heard: tuple[tuple[dict[str, float], dict[str, float] | None, float], ...] = ()
 
 
 class RosRobotEnv:
@@ -157,6 +171,7 @@ class RosRobotEnv:
         self._values: dict[str, float] = {}  # the other state sources' numbers, by name
         self._target: dict[str, float] | None = None
         self._previous_target: dict[str, float] | None = None  # the command before _target
+        self._published_at = -math.inf  # monotonic time just before the last _publish
         self.commands_sent = 0
         self._link = acquire_link()
         rx = self._link.rx_node
@@ -189,12 +204,22 @@ class RosRobotEnv:
                 if route.shield_state_topic
                 else None
             )
+            # What the controller receives (the shield's forwards, clips and holds), read
+            # at each reset; only behind a shield whose output the contract names (the
+            # runner's parameters without a contract name only the shield's input).
+            output = resolve(route.controller_topic) if route.controller_topic else ""
+            controller_reader = (
+                DirectReader(rx, command_type(route.kind), output, COMMAND_QOS)
+                if route.shield is not None and output and output != resolve(route.topic)
+                else None
+            )
             self._channels.append(
                 _Channel(
                     route,
                     resolve(route.topic),
                     node.create_publisher(command_type(route.kind), route.topic, COMMAND_QOS),
                     shield_reader,
+                    controller_reader,
                 )
             )
         for reader in self._readers():
@@ -207,6 +232,7 @@ class RosRobotEnv:
             *(r for _, _, r in self._source_readers),
             *self._camera_readers.values(),
             *(c.shield_reader for c in self._channels if c.shield_reader is not None),
+            *(c.controller_reader for c in self._channels if c.controller_reader is not None),
         ]
 
     @property
@@ -431,10 +457,11 @@ class RosRobotEnv:
 
     def reset(self, seed: int | None = None) -> dict[str, Any]:
         """Bring the robot to reset_positions (none: start where it is) and return the
-        first observation. The command ramps from the last one sent (or the measured
-        pose) to the reset pose within motion_limits x reset_speed_scale, braking from
-        the speed it had, so the shield has nothing to clip; then it holds the pose
-        until every joint is within reset_tolerance. A joint without motion limits
+        first observation. The command ramps from the last one each controller received
+        (`_ramp_start`) to the reset pose within motion_limits x reset_speed_scale,
+        braking from the speed it had (within the joint's own limits where that speed
+        points away from the pose), so the shield has nothing to clip; then it holds the
+        pose until every joint is within reset_tolerance. A joint without motion limits
         gets the reset pose at once (the shield's rate guards then ramp it)."""
         self.wait_for_state()
         self.wait_for_consumer()
@@ -463,29 +490,73 @@ class RosRobotEnv:
         self.pacer.restart()  # the episode's first command starts the schedule
         return self.observe()
 
-    def _ramp(self, target: Mapping[str, float]) -> Iterator[dict[str, float]]:
-        """The commands from the last one sent to `target`, one per control period."""
+    def _ramp_start(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Where the reset's ramp starts, by joint: (the command each controller last
+        received, the speed it had: its last change per period), which is what the
+        shield judges the ramp's first command against.
+
+        Behind a shield whose output topic is read (`controller_reader`), that is the
+        last command the shield sent the controller, when it was sent after this env's
+        last command (its forward, clip or hold of it, or a later hold: the watchdog's,
+        at the robot's measured, sagging pose, once the robot stood idle longer than
+        the shield's command_timeout_s). Its speed is the change from the command the
+        controller received before it (a trajectory's: its point's velocities, a hold's
+        zero). Otherwise (no such reader; nothing heard yet, e.g. before DDS matched
+        the reader; or the forward of this env's last command still in flight) it is
+        this env's own last command and its last change (at rest without two), as
+        before the reader existed: the shield forwards those unchanged. (The sent times
+        are the DDS source stamps on this host's clock: a shield on another machine
+        needs the clocks synchronised well within command_timeout_s.)"""
         with self._lock:
             last, before = self._target, self._previous_target
+            published_at = self._published_at
             command = dict(last or {j: self._positions[j] for j in self.joints})
-        # the speed the command had: its last change (from rest without two commands)
         speed = {j: last[j] - before[j] if last and before else 0.0 for j in self.joints}
+        period = 1.0 / self.control_hz
+        for channel in self._channels:
+            reader = channel.controller_reader
+            if reader is None:
+                continue
+            heard = list(channel.heard)
+            for msg, sent in reader.take_sent(0.0):
+                values = command_values(channel.route.kind, channel.route.joints, msg)
+                if values is not None:
+                    heard = [*heard[-1:], (*values, sent)]
+            channel.heard = tuple(heard)
+            if not heard or heard[-1][2] < published_at:
+                continue  # not heard, or this env's last command not forwarded yet: its own
+            positions, velocities, _ = heard[-1]
+            previous = heard[0][0] if len(heard) == 2 else positions
+            for j in channel.route.joints:
+                command[j] = positions[j]
+                speed[j] = (
+                    velocities[j] * period if velocities is not None else positions[j] - previous[j]
+                )
+        return command, speed
+
+    def _ramp(self, target: Mapping[str, float]) -> Iterator[dict[str, float]]:
+        """The commands from where `_ramp_start` says to `target`, one per control period."""
+        command, speed = self._ramp_start()
         period = 1.0 / self.control_hz
         scale = self.reset_speed_scale
         bounds = {}
         for j in self.joints:
             vmax, amax = self.motion_limits.get(j, (None, None))
             if vmax is not None:
+                accel = None if amax is None else amax * period * period
                 bounds[j] = (
                     vmax * scale * period,
-                    None if amax is None else amax * scale * period * period,
+                    None if accel is None else accel * scale,
+                    None if accel is None else accel * max(scale, BRAKE_SCALE),
                 )
         while any(command[j] != target[j] or speed[j] for j in self.joints):
             for j in self.joints:
                 if j not in bounds:
                     command[j], speed[j] = target[j], 0.0
                     continue
-                max_step, max_accel = bounds[j]
+                max_step, max_accel, max_brake = bounds[j]
+                if speed[j] * (target[j] - command[j]) < 0:
+                    max_accel = max_brake  # moving away from the pose: brake, within the limits
                 command[j], speed[j] = step_toward(
                     command[j], speed[j], target[j], max_step=max_step, max_accel=max_accel
                 )
@@ -549,6 +620,7 @@ class RosRobotEnv:
     def _publish(self, target: Mapping[str, float]) -> None:
         """One command per controller, each of its own joints' targets."""
         period = 1.0 / self.control_hz
+        published_at = time.monotonic()
         for channel in self._channels:
             joints = channel.route.joints
             channel.publisher.publish(
@@ -559,6 +631,7 @@ class RosRobotEnv:
         with self._lock:
             self._previous_target = self._target
             self._target = dict(target)
+            self._published_at = published_at
             self.commands_sent += 1
 
     def close(self) -> None:
