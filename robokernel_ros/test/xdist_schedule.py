@@ -24,23 +24,29 @@ from xdist.scheduler.loadscope import LoadScopeScheduling
 
 WHOLE_MACHINE = "whole_machine"  # the marker, and the nodeid suffix a worker adds for it
 
-# Files whose tests take longest in a serial run (seconds, `--durations`, a quiet
-# machine), longest first; a file not named here counts as short.
+# Files whose tests take longest (seconds: the sum of their tests' --durations in a run of
+# test/nodes under -n 2 at load 10-15, and the serial full runs' for the other folders),
+# longest first; a file not named here counts as short and keeps its random place.
 LONG_FILES = {
-    "nodes/test_nodes_workcell_by_hand.py": 60,
-    "nodes/test_nodes_client_runner_lost.py": 24,
-    "nodes/test_nodes_contract_workcell.py": 40,
-    "nodes/test_nodes_shield_estop_source.py": 35,
-    "nodes/test_nodes_shield_faults.py": 35,
-    "nodes/test_nodes_workcell.py": 30,
-    "nodes/test_nodes_runner_actions.py": 30,
-    "nodes/test_nodes_lifecycle.py": 30,
-    "nodes/test_nodes_policy_server.py": 30,
-    "nodes/test_nodes_takeover.py": 25,
-    "nodes/test_nodes_reset_interrupt.py": 25,
-    "policies/test_policies_batching.py": 25,
+    "nodes/test_nodes_workcell_by_hand.py": 99,
+    "nodes/test_nodes_lifecycle.py": 79,
+    "nodes/test_nodes_policy_server.py": 66,
+    "nodes/test_nodes_takeover.py": 50,
+    "nodes/test_nodes_contract_workcell.py": 43,
+    "nodes/test_nodes_reset_interrupt.py": 43,
+    "nodes/test_nodes_shield_estop_source.py": 41,
+    "nodes/test_nodes_shield_faults.py": 40,
+    "nodes/test_nodes_served.py": 38,
+    "nodes/test_nodes_workcell.py": 37,
+    "nodes/test_nodes_runner_actions.py": 35,
+    "nodes/test_nodes_runner.py": 31,
+    "nodes/test_nodes_contract_recorder.py": 28,
+    "nodes/test_nodes_contract_trajectory.py": 27,
     "rollout/test_rollout_parallel.py": 25,
-    "policies/test_policies_lerobot_async.py": 25,
+    "policies/test_policies_lerobot_async.py": 20,
+    "nodes/test_nodes_shield_sim_robot.py": 20,
+    "policies/test_policies_batching.py": 18,
+    "policies/test_policies_lerobot_dagger.py": 15,
 }
 
 
