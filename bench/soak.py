@@ -780,6 +780,7 @@ class Soak:
         # episodes meanwhile ended "no joint state ... (the stream stopped)", charged to
         # the next faults.
         self._robot_restarted = 0
+        self.fresh_clients: dict[str, int] = {}  # get_state clients replaced (_wait_active)
 
     # ---- threads
 
@@ -1006,11 +1007,41 @@ class Soak:
             self._robot_restarted = time.time_ns()
         return "SIGKILL, restarted"
 
+    def _wait_active(self, name: str, deadline: float, ask_s: float = 30.0) -> None:
+        """Until `name` says it is active (its get_state; RuntimeError at the deadline).
+        A get_state client that has had no answer for `ask_s` is replaced by a new one
+        (new DDS endpoints, matched anew), and counted: twice in 15 quick soaks the
+        runner, active 6 s after its start by its log, never answered the monitor's
+        first client in 180 s (the other services of the graph did)."""
+        from robokernel_ros.ros.lifecycle import ACTIVE, LifecyclePeer, wait_active
+
+        target = f"{NS}/{name}"
+        try:
+            wait_active(
+                self.monitor.node,
+                target,
+                timeout_s=min(ask_s, max(1.0, deadline - time.monotonic())),
+            )
+            return
+        except RuntimeError as exc:
+            if "no answer" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        while True:  # a client that got no answer: ask with a new one (never destroyed:
+            # destroying a client while the monitor's executor spins races its wait set)
+            self.fresh_clients[name] = self.fresh_clients.get(name, 0) + 1
+            peer = LifecyclePeer(self.monitor.node, target)
+            try:
+                peer.wait_for(
+                    ACTIVE, min(ask_s, max(1.0, deadline - time.monotonic())), patient=True
+                )
+                return
+            except RuntimeError as exc:
+                if "no answer" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+
     def _recover(self, timeout_s: float = 90.0) -> bool:
         """Released, the fault cleared and the shield forwarding again, the policy server
         and the runner active; False after timeout_s."""
-        from robokernel_ros.ros.lifecycle import wait_active
-
         deadline = time.monotonic() + timeout_s
         cleared = "not called"
         for name in self.graph.dead() if not self.stop.is_set() else []:
@@ -1020,11 +1051,7 @@ class Soak:
         not_active = []
         for name in ("policy_server", "runner"):
             try:
-                wait_active(
-                    self.monitor.node,
-                    f"{NS}/{name}",
-                    timeout_s=max(1.0, deadline - time.monotonic()),
-                )
+                self._wait_active(name, deadline)
             except RuntimeError as exc:
                 not_active.append(str(exc)[:200])
                 self.monitor.transition(name, "activate")
@@ -1341,6 +1368,10 @@ class Soak:
               f"operator): {len(self.unprovoked)}")  # fmt: skip
         for (phase, message), n in latches.most_common(5):
             print(f"  {phase} x{n}: {message}")
+        if self.fresh_clients:
+            print(
+                f"get_state clients replaced after {30:g} s without an answer: {self.fresh_clients}"
+            )
         for f in self.failures + self.thread_errors:
             print(f"  FAILURE {f}")
         if self.failures or self.thread_errors:  # the nodes' last words (a test's dir goes)
@@ -1383,7 +1414,7 @@ class Soak:
             "episodes_on_disk": episodes["runs"], "outcomes": episodes["outcomes"],
             "recorder_bags": episodes["recorder_bags"], "trace_kinds_not_in_bag": episodes["trace_kinds_not_in_bag"], "episode_problems": episodes["problems"][:20],
             "errors_by_cause": by_cause, "errors": episodes["errors"][:200],
-            "shm_errors": _shm_errors(self.work / "logs")[:50],
+            "shm_errors": _shm_errors(self.work / "logs")[:50], "fresh_get_state_clients": self.fresh_clients,
             "eval_calls": len(self.results), "calls_without_episodes": dict(calls.most_common(5)),
             "unprovoked_latches": len(self.unprovoked), "unprovoked_log": self.unprovoked[:50],
             "anchor_s": round(self.phase_marks["chaos"] - self.phase_marks["start"], 1),
