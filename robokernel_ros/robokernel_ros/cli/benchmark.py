@@ -52,7 +52,7 @@ def _benchmark_run(args: argparse.Namespace) -> int:
 
                 rows = [
                     (b["name"], b["robot_model"], b["max_steps"], _shorten(b["description"]))
-                    for b in envelope_json(out)["benchmarks"]
+                    for b in (envelope_json(out) or {})["benchmarks"]
                 ]
                 print(summary_table(rows, ("name", "robot", "max_steps", "description")))
                 return 0
@@ -73,10 +73,10 @@ def _benchmark_run(args: argparse.Namespace) -> int:
                 print(f"error: {path}: not valid JSON: {exc}", file=sys.stderr)
                 return 1
         with interruptible(cell) as state, json_stdout(args.json):
-            out = cell.evaluate_benchmark(
+            result = cell.evaluate_benchmark(
                 spec, **common_kwargs(args, str(args.name).replace("/", "_"))
             )
-        return emit_interruptible(out, state, as_json=args.json)
+        return emit_interruptible(result, state, as_json=args.json)
 
 
 register_subcommand(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -236,7 +237,7 @@ def _eval_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
-def _refused_before_any_episode(outs: list[dict[str, Any]], out_dir: Path) -> bool:
+def _refused_before_any_episode(outs: Sequence[Mapping[str, Any]], out_dir: Path) -> bool:
     """The first eval call was refused (a bad policy config, ...) and no episode started:
     no run directory under the output folder's runs/."""
     from robokernel_ros.tasks.eval_output import RUNS_DIR

@@ -12,16 +12,24 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Protocol
 
 from robokernel_ros.cli.flags import flag_names
 
 TRACE_DIR_DEFAULT = "runs/"
 
 
-def emit(out: dict[str, Any], *, as_json: bool) -> int:
+class Interruptible(Protocol):
+    """What a Ctrl-C stops: a workcell (rollout.SimWorkcell) whose interrupt() stops the
+    running rollout at its next step."""
+
+    def interrupt(self) -> object: ...
+
+
+def emit(out: Mapping[str, Any], *, as_json: bool) -> int:
     """Print an envelope: the text (a table) or the JSON report; errors to stderr, exit 1."""
     from robokernel_ros.rollout import envelope_json, envelope_text
 
@@ -45,7 +53,7 @@ def emit(out: dict[str, Any], *, as_json: bool) -> int:
     return 0
 
 
-def emit_interruptible(out: dict[str, Any], state: dict[str, Any], *, as_json: bool) -> int:
+def emit_interruptible(out: Mapping[str, Any], state: dict[str, bool], *, as_json: bool) -> int:
     """emit(out), with exit status 130 when a Ctrl-C came (state: `interruptible`'s)."""
     code = emit(out, as_json=as_json)
     return 130 if state["interrupted"] else code
@@ -58,7 +66,7 @@ def usage_error(command: str, message: str) -> int:
 
 
 @contextlib.contextmanager
-def interruptible(cell: Any) -> Any:
+def interruptible(cell: Interruptible) -> Iterator[dict[str, bool]]:
     """Ctrl-C (SIGINT) while a rollout runs: the first stops it at the next step (the
     episode ends "stopped", stopped_reason "interrupted", its trace and bag complete) and
     the command prints what finished and exits 130; a second one aborts at once.
@@ -69,7 +77,7 @@ def interruptible(cell: Any) -> Any:
         yield state
         return
 
-    def on_sigint(signum: int, frame: Any) -> None:
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
         if state["interrupted"]:
             raise KeyboardInterrupt
         state["interrupted"] = True
@@ -85,7 +93,7 @@ def interruptible(cell: Any) -> Any:
 
 
 @contextlib.contextmanager
-def json_stdout(as_json: bool) -> Any:
+def json_stdout(as_json: bool) -> Iterator[None]:
     """With --json, stdout carries the JSON report only: what libraries print while the
     rollout runs (lerobot's "Loading weights ...") goes to stderr."""
     if not as_json:
@@ -204,9 +212,9 @@ def output_conflict(args: argparse.Namespace) -> str | None:
 
 def write_output(
     out_dir: Path,
-    outs: list[dict[str, Any]],
+    outs: Sequence[Mapping[str, Any]],
     args: argparse.Namespace,
-    kwargs: Any,
+    kwargs: Mapping[str, Any],
     *,
     interrupted: Callable[[], bool] = lambda: False,
 ) -> bool:
@@ -222,7 +230,9 @@ def write_output(
         write_json,
     )
 
-    reports = [r for r in map(envelope_json, outs) if isinstance(r, dict) and "episodes" in r]
+    reports: list[Mapping[str, Any]] = [
+        r for r in map(envelope_json, outs) if isinstance(r, dict) and "episodes" in r
+    ]
     records, videos, earlier_s = _finished_records(out_dir, reports, args)
     config = {k: v for k, v in vars(args).items() if not k.startswith("_")}
     config["policy_config"] = kwargs.get("policy_config")
@@ -254,8 +264,8 @@ def write_output(
 
 
 def _finished_records(
-    out_dir: Path, reports: list[dict[str, Any]], args: argparse.Namespace
-) -> tuple[list[dict[str, Any]], dict[Any, Any], float]:
+    out_dir: Path, reports: Sequence[Mapping[str, Any]], args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], dict[str, str | None], float]:
     """(eval_info.json's per-episode records of every finished episode, {run_id: video},
     the seconds of the invocations before this one): from the run directories (or, with
     --no-trace, this call's reports); --resume's kept episodes keep their videos."""
