@@ -109,6 +109,10 @@ def _add_execution_args(p: argparse.ArgumentParser) -> None:
         help="pace the episodes at the control rate (wall clock), as a robot runs; "
         "default: as fast as the simulation goes",
     )
+    _add_workers_args(p)
+
+
+def _add_workers_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers",
         type=positive_int,
