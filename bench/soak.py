@@ -781,6 +781,7 @@ class Soak:
         # the next faults.
         self._robot_restarted = 0
         self.fresh_clients: dict[str, int] = {}  # get_state clients replaced (_wait_active)
+        self.cut_off: list[str] = []  # recoveries the end of the run cut short (> 10 s in)
 
     # ---- threads
 
@@ -908,6 +909,11 @@ class Soak:
                                  "detail": detail, "recovery_s": round(time.monotonic() - t0, 2),
                                  "recovered": recovered, "wall": round(wall, 3),
                                  "wall_end": round(time.time(), 3)})  # fmt: skip
+            if self.stop.is_set() and time.monotonic() - t0 > 10.0:
+                # the end of the run cut this recovery short: not a failure (its 90 s had
+                # not passed), but said, with what the graph said then
+                self.cut_off.append(f"{kind} {target}: recovering for {time.monotonic() - t0:.0f} s "
+                                    f"when the run ended: {self.recover_detail}")  # fmt: skip
             if not recovered:
                 self.failures.append(f"{kind} {target}: the graph did not come back ({detail}): "
                                      f"{self.recover_detail}")  # fmt: skip
@@ -1036,7 +1042,11 @@ class Soak:
                 )
                 return
             except RuntimeError as exc:
-                if "no answer" not in str(exc) or time.monotonic() >= deadline:
+                if (
+                    "no answer" not in str(exc)
+                    or time.monotonic() >= deadline
+                    or self.stop.is_set()
+                ):
                     raise
 
     def _recover(self, timeout_s: float = 90.0) -> bool:
@@ -1086,7 +1096,7 @@ class Soak:
         shm = _shm_errors(self.work / "logs")  # Fast DDS's own word on a port it could not open
         if shm:
             self.recover_detail += "; Fast DDS SHM errors: " + " | ".join(shm[-3:])
-        return self.stop.is_set() and not self.failures
+        return self.stop.is_set() and not self.failures  # cut short by the end (schedule)
 
     # ---- run
 
@@ -1374,7 +1384,11 @@ class Soak:
             )
         for f in self.failures + self.thread_errors:
             print(f"  FAILURE {f}")
-        if self.failures or self.thread_errors:  # the nodes' last words (a test's dir goes)
+        for c in self.cut_off:
+            print(f"  CUT OFF {c}")
+        if (
+            self.failures or self.thread_errors or self.cut_off
+        ):  # the nodes' last words (a test's dir goes)
             for log in sorted((self.work / "logs").glob("*.log")):
                 lines = log.read_text(errors="replace").splitlines()[-4:]
                 print(f"  --- {log.name}: " + "\n      ".join(x[:220] for x in lines))
@@ -1414,7 +1428,7 @@ class Soak:
             "episodes_on_disk": episodes["runs"], "outcomes": episodes["outcomes"],
             "recorder_bags": episodes["recorder_bags"], "trace_kinds_not_in_bag": episodes["trace_kinds_not_in_bag"], "episode_problems": episodes["problems"][:20],
             "errors_by_cause": by_cause, "errors": episodes["errors"][:200],
-            "shm_errors": _shm_errors(self.work / "logs")[:50], "fresh_get_state_clients": self.fresh_clients,
+            "shm_errors": _shm_errors(self.work / "logs")[:50], "fresh_get_state_clients": self.fresh_clients, "recoveries_cut_off": self.cut_off,
             "eval_calls": len(self.results), "calls_without_episodes": dict(calls.most_common(5)),
             "unprovoked_latches": len(self.unprovoked), "unprovoked_log": self.unprovoked[:50],
             "anchor_s": round(self.phase_marks["chaos"] - self.phase_marks["start"], 1),
