@@ -782,6 +782,7 @@ class Soak:
         self._robot_restarted = 0
         self.fresh_clients: dict[str, int] = {}  # get_state clients replaced (_wait_active)
         self.cut_off: list[str] = []  # recoveries the end of the run cut short (> 10 s in)
+        self.unanswered: set[str] = set()  # nodes whose get_state had no answer in a recovery
 
     # ---- threads
 
@@ -1054,6 +1055,7 @@ class Soak:
         and the runner active; False after timeout_s."""
         deadline = time.monotonic() + timeout_s
         cleared = "not called"
+        self.unanswered = set()  # this recovery's
         for name in self.graph.dead() if not self.stop.is_set() else []:
             code = self.graph.current[name].returncode
             self.graph.start(name)  # a node that died by itself (its log says why)
@@ -1064,6 +1066,8 @@ class Soak:
                 self._wait_active(name, deadline)
             except RuntimeError as exc:
                 not_active.append(str(exc)[:200])
+                if "no answer" in str(exc):
+                    self.unanswered.add(name)
                 self.monitor.transition(name, "activate")
         while time.monotonic() < deadline and not self.stop.is_set():
             states = dict(self.monitor.states)
@@ -1097,6 +1101,24 @@ class Soak:
         if shm:
             self.recover_detail += "; Fast DDS SHM errors: " + " | ".join(shm[-3:])
         return self.stop.is_set() and not self.failures  # cut short by the end (schedule)
+
+    def _dump_unanswered(self) -> None:
+        """Before the graph stops: a node that answered no get_state in a recovery that
+        failed or that the end cut short gets SIGABRT, so that its log ends with where
+        each of its threads was (PYTHONFAULTHANDLER=1 is in every node's environment)."""
+        if not (self.failures or self.cut_off):
+            return
+        for name in sorted(self.unanswered):
+            proc = self.graph.current.get(name)
+            if proc is not None and proc.poll() is None:
+                os.kill(proc.pid, signal.SIGABRT)
+                try:
+                    proc.wait(timeout=5.0)
+                except subprocess.TimeoutExpired:
+                    pass
+                self.cut_off.append(
+                    f"{name} answered no get_state: SIGABRT, its stacks in logs/{name}.log"
+                )
 
     # ---- run
 
@@ -1169,6 +1191,7 @@ class Soak:
             for audit in self.audits.values():
                 audit.advance(time.time_ns())
                 audit.finish()
+            self._dump_unanswered()
             killed, left = self.graph.stop()
             try:
                 self.monitor.close()
@@ -1390,7 +1413,9 @@ class Soak:
             self.failures or self.thread_errors or self.cut_off
         ):  # the nodes' last words (a test's dir goes)
             for log in sorted((self.work / "logs").glob("*.log")):
-                lines = log.read_text(errors="replace").splitlines()[-4:]
+                lines = log.read_text(errors="replace").splitlines()[
+                    -(40 if log.stem in self.unanswered else 4) :
+                ]
                 print(f"  --- {log.name}: " + "\n      ".join(x[:220] for x in lines))
         grows = sorted(n for n, g in growth.items() if any(g[k]["grows"] for k in FLOORS))
         heaps = {n: tracemalloc_diff(self.work / "tracemalloc" / n) for n in args.tracemalloc}
