@@ -27,8 +27,12 @@ lint: setup
 docs: setup
 	@source env.sh && sphinx-build -E -q -W --keep-going -b html docs docs/_build/html
 
+# pytest on two workers (pytest-xdist: whole test files per worker, the longest first; the
+# tests marked whole_machine first and alone: robokernel_ros/test/xdist_schedule.py).
+# PYTEST_WORKERS=0 runs the suite in one process.
+PYTEST_WORKERS ?= 2
 test: setup lint docs
-	@source env.sh && python -m pytest robokernel_ros/test $(PYTEST_ARGS)
+	@source env.sh && python -m pytest robokernel_ros/test -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 demo: setup
 	@source env.sh && python -m robokernel_ros.demo $(DEMO_ARGS)
