@@ -500,8 +500,8 @@ class RosRobotEnv:
         last command (its forward, clip or hold of it, or a later hold: the watchdog's,
         at the robot's measured, sagging pose, once the robot stood idle longer than
         the shield's command_timeout_s). Its speed is the change from the command the
-        controller received before it (a trajectory's: its point's velocities, a hold's
-        zero). Otherwise (no such reader; nothing heard yet, e.g. before DDS matched
+        controller received before it (a trajectory's: its point's velocities), zero for
+        the shield's own hold (the shield's rate guards take every hold as at rest). Otherwise (no such reader; nothing heard yet, e.g. before DDS matched
         the reader; or the forward of this env's last command still in flight) it is
         this env's own last command and its last change (at rest without two), as
         before the reader existed: the shield forwards those unchanged. (The sent times
@@ -526,11 +526,17 @@ class RosRobotEnv:
             if not heard or heard[-1][2] < published_at:
                 continue  # not heard, or this env's last command not forwarded yet: its own
             positions, velocities, _ = heard[-1]
-            previous = heard[0][0] if len(heard) == 2 else positions
+            # The shield answers each command with one message (forward, clip or refusal
+            # hold); a second one sent after this env's last command is the shield's own
+            # hold (watchdog, e-stop), which its rate guards take as at rest.
+            own_hold = len(heard) == 2 and heard[0][2] >= published_at
+            previous = heard[0][0] if len(heard) == 2 and not own_hold else positions
             for j in channel.route.joints:
                 command[j] = positions[j]
                 speed[j] = (
-                    velocities[j] * period if velocities is not None else positions[j] - previous[j]
+                    velocities[j] * period
+                    if velocities is not None and not own_hold
+                    else positions[j] - previous[j]
                 )
         return command, speed
 

@@ -250,7 +250,14 @@ class CommandReview:
         self._record(values, self.clock.advance(now))
 
     def _record(self, values: Sequence[float], dt: float) -> None:
-        self.shield.record_sent(dict(zip(self.joints, values, strict=True)), dt)
+        """A hold was sent: the rate guards' reference is the hold, AT REST. (Recorded once,
+        as a command `dt` after the last one, it credited the robot with the jump from the
+        sender's last command to the measured pose: after a watchdog hold of an arm sagging
+        0.037 rad under gravity, +1.87 rad/s, and the acceleration guard then clipped the
+        next commands into that phantom motion, away from the hold and the sender.)"""
+        hold = dict(zip(self.joints, values, strict=True))
+        self.shield.record_sent(hold, dt)
+        self.shield.record_sent(hold, dt)  # ... and again: no speed
         self.seeded = True
         self._executing = None  # a hold replaces any trajectory
 
