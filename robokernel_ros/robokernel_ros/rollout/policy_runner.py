@@ -27,7 +27,7 @@ from robokernel_ros.tasks.benchmarks import BenchmarkRegistry
 
 from . import torque
 from . import validation as v
-from .control import RolloutControl
+from .control import STOP_REASONS, RolloutControl
 from .episode import EpisodeOutlet, run_episode
 from .multi import MultiAgent, split_action
 from .parts import close_policies, kernel_timing, prepare
@@ -177,12 +177,15 @@ class PolicyRunner:
         return public(out)
 
     def _never_started(self, plan: RolloutPlan, control: RolloutControl) -> dict[str, Any]:
-        reason = "estopped" if control.estopped else "stopped"
+        outcome = "estopped" if control.estopped else "stopped"
+        # as an episode's stop says (rollout.episode): a Ctrl-C, a cancel or a deactivate
+        # that came before the first frame names itself
+        reason = control.stop_reason if control.stop_reason in STOP_REASONS else outcome
         return {
             "robot_name": plan.robot if len(plan.robots) == 1 else list(plan.robots),
             "policy": plan.policies[plan.robot][0],
             "n_steps": plan.n_steps,
-            "outcome": reason,
+            "outcome": outcome,
             "stopped_early": True,
             "stopped_reason": reason,
             "stopped_before_first_frame": True,
