@@ -216,10 +216,21 @@ class ShieldLedger:
             raise Refused("refused: " + "; ".join(problems))
 
     def begin(self) -> None:
-        """An episode starts: its counts start here."""
+        """An episode starts: its counts start here, once each shield has confirmed the
+        commands sent before it (or `confirm_timeout_s` passed). Without that handshake a
+        refusal of the last episode's last commands, reported after this point, was
+        charged to this one: a start right after an e-stop's clear_fault ended "estopped
+        after 1 steps" on the e-stop's refusals of the commands before it."""
+        deadline = time.monotonic() + self.confirm_timeout_s
         with self._lock:
             self._settled = None
             for shield in self._shields:
+                shield.poll()
+                while (
+                    shield.counts()["read"] < shield.counts()["commands_sent"]
+                    and time.monotonic() < deadline
+                ):
+                    shield.poll(min(0.05, max(0.0, deadline - time.monotonic())))
                 shield.begin()
             self._open = True
 
