@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from robokernel_ros.kernel.domains import is_number
 from robokernel_ros.kernel.recorder import EpisodeRecord, Execution
 
 
@@ -33,12 +34,7 @@ def rotate_option(name: str, value: Any) -> float | None:
     naming `name` and the domain otherwise."""
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
         raise ValueError(
             f"{name}={value!r}: must be positive finite seconds (a new episode every that "
             "many seconds of robot time), or None (one episode)"

@@ -125,6 +125,15 @@ class _Shield:
             self._gids = publisher_gids(self.node, self.link.command_topic)
         return self._gids
 
+    def await_confirmed(self, deadline: float) -> None:
+        """Poll until the shield has read every command counted since `begin` (or the
+        monotonic `deadline` passed)."""
+        self.poll()
+        while (
+            self.counts()["read"] < self.counts()["commands_sent"] and time.monotonic() < deadline
+        ):
+            self.poll(min(0.05, max(0.0, deadline - time.monotonic())))
+
     def begin(self) -> None:
         self.poll()
         self.base = self.mine
@@ -225,12 +234,7 @@ class ShieldLedger:
         with self._lock:
             self._settled = None
             for shield in self._shields:
-                shield.poll()
-                while (
-                    shield.counts()["read"] < shield.counts()["commands_sent"]
-                    and time.monotonic() < deadline
-                ):
-                    shield.poll(min(0.05, max(0.0, deadline - time.monotonic())))
+                shield.await_confirmed(deadline)
                 shield.begin()
             self._open = True
 
@@ -291,12 +295,7 @@ class ShieldLedger:
             self._open = False
             out = {}
             for shield in self._shields:
-                shield.poll()
-                while (
-                    shield.counts()["read"] < shield.counts()["commands_sent"]
-                    and time.monotonic() < deadline
-                ):
-                    shield.poll(min(0.05, max(0.0, deadline - time.monotonic())))
+                shield.await_confirmed(deadline)
                 out[shield.link.name] = shield.counts()
             self._settled = out
         return out
