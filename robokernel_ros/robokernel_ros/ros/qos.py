@@ -66,10 +66,13 @@ JOINT_STATE_PUB_QOS = COMMAND_QOS
 #: A node's status topic: the latest value for late joiners (reliable, transient_local).
 STATUS_QOS = LATCHED_QOS
 #: A status reader taken by its owner (a DirectReader): STATUS_QOS with a history that
-#: keeps every change published between two takes.
+#: keeps every change published between two takes. A shield's ~/state carries only its
+#: last sender's counts, and its owner (the runner's ShieldLedger) takes nothing between
+#: episodes: 256 states are ~13 s of another sender's commands at the shield's 20 Hz
+#: (16 were lost behind a second source's one second of commands during an e-stop).
 STATUS_READER_QOS = QoSProfile(
     history=STATUS_QOS.history,
-    depth=16,
+    depth=256,
     reliability=STATUS_QOS.reliability,
     durability=STATUS_QOS.durability,
 )

@@ -9,6 +9,15 @@ Totals (`passed`, `clipped`, `refused`, `held`, `timeouts`) cover every sender; 
 per-sender counts are the current sender's (the publisher of the last command read), so
 that a sender learns from the shield's state what became of its own commands. The 64
 most recent senders are remembered. No ROS.
+
+A sender's `read` counts its commands whose outcome is counted: it grows with
+`count_passed/clipped/refused`, not with `heard_from`, so counts published between
+the two (the shield publishes its state while it judges a command: a latch, a new
+sender) never say a command was read while its outcome is missing. A sender that has
+seen `read` reach the number of commands it sent knows every one of their outcomes
+(the runner's ShieldLedger settles an episode on that; when a read ran ahead of its
+outcome, an e-stop's refusal of an episode's last command was charged to the next
+episode once another sender had taken the shield's per-sender slot).
 """
 
 from __future__ import annotations
@@ -31,30 +40,32 @@ class ShieldCounts:
         self._current = self._senders.setdefault("", [0, 0, 0, 0])
 
     def heard_from(self, sender: str) -> bool:
-        """A command of `sender` was read, whatever becomes of it; True when `sender` is
-        not the last command's sender."""
+        """A command of `sender` was read (its outcome is counted next); True when
+        `sender` is not the last command's sender."""
         counts = self._senders.get(sender)
         if counts is None:
             if len(self._senders) > MAX_SENDERS:
                 self._senders.pop(next(iter(self._senders)))
             counts = self._senders[sender] = [0, 0, 0, 0]
         self._current = counts
-        counts[0] += 1
         changed = sender != self.sender
         self.sender = sender
         return changed
 
     def count_passed(self) -> None:
         self.passed += 1
+        self._current[0] += 1
         self._current[1] += 1
 
     def count_clipped(self) -> None:
         self.clipped += 1
+        self._current[0] += 1
         self._current[2] += 1
 
     def count_refused(self, reason: str) -> None:
         """A command of the current sender was not forwarded, for `reason`."""
         self.refused += 1
+        self._current[0] += 1
         self._current[3] += 1
         self.last_refusal = reason
 
