@@ -100,7 +100,9 @@ class ProcessGroup:
         self, name: str, args: list[str], env: dict[str, str] | None = None
     ) -> subprocess.Popen:
         log = open(self.log_dir / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
-        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        # faulthandler: a process that ignores SIGINT at close gets SIGABRT first and
+        # writes every thread's stack to its log (what it was stuck in)
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", **(env or {})}
         proc = subprocess.Popen(
             args,
             stdout=log,
@@ -146,12 +148,23 @@ class ProcessGroup:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=5)
+                _abort_then_kill(proc)
         _remove_fastdds_segments(self.shm_files)
+
+
+def _abort_then_kill(proc: subprocess.Popen) -> None:
+    """A process that did not end on SIGINT: SIGABRT (its Python stacks go to its log,
+    PYTHONFAULTHANDLER), then SIGKILL for its group."""
+    try:
+        os.kill(proc.pid, signal.SIGABRT)
+        proc.wait(timeout=3)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=5)
 
 
 def _group_pids(pgid: int) -> set[int]:

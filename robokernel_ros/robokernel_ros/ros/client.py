@@ -21,8 +21,9 @@ keyword of the rollout call, sent as `extra_json` (the runner refuses one it doe
 take, naming it). `send(goal)` returns once the runner accepted or refused the goal, with
 a `GoalTask`: is_complete(), feedback(), cancel() and result(). The blocking methods
 (`eval_policy(...)`) send the goal and wait for its result; `feedback` is called with
-each feedback message (on the client's spin thread), and a KeyboardInterrupt while
-waiting cancels the goal (the robot holds) and raises CallInterrupted with the result of
+each feedback message (on the client's spin thread), and a KeyboardInterrupt once the
+goal has left (while its acceptance is on the way too: the runner may already move the
+robot) cancels the goal (the robot holds) and raises CallInterrupted with the result of
 what ran. A goal whose runner leaves the graph before it answers (its process died)
 raises RunnerLost, naming the runner, once the runner has been gone for _GONE_GRACE_S
 (DDS notices a killed process when its lease runs out). start_policy, stop_policy and
@@ -315,25 +316,34 @@ class WorkcellClient:
                 f"call={name!r}: must be one of {sorted({*ACTION_TYPES, *_SERVICE_TYPES})}"
             )
         goal = fill_fields(ACTION_TYPES[name].Goal(), fields)
-        return self._blocking(self._send(name, goal, feedback))
+        return self._blocking(GoalTask(self, name, feedback), goal)
 
     def _until_done(self, goal: Goal, feedback: OnFeedback | None) -> CallResult:
-        return self._blocking(self.send(goal, feedback))
+        return self._blocking(GoalTask(self, goal.ACTION, feedback), goal.message())
 
     def _send(self, name: str, goal: Any, feedback: OnFeedback | None) -> GoalTask:
-        client = self._action_client(name)
-        self._wait_heard()
         task = GoalTask(self, name, feedback)
-        handle = self._wait(client.send_goal_async(goal, feedback_callback=task._on_feedback), name)
-        task._accepted(handle)
+        self._send_task(task, goal)
         return task
 
-    def _blocking(self, task: GoalTask) -> CallResult:
-        """task's result; a KeyboardInterrupt while waiting cancels the goal and raises
-        CallInterrupted with the result of what ran."""
+    def _send_task(self, task: GoalTask, goal: Any) -> None:
+        """Send `goal` for `task` and wait until the runner accepted or refused it."""
+        client = self._action_client(task.name)
+        self._wait_heard()
+        task._sent(client.send_goal_async(goal, feedback_callback=task._on_feedback))
+        task._await_answer()
+
+    def _blocking(self, task: GoalTask, goal: Any) -> CallResult:
+        """Send `goal` for `task` and wait for its result. A KeyboardInterrupt once the goal
+        was sent (its acceptance still on the way included: the runner may already be
+        moving the robot) cancels it and raises CallInterrupted with the result of what
+        ran; one before that sent nothing and is raised as it came."""
         try:
+            self._send_task(task, goal)
             return task.result()
         except KeyboardInterrupt:
+            if not task.sent:
+                raise
             task.cancel()
             raise CallInterrupted(task.result()) from None
 
@@ -561,6 +571,7 @@ class GoalTask:
         self._client = client
         self._user_feedback = on_feedback
         self._feedback: Feedback | None = None
+        self._sending: Any = None  # the goal request's future, until it is answered
         self._handle: Any = None
         self._future: Any = None
         self._servers: dict[tuple[int, ...], str] = {}
@@ -570,6 +581,19 @@ class GoalTask:
         self._feedback = message.feedback
         if self._user_feedback is not None:
             self._user_feedback(message.feedback)
+
+    @property
+    def sent(self) -> bool:
+        """Whether the goal went to the runner (it may run, accepted or not yet)."""
+        return self._sending is not None
+
+    def _sent(self, request: Any) -> None:
+        self._sending = request
+
+    def _await_answer(self) -> None:
+        """Wait for the runner's acceptance (or refusal) of the goal sent, once."""
+        if self._future is None and self._result is None:
+            self._accepted(self._handle or self._client._wait(self._sending, self.name))
 
     def _accepted(self, handle: Any) -> None:
         self._handle = handle
@@ -605,7 +629,11 @@ class GoalTask:
 
     def cancel(self) -> bool:
         """Ask the runner to cancel the goal (the robot holds; the result says what ran);
-        False when it had already ended."""
+        False when it had already ended or was refused. A goal whose acceptance is still on
+        the way is cancelled once it arrives."""
+        if self._sending is None:
+            return False
+        self._await_answer()
         if self._future is None or self._future.done():
             return False
         reply = self._client._wait(self._handle.cancel_goal_async(), "cancel")
@@ -613,6 +641,8 @@ class GoalTask:
 
     def result(self, timeout_s: float | None = None) -> CallResult:
         """Wait (timeout_s: None, no bound but the runner's liveness) for the goal's result."""
+        if self._result is None:
+            self._await_answer()
         if self._result is None:
             try:
                 answer = self._client._wait(

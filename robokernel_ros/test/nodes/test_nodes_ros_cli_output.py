@@ -3,6 +3,7 @@ stdout, as a completed one does (the error line on stderr), and exits 130."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ def test_a_cancelled_call_prints_its_report_on_stdout_and_exits_130(sim_runner, 
         [sys.executable, "-m", "robokernel_ros.cli", "ros", "eval_policy", "robot_name=arm",
          "n_episodes=3", "max_steps=5000", f"extra={PACED}", "--namespace", NS],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )  # fmt: skip
     try:
         # the first episode is running once its run directory holds events
@@ -34,7 +36,12 @@ def test_a_cancelled_call_prints_its_report_on_stdout_and_exits_130(sim_runner, 
             assert time.monotonic() < deadline and cli.poll() is None, processes.log(runner)
             time.sleep(0.1)
         cli.send_signal(signal.SIGINT)
-        out, err = cli.communicate(timeout=60)
+        try:
+            out, err = cli.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            cli.send_signal(signal.SIGABRT)  # its threads' stacks, on stderr
+            out, err = cli.communicate(timeout=10)
+            raise AssertionError(f"no exit within 60 s of SIGINT; its stacks:\n{err}") from None
     finally:
         if cli.poll() is None:
             cli.kill()

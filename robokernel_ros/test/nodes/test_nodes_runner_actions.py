@@ -13,7 +13,13 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from robokernel_ros.ros.client import EvalGoal, TaskResult, WorkcellClient  # noqa: E402
+from robokernel_ros.ros.client import (  # noqa: E402
+    CallInterrupted,
+    EvalGoal,
+    GoalTask,
+    TaskResult,
+    WorkcellClient,
+)
 
 NS = "/rk_actions"
 PACED = {"fast_mode": False, "control_frequency": 50.0}  # wall-clock episodes: time to act
@@ -169,6 +175,28 @@ def test_a_sent_goal_cancelled_ends_canceled_with_what_ran(cell) -> None:
     assert not result.ok and result.status == "cancelled", result.message
     assert result.outcomes[-1] == "stopped"
     assert cell.cancel() == 0  # nothing left in flight
+
+
+class _CtrlCOnceSent(GoalTask):
+    """A Ctrl-C that lands the moment the goal has left, before its acceptance arrives
+    (the runner may already be moving the robot)."""
+
+    def _sent(self, request) -> None:
+        super()._sent(request)
+        raise KeyboardInterrupt
+
+
+def test_a_ctrl_c_before_the_goal_s_acceptance_arrives_cancels_it(cell, runner) -> None:
+    goal = EvalGoal(robot_name="arm", n_episodes=3, max_steps=5000, extra=PACED)
+    with pytest.raises(CallInterrupted) as stop:
+        cell._blocking(_CtrlCOnceSent(cell, goal.ACTION, None), goal.message())
+    result = stop.value.result
+    assert result.task is TaskResult.CANCELED and result.status == "cancelled", result.message
+    assert result.outcomes and result.outcomes[-1] == "stopped", result.outcomes
+    assert cell.cancel() == 0  # nothing left in flight
+    # the runner is free again: no goal was left running
+    running = cell.list_policies_running()
+    assert running.ok and running.report["count"] == 0, running.report
 
 
 def test_a_refused_goal_ends_failed(cell) -> None:
