@@ -175,9 +175,18 @@ class DirectReader:
     def _take(self, timeout_s: float) -> list[tuple[Any, Any]]:
         sub, handle = self._sub, self._sub.handle
         msg_type, raw = sub.msg_type, sub.raw
-        messages = []
+        messages: list[tuple[Any, Any]] = []
+        with self._taking:
+            if not self._closed:  # else closed while this caller waited for the reader
+                self._take_held(handle, msg_type, raw, timeout_s, messages)
+        return messages
+
+    def _take_held(
+        self, handle: Any, msg_type: Any, raw: bool, timeout_s: float, messages: list
+    ) -> None:
+        """`_take`'s work, holding the reader (`_taking`): the messages go to `messages`."""
         waited = False
-        with self._taking, handle, self._wake.handle:
+        with handle, self._wake.handle:
             while not self._closed:
                 taken = handle.take_message(msg_type, raw)
                 if taken is not None:
@@ -193,16 +202,23 @@ class DirectReader:
                 ws.add_guard_condition(self._wake.handle)
                 ws.wait(int(timeout_s * 1e9))
                 waited = True
-        return messages
 
-    def close(self) -> None:
-        """Wake a waiting `take` (it returns []) and destroy the subscription."""
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Wake a waiting `take` (it returns []), wait until it has left (up to
+        `timeout_s`), then destroy the subscription. Destroyed while a take held it, rclpy
+        would destroy it in that take's exit, on the taker's thread with the GIL held (a
+        runner's e-stop watcher sat there past its 2 s join at shutdown)."""
         if self._closed:
             return
         self._closed = True
         self._wake.trigger()
-        self.node.destroy_subscription(self._sub)  # deferred by rclpy while take() holds it
-        self._wake.destroy()
+        left = self._taking.acquire(timeout=timeout_s)
+        try:
+            self.node.destroy_subscription(self._sub)  # deferred by rclpy while a take holds it
+            self._wake.destroy()
+        finally:
+            if left:
+                self._taking.release()
 
 
 def received_at(info: Any) -> float:

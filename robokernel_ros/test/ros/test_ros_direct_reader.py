@@ -74,3 +74,49 @@ def test_two_threads_take_from_one_reader_and_the_process_lives() -> None:
     taken = [int(x) for x in out.stdout.split("taken")[1].split()]
     assert taken[0] > 0 and taken[1] > 0, taken
     assert taken[2] == 3000, taken  # every message taken once, by one of the two
+
+
+CLOSE_SCRIPT = textwrap.dedent(
+    """
+    import threading, time
+    import rclpy
+    from std_msgs.msg import String
+    from robokernel_ros.ros.transport import DirectReader
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("direct_reader_close", context=context)
+    reader = DirectReader(node, String, "/direct_reader_close", 10)
+    out = {}
+
+    def taker():
+        started = time.monotonic()
+        out["taken"] = reader.take(30.0)  # no publisher: waits until closed
+        out["waited"] = time.monotonic() - started
+
+    thread = threading.Thread(target=taker)
+    thread.start()
+    time.sleep(0.3)  # the taker waits in its wait set
+    t0 = time.monotonic()
+    reader.close()
+    closed_in = time.monotonic() - t0
+    # when close returns, the taker has left and the subscription is gone
+    print("alive", thread.is_alive(), "subs", len(list(node.subscriptions)))
+    thread.join(5)
+    print("taken", len(out["taken"]), "waited", round(out["waited"], 2), "closed_in", round(closed_in, 2))
+    print("after", reader.take(0.5), reader.closed)
+    node.destroy_node()
+    rclpy.try_shutdown(context=context)
+    context.destroy()
+    """
+)
+
+
+def test_close_wakes_a_waiting_take_and_destroys_the_reader_once_it_left() -> None:
+    out = subprocess.run([sys.executable, "-c", CLOSE_SCRIPT], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, (out.returncode, out.stdout[-2000:], out.stderr[-2000:])
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    assert lines["alive"] == "False subs 0", out.stdout  # left, then destroyed
+    taken, _, waited, _, closed_in = lines["taken"].split()
+    assert taken == "0" and float(waited) < 10 and float(closed_in) < 5, out.stdout
+    assert lines["after"] == "[] True", out.stdout  # a take after close: nothing, no error
