@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,7 @@ def test_a_cancelled_call_prints_its_report_on_stdout_and_exits_130(sim_runner, 
     runner, trace_dir = sim_runner(NS)
     with WorkcellClient(NS, server_timeout_s=60.0) as cell:
         assert cell.list_policies_running().ok, processes.log(runner)
+    started = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []))
     cli = subprocess.Popen(
         [sys.executable, "-m", "robokernel_ros.cli", "ros", "eval_policy", "robot_name=arm",
          "n_episodes=3", "max_steps=5000", f"extra={PACED}", "--namespace", NS],
@@ -39,9 +41,13 @@ def test_a_cancelled_call_prints_its_report_on_stdout_and_exits_130(sim_runner, 
         try:
             out, err = cli.communicate(timeout=60)
         except subprocess.TimeoutExpired:
+            masks = _signal_masks(cli.pid)  # which of its threads block or ignore SIGINT
             cli.send_signal(signal.SIGABRT)  # its threads' stacks, on stderr
             out, err = cli.communicate(timeout=10)
-            raise AssertionError(f"no exit within 60 s of SIGINT; its stacks:\n{err}") from None
+            raise AssertionError(
+                f"no exit within 60 s of SIGINT (this test's thread at its start: {started}); "
+                f"its threads' signal masks:\n{masks}\nits stacks:\n{err}"
+            ) from None
     finally:
         if cli.poll() is None:
             cli.kill()
@@ -51,3 +57,18 @@ def test_a_cancelled_call_prints_its_report_on_stdout_and_exits_130(sim_runner, 
     # the report of what ran: on stdout, as for a completed call
     assert "stopped_reason" in out or "cancelled" in out, (out, err)
     assert "Traceback" not in err, err
+
+
+def _signal_masks(pid: int) -> str:
+    """Each thread's name and pending/blocked/ignored signal masks (/proc)."""
+    lines = []
+    for status in sorted(Path(f"/proc/{pid}/task").glob("*/status")):
+        try:
+            fields = dict(
+                line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line
+            )
+        except OSError:
+            continue
+        keys = ("Name", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+        lines.append(" ".join(f"{k}={fields.get(k, '?').strip()}" for k in keys))
+    return "\n".join(lines)
