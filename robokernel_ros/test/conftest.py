@@ -26,6 +26,17 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# A suite started as a non-interactive shell's background job (`make test &`, a CI
+# script that backgrounds it) inherits SIGINT and SIGQUIT ignored (POSIX), and so does
+# every process a test starts: a CLI that a test interrupts with SIGINT then ran on to
+# its end (test_nodes_ros_cli_output hung in every node-folder run started that way),
+# and a process that ProcessGroup.close stops with SIGINT is killed 5 s later instead.
+# The tests and what they start begin from the default dispositions.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _no_long_collections() -> None:
