@@ -342,7 +342,9 @@ def test_the_sim_operator_node_takes_over_when_the_policy_leaves_the_tube_and_ha
     assert starts, processes.log(operator)[-2000:]
     assert all(s["mode"] == "correcting" and s["by"] == f"pedal {PEDAL}" for s in starts), starts
     # it handed back by the rule at least once (an end by the pedal, not the episode's end)
-    assert any(e["by"] == f"pedal {PEDAL}" for e in ends), ends
+    assert any(e["by"] == f"pedal {PEDAL}" for e in ends), [
+        (e.get("by"), e.get("start_step"), e.get("step")) for e in ends
+    ]
     # while it corrected, the robot was commanded the expert's leader (the human's action)
     corrected = [e for e in _kinds(events, "action") if e.get("mode") == "correcting"]
     humans = [e["human_action"] for e in corrected if e.get("human_action")]
