@@ -7,18 +7,26 @@ clients' first goals under this load, twice; after it 0 of 60."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 
 import pytest
 
 pytest.importorskip("rclpy")
 
+from robokernel_ros.process import die_with_parent  # noqa: E402
 from robokernel_ros.ros.client import WorkcellClient  # noqa: E402
 
 FRESH_CLIENTS = 20
 
 
-def _burn() -> None:
+def _burn(parent: int) -> None:
+    # A burner outliving a test process that died holds that process's pipes to
+    # pytest-xdist's controller open, so the controller never learns of the crash and
+    # waits for ever (a make test hung so): it dies with its parent instead.
+    die_with_parent()
+    if os.getppid() != parent:  # it died before the line above
+        return
     while True:
         pass
 
@@ -30,7 +38,9 @@ def test_every_fresh_clients_first_goal_is_answered_under_load(ros, sim_runner) 
     with WorkcellClient(ns, server_timeout_s=60.0) as warm:
         warm.wait_until_ready(120, shield=False, policy_server=False)
     # Both cores busy: the runner's discovery of each new client lags its first goal.
-    burners = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(2)]
+    burners = [
+        multiprocessing.Process(target=_burn, args=(os.getpid(),), daemon=True) for _ in range(2)
+    ]
     for burner in burners:
         burner.start()
     unanswered = []
