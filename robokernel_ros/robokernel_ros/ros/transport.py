@@ -175,16 +175,16 @@ class DirectReader:
     def _take(self, timeout_s: float) -> list[tuple[Any, Any]]:
         sub, handle = self._sub, self._sub.handle
         msg_type, raw = sub.msg_type, sub.raw
-        messages: list[tuple[Any, Any]] = []
         with self._taking:
-            if not self._closed:  # else closed while this caller waited for the reader
-                self._take_held(handle, msg_type, raw, timeout_s, messages)
-        return messages
+            if self._closed:  # closed while this caller waited for the reader
+                return []
+            return self._take_held(handle, msg_type, raw, timeout_s)
 
     def _take_held(
-        self, handle: Any, msg_type: Any, raw: bool, timeout_s: float, messages: list
-    ) -> None:
-        """`_take`'s work, holding the reader (`_taking`): the messages go to `messages`."""
+        self, handle: Any, msg_type: Any, raw: bool, timeout_s: float
+    ) -> list[tuple[Any, Any]]:
+        """`_take`'s work, holding the reader (`_taking`)."""
+        messages: list[tuple[Any, Any]] = []
         waited = False
         with handle, self._wake.handle:
             while not self._closed:
@@ -202,6 +202,7 @@ class DirectReader:
                 ws.add_guard_condition(self._wake.handle)
                 ws.wait(int(timeout_s * 1e9))
                 waited = True
+        return messages
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Wake a waiting `take` (it returns []), wait until it has left (up to

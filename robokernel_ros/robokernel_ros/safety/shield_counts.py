@@ -10,8 +10,8 @@ per-sender counts are the current sender's (the publisher of the last command re
 that a sender learns from the shield's state what became of its own commands. The 64
 most recent senders are remembered. No ROS.
 
-A sender's `read` counts its commands whose outcome is counted: it grows with
-`count_passed/clipped/refused`, not with `heard_from`, so counts published between
+A sender's `read` is the number of its commands whose outcome is counted (passed +
+clipped + refused), not of those `heard_from` saw, so counts published between
 the two (the shield publishes its state while it judges a command: a latch, a new
 sender) never say a command was read while its outcome is missing. A sender that has
 seen `read` reach the number of commands it sent knows every one of their outcomes
@@ -35,9 +35,9 @@ class ShieldCounts:
         self.sender = ""
         #: why the last refused command was refused
         self.last_refusal = ""
-        # [read, passed, clipped, refused] per sender
+        # [passed, clipped, refused] per sender (read is their sum)
         self._senders: dict[str, list[int]] = {}
-        self._current = self._senders.setdefault("", [0, 0, 0, 0])
+        self._current = self._senders.setdefault("", [0, 0, 0])
 
     def heard_from(self, sender: str) -> bool:
         """A command of `sender` was read (its outcome is counted next); True when
@@ -46,7 +46,7 @@ class ShieldCounts:
         if counts is None:
             if len(self._senders) > MAX_SENDERS:
                 self._senders.pop(next(iter(self._senders)))
-            counts = self._senders[sender] = [0, 0, 0, 0]
+            counts = self._senders[sender] = [0, 0, 0]
         self._current = counts
         changed = sender != self.sender
         self.sender = sender
@@ -55,24 +55,21 @@ class ShieldCounts:
     def count_passed(self) -> None:
         self.passed += 1
         self._current[0] += 1
-        self._current[1] += 1
 
     def count_clipped(self) -> None:
         self.clipped += 1
-        self._current[0] += 1
-        self._current[2] += 1
+        self._current[1] += 1
 
     def count_refused(self, reason: str) -> None:
         """A command of the current sender was not forwarded, for `reason`."""
         self.refused += 1
-        self._current[0] += 1
-        self._current[3] += 1
+        self._current[2] += 1
         self.last_refusal = reason
 
     def sender_counts(self) -> tuple[int, int, int, int]:
         """(read, passed, clipped, refused) of the current sender's commands."""
-        read, passed, clipped, refused = self._current
-        return read, passed, clipped, refused
+        passed, clipped, refused = self._current
+        return passed + clipped + refused, passed, clipped, refused
 
     def key(self) -> tuple[int, ...]:
         """What a change of makes the state worth publishing again."""
