@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastdds_files import clear_stale_fastdds_ports, fastdds_files, remove_fastdds_segments
 from robokernel_ros.process import die_with_parent
 from worker_domains import worker_domain
 
@@ -106,6 +107,7 @@ class ProcessGroup:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
         self.shm_files: set[str] = set()  # Fast DDS files in /dev/shm these processes held
+        _open_groups.append(self)
 
     def start(
         self, name: str, args: list[str], env: dict[str, str] | None = None
@@ -133,7 +135,7 @@ class ProcessGroup:
 
     def fastdds_files(self, proc: subprocess.Popen) -> set[str]:
         """The Fast DDS files in /dev/shm that `proc` and its process group hold now."""
-        return _fastdds_files(_group_pids(proc.pid))
+        return fastdds_files(_group_pids(proc.pid))
 
     def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         self.shm_files |= self.fastdds_files(proc)
@@ -146,7 +148,36 @@ class ProcessGroup:
     def log(self, proc: subprocess.Popen) -> str:
         return Path(proc.log_path).read_text(errors="replace")  # type: ignore[attr-defined]
 
+    def dump_stacks(self, lines: int = 80) -> str:
+        """Ask every live process that dumps its stacks on SIGUSR1 (a node's main:
+        ros.node.run_node) to write them to its log, wait until the logs stop growing,
+        and return the last `lines` lines of every process's log: what each was doing
+        when a test failed. Nothing is stopped."""
+        for proc in self.procs:
+            if proc.poll() is None and _catches_sigusr1(proc.pid):
+                try:
+                    os.kill(proc.pid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    pass
+        sizes: list[int] = []
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:  # the dumps are written from signal handlers
+            now = [_size(proc.log_path) for proc in self.procs]  # type: ignore[attr-defined]
+            if now == sizes:
+                break
+            sizes = now
+            time.sleep(0.2)
+        parts = []
+        for proc in self.procs:
+            status = "running" if proc.poll() is None else f"exit {proc.returncode}"
+            tail = self.log(proc).splitlines()[-lines:]
+            parts.append(f"--- {Path(proc.log_path).name} ({status}, pid {proc.pid}) ---")  # type: ignore[attr-defined]
+            parts.extend(tail)
+        return "\n".join(parts)
+
     def close(self) -> None:
+        if self in _open_groups:
+            _open_groups.remove(self)
         for proc in self.procs:
             if proc.poll() is None:
                 self.shm_files |= self.fastdds_files(proc)
@@ -160,7 +191,41 @@ class ProcessGroup:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 _abort_then_kill(proc)
-        _remove_fastdds_segments(self.shm_files)
+        remove_fastdds_segments(self.shm_files)
+
+
+_open_groups: list[ProcessGroup] = []  # the groups of the test now running (and its module)
+
+
+def _catches_sigusr1(pid: int) -> bool:
+    """Whether process `pid` has a handler for SIGUSR1 (else the signal would end it)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (signal.SIGUSR1 - 1) & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that fails while processes it (or its module) started still run gets their
+    stacks and the ends of their logs in its report (ProcessGroup.dump_stacks): a node
+    test's failure under load says what each node was doing, not only what the test
+    waited for."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when in ("setup", "call") and _open_groups:
+        text = "\n".join(group.dump_stacks() for group in list(_open_groups))
+        report.sections.append(("node processes at the failure", text))
 
 
 def _abort_then_kill(proc: subprocess.Popen) -> None:
@@ -191,58 +256,10 @@ def _group_pids(pgid: int) -> set[int]:
     return pids
 
 
-def _shm_paths(pid: int | str) -> set[str]:
-    """The /dev/shm files process `pid` has open (fds) or mapped (maps)."""
-    proc_dir = Path("/proc") / str(pid)
-    paths: set[str] = set()
-    try:
-        for fd in (proc_dir / "fd").iterdir():
-            try:
-                target = os.readlink(fd)
-            except OSError:
-                continue
-            if target.startswith("/dev/shm/"):
-                paths.add(target)
-    except OSError:
-        pass
-    try:
-        for line in (proc_dir / "maps").read_text().splitlines():
-            if "/dev/shm/" in line:
-                paths.add(line.split(maxsplit=5)[-1])
-    except (OSError, IndexError):
-        pass
-    return paths
-
-
-def _fastdds_files(pids: set[int]) -> set[str]:
-    """The Fast DDS files (segments, port segments, their lock and semaphore files) that
-    `pids` hold. Fast DDS names a segment by a random id, not by its creator: the only
-    record of whose it is, is which process holds it, read while that process lives."""
-    return {
-        path
-        for pid in pids
-        for path in _shm_paths(pid)
-        if Path(path).name.startswith(("fastdds_", "sem.fastdds_"))
-    }
-
-
-def _remove_fastdds_segments(files: set[str]) -> None:
-    """Remove those of `files` (Fast DDS files in /dev/shm that this group's processes held
-    before their signals) that no live process holds now: a process killed with SIGKILL
-    leaves its segments behind (Fast DDS cleans its own on a normal exit). A file another
-    process holds (a port segment every participant on the host shares) stays; a lock
-    file (`_el`) goes with its segment."""
-    if not files:
-        return
-    held: set[str] = set()
-    for proc_dir in Path("/proc").glob("[0-9]*"):
-        held |= _shm_paths(proc_dir.name)
-    for path in sorted(files - held):
-        Path(path).unlink(missing_ok=True)
-        if not path.endswith("_el"):
-            lock = Path(path + "_el")
-            if str(lock) not in held:
-                lock.unlink(missing_ok=True)
+@pytest.fixture(scope="session", autouse=True)
+def _run_domain_ports_cleared() -> None:
+    """The run's own domain starts without stale Fast DDS ports (clear_stale_fastdds_ports)."""
+    clear_stale_fastdds_ports(int(os.environ["ROS_DOMAIN_ID"]))
 
 
 @pytest.fixture

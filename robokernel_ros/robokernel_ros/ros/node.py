@@ -19,12 +19,16 @@ raised while building or starting the node into one logged line and exit status 
 (a RuntimeError into one logged line and status 1). `run_multithreaded` is the same
 on a MultiThreadedExecutor. Every node's process keeps its freed large buffers for
 reuse (memory.retain_freed_memory: camera frames would fault in fresh pages each time).
+`kill -USR1 <pid>` makes a node's process write every thread's Python stack to its
+stderr and go on (a node that looks hung: what each thread waits in).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import logging
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -133,6 +137,7 @@ def run_node(
     Returns the exit status.
     """
     retain_freed_memory()  # nodes move camera frames: reuse their buffers (memory.py)
+    dump_stacks_on_sigusr1()
     rclpy.init(args=list(args) if args is not None else sys.argv)
     node: Node | None = None
     status = 0
@@ -180,6 +185,14 @@ def run_node(
             node.destroy_node()
         rclpy.try_shutdown()
     return status
+
+
+def dump_stacks_on_sigusr1() -> None:
+    """SIGUSR1 writes every thread's Python stack to stderr; the process goes on.
+    (faulthandler writes from its C handler: it works while every Python thread is
+    blocked, in a DDS wait or on the GIL.)"""
+    if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def run_multithreaded(

@@ -234,11 +234,13 @@ def _fresh_domain() -> int:
     """A DDS domain no process on this host uses (ros.domain.free_domain_id: not the run's,
     not another run's or a bench's), in this xdist worker's share (worker_domains), and
     none of this process's last eight test domains."""
+    from fastdds_files import clear_stale_fastdds_ports
     from worker_domains import worker_domain
 
     start = 1 + (_RUN_DOMAIN + len(_recent_domains) + 1) % 101
     domain = worker_domain(start, exclude=[_RUN_DOMAIN, *_recent_domains[-8:]])
     _recent_domains.append(domain)
+    clear_stale_fastdds_ports(domain)
     return domain
 
 

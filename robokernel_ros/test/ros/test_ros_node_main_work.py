@@ -82,3 +82,24 @@ def test_main_work_runs_on_the_main_thread_and_a_signal_ends_the_process(sig) ->
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_sigusr1_dumps_a_nodes_stacks_into_its_log_and_it_goes_on(processes) -> None:
+    """What a failed node test reports of its processes (conftest.ProcessGroup.dump_stacks):
+    a node's stacks, taken without stopping it; a process with no SIGUSR1 handler is
+    not signalled (SIGUSR1 would end it)."""
+    from worker_domains import worker_domain
+
+    env = {"ROS_DOMAIN_ID": str(worker_domain(exclude=[int(os.environ["ROS_DOMAIN_ID"])]))}
+    node = processes.start("probe", [sys.executable, "-c", PROBE], env=env)
+    bystander = processes.start("sleeper", ["sleep", "60"])
+    deadline = time.monotonic() + 30
+    while "work on main" not in processes.log(node):
+        assert node.poll() is None and time.monotonic() < deadline, processes.log(node)
+        time.sleep(0.1)
+    report = processes.dump_stacks()
+    assert node.poll() is None and bystander.poll() is None, report
+    log = processes.log(node)
+    assert "most recent call first" in log, log
+    assert "in work\n" in log or ", in work" in log, log  # the main thread, in its work
+    assert "probe.log (running" in report and "sleeper.log (running" in report, report
