@@ -98,15 +98,19 @@ def _no_dds_participant_left_behind() -> Iterator[None]:
 class ProcessGroup:
     """Processes a test starts; every one is terminated (then killed) at teardown.
 
-    Before a process (and its process group) gets a signal from kill() or close(), the
-    Fast DDS shared-memory files it has open or mapped are noted; at close, the noted files
-    that no live process holds are removed (a SIGKILLed participant cannot clean its own).
-    Nobody else's segments are touched."""
+    Before its first process on a DDS domain starts, that domain's stale Fast DDS ports
+    are removed (fastdds_files.clear_stale_fastdds_ports). Before a process (and its
+    process group) gets a signal from kill() or close(), the Fast DDS shared-memory files
+    it has open or mapped are noted; at close, the noted files that no live process holds
+    are removed (a SIGKILLed participant cannot clean its own). A file that a live
+    process holds is never touched. A test that fails while the group's processes run
+    reports their stacks and logs (dump_stacks)."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen] = []
         self.shm_files: set[str] = set()  # Fast DDS files in /dev/shm these processes held
+        self._domains_cleared: set[str] = set()  # the DDS domains of its processes
         _open_groups.append(self)
 
     def start(
@@ -116,6 +120,12 @@ class ProcessGroup:
         # faulthandler: a process that ignores SIGINT at close gets SIGABRT first and
         # writes every thread's stack to its log (what it was stuck in)
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", **(env or {})}
+        domain = full_env.get("ROS_DOMAIN_ID", "")
+        if domain.isdigit() and domain not in self._domains_cleared:
+            # whatever domain it runs on (the run's, shared by a worker's tests, or a
+            # test's own): no port there left by a process killed earlier
+            clear_stale_fastdds_ports(int(domain))
+            self._domains_cleared.add(domain)
         proc = subprocess.Popen(
             args,
             stdout=log,

@@ -32,7 +32,7 @@ from std_msgs.msg import Bool, Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from robokernel_interfaces.msg import KernelEvent, ShieldIntervention, ShieldState  # noqa: E402
-from robokernel_interfaces.srv import ListPoliciesRunning, StartPolicy  # noqa: E402
+from robokernel_interfaces.srv import ListPoliciesRunning, StartPolicy, StopPolicy  # noqa: E402
 
 NS = "/robokernel"
 SO101 = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
@@ -329,22 +329,30 @@ def test_the_sim_operator_node_takes_over_when_the_policy_leaves_the_tube_and_ha
         ros.spinner.run(lambda t=msg_type, n=topic, q=qos: ros.node.create_subscription(
             t, n, lambda m, n=n: arrivals.append((time.monotonic(), n, m)), q))  # fmt: skip
     ros.wait_matched(f"{NS}/events")
+    # An episode long enough for a loaded machine (60 s), stopped once the operator has
+    # handed back by its rule (an intervention ended by the pedal): the test waits for
+    # the behaviour, not for a step count that a slow machine may not fit it in.
     started = ros.call(StartPolicy, f"{NS}/start_policy", StartPolicy.Request(
-        robot_name="arm", policy_provider="scripted", n_steps=400, policy_config_json=policy),
+        robot_name="arm", policy_provider="scripted", n_steps=3000, policy_config_json=policy),
         timeout_s=60)  # fmt: skip
     assert started.ok, started.message
-    assert ros.wait_until(lambda: _kinds(events, "episode.end"), 60), (
+
+    def handed_back() -> bool:
+        return any(e["by"] == f"pedal {PEDAL}" for e in _kinds(events, "intervention.end"))
+
+    back = ros.wait_until(lambda: handed_back() or _kinds(events, "episode.end"), 70)
+    if not _kinds(events, "episode.end"):
+        ros.call(StopPolicy, f"{NS}/stop_policy", StopPolicy.Request(robot_name="arm"))
+    assert ros.wait_until(lambda: _kinds(events, "episode.end"), 30), (
         processes.log(procs["runner"])[-3000:] + processes.log(operator)[-2000:]
     )
     (end,) = _kinds(events, "episode.end")
-    assert end["outcome"] in ("truncated", "success"), end
     starts, ends = _kinds(events, "intervention.start"), _kinds(events, "intervention.end")
-    assert starts, processes.log(operator)[-2000:]
+    assert starts, (end, processes.log(operator)[-2000:])
     assert all(s["mode"] == "correcting" and s["by"] == f"pedal {PEDAL}" for s in starts), starts
     # it handed back by the rule at least once (an end by the pedal, not the episode's end)
-    assert any(e["by"] == f"pedal {PEDAL}" for e in ends), [
-        (e.get("by"), e.get("start_step"), e.get("step")) for e in ends
-    ]
+    assert back and handed_back(), [(e.get("by"), e.get("start_step"), e.get("step")) for e in ends]
+    assert end["outcome"] == "stopped" and end["steps"] < 3000, end  # stopped by the test
     # while it corrected, the robot was commanded the expert's leader (the human's action)
     corrected = [e for e in _kinds(events, "action") if e.get("mode") == "correcting"]
     humans = [e["human_action"] for e in corrected if e.get("human_action")]
