@@ -104,6 +104,11 @@ def test_a_policy_bound_by_name_drives_arm_and_gripper_through_two_shields(
     joints = ros.collect(JointState, "/joint_states", SENSOR_QOS)
     arm_out = ros.collect(Float64MultiArray, "/arm_controller/commands", 1000)
     gripper_out = ros.collect(Float64MultiArray, "/gripper_controller/commands", 1000)
+    # The handshakes: the robot's joint states arrive here (a full run once collected none
+    # until the 3 s episode was over), and the controller topics' readers have matched.
+    assert ros.wait_until(lambda: joints, 20), "no /joint_states reached the test"
+    ros.wait_matched("/arm_controller/commands")
+    ros.wait_matched("/gripper_controller/commands")
     before = {name: _forwarded(s[-1]) for name, s in states.items()}
     reply = ros.call(RunPolicy, f"{NS}/run_policy", RunPolicy.Request(
         robot_name="arm", policy_provider="remote", n_steps=150, async_rtc=1), timeout_s=90)  # fmt: skip
