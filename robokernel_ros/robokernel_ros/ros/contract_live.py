@@ -8,7 +8,9 @@
 until every topic is there or the time is up. `resolve_on_graph` fills the `type` a
 contract leaves out from it (ContractError naming the stream's key and topic when a
 topic is not on the graph, or carries a type the contract cannot read). `live_report`
-subscribes to every stream's topic for `duration_s` and measures what arrived: the
+subscribes to every stream's topic, waits until each subscription has matched the
+publishers the graph shows (`await_matches`, up to `discovery_s`), then measures for
+`duration_s` what arrived: the
 message count, the rate over the receipt times, the first and last header stamps;
 `check_live` prints that as a table, and is the `--live` half of `robokernel contract
 check` (its output is the command's: it writes to stdout).
@@ -187,6 +189,7 @@ def live_report(
         executor.add_node(node)
         try:
             types = graph_types(node, {r.topic for r in reports}, discovery_s)
+            subscriptions = []
             for report in reports:
                 found = types.get(report.topic)
                 if found is None:
@@ -198,7 +201,10 @@ def live_report(
                 except ValueError as exc:
                     report.problem = str(exc)
                     continue
-                node.create_subscription(msg_type, report.topic, report.on_message, SENSOR_QOS)
+                subscriptions.append(
+                    node.create_subscription(msg_type, report.topic, report.on_message, SENSOR_QOS)
+                )
+            await_matches(executor, node, subscriptions, discovery_s)
             deadline = time.monotonic() + duration_s
             while time.monotonic() < deadline:
                 executor.spin_once(timeout_sec=min(0.05, max(0.0, deadline - time.monotonic())))
@@ -217,6 +223,28 @@ def live_report(
     except ContractError as exc:  # a topic that is not there is reported per stream above
         problems = [p for p in exc.problems if not p.endswith("is not there")]
     return reports, problems
+
+
+def await_matches(executor: Any, node: Any, subscriptions: Sequence[Any], timeout_s: float) -> bool:
+    """Spin until every subscription whose topic has a publisher on the graph has matched
+    one, or `timeout_s` has passed (False then). The measuring window opens after it:
+    `--duration` measures how a stream flows, not how long discovery takes (a loaded
+    machine's check once saw no joint state in 1.5 s from a 100 Hz robot). A topic that
+    no publisher is on is not waited for."""
+    deadline = time.monotonic() + timeout_s
+
+    def unmatched() -> list[Any]:
+        return [
+            sub
+            for sub in subscriptions
+            if sub.get_publisher_count() < 1 and node.count_publishers(sub.topic_name) >= 1
+        ]
+
+    while unmatched():
+        if time.monotonic() >= deadline:
+            return False
+        executor.spin_once(timeout_sec=0.05)
+    return True
 
 
 def _stamp(ns: int | None) -> str:
