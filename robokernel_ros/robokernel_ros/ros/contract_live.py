@@ -10,10 +10,9 @@ contract leaves out from it (ContractError naming the stream's key and topic whe
 topic is not on the graph, or carries a type the contract cannot read). `live_report`
 subscribes to every stream's topic, waits until each subscription has matched the
 publishers the graph shows (`await_matches`, up to `discovery_s`), then measures for
-`duration_s` what arrived: the
-message count, the rate over the receipt times, the first and last header stamps;
-`check_live` prints that as a table, and is the `--live` half of `robokernel contract
-check` (its output is the command's: it writes to stdout).
+`duration_s` what arrived: the message count, the rate over the receipt times, the
+first and last header stamps; `check_live` prints that as a table, and is the `--live`
+half of `robokernel contract check` (its output is the command's: it writes to stdout).
 
 Exit status of check_live: 0 when every state source and camera was found, has a
 type the contract reads, and sent messages; 1 otherwise (each cause on a line). An

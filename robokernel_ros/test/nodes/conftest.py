@@ -233,7 +233,8 @@ _RUN_DOMAIN = int(os.environ["ROS_DOMAIN_ID"])  # the run's (test/conftest.py)
 def _fresh_domain() -> int:
     """A DDS domain no process on this host uses (ros.domain.free_domain_id: not the run's,
     not another run's or a bench's), in this xdist worker's share (worker_domains), and
-    none of this process's last eight test domains."""
+    none of this process's last eight test domains; its stale Fast DDS ports removed
+    (fastdds_files.clear_stale_fastdds_ports)."""
     from fastdds_files import clear_stale_fastdds_ports
     from worker_domains import worker_domain
 

@@ -340,7 +340,7 @@ def test_the_sim_operator_node_takes_over_when_the_policy_leaves_the_tube_and_ha
     def handed_back() -> bool:
         return any(e["by"] == f"pedal {PEDAL}" for e in _kinds(events, "intervention.end"))
 
-    back = ros.wait_until(lambda: handed_back() or _kinds(events, "episode.end"), 70)
+    ros.wait_until(lambda: handed_back() or _kinds(events, "episode.end"), 70)
     if not _kinds(events, "episode.end"):
         ros.call(StopPolicy, f"{NS}/stop_policy", StopPolicy.Request(robot_name="arm"))
     assert ros.wait_until(lambda: _kinds(events, "episode.end"), 30), (
@@ -351,7 +351,7 @@ def test_the_sim_operator_node_takes_over_when_the_policy_leaves_the_tube_and_ha
     assert starts, (end, processes.log(operator)[-2000:])
     assert all(s["mode"] == "correcting" and s["by"] == f"pedal {PEDAL}" for s in starts), starts
     # it handed back by the rule at least once (an end by the pedal, not the episode's end)
-    assert back and handed_back(), [(e.get("by"), e.get("start_step"), e.get("step")) for e in ends]
+    assert handed_back(), [(e.get("by"), e.get("start_step"), e.get("step")) for e in ends]
     assert end["outcome"] == "stopped" and end["steps"] < 3000, end  # stopped by the test
     # while it corrected, the robot was commanded the expert's leader (the human's action)
     corrected = [e for e in _kinds(events, "action") if e.get("mode") == "correcting"]

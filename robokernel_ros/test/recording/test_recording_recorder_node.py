@@ -105,21 +105,13 @@ def _ros_list(values) -> str:
     return "[" + ",".join(values) + "]"
 
 
-def _call(executor, node, srv_type, name, request, timeout_s):
-    client = node.create_client(srv_type, name)
-    assert client.wait_for_service(timeout_sec=60), f"service {name} not available"
-    future = client.call_async(request)
-    executor.spin_until_future_complete(future, timeout_sec=timeout_s)
-    assert future.done(), f"{name} did not answer within {timeout_s} s"
-    return future.result()
-
-
-def _answered(executor, node, srv_type, name, request, timeout_s, tries):
-    """`_call` until one call is answered, each try a new request: the handshake of a
-    service's response path. DDS matches it apart from the request path, and a server
-    whose response writer has not matched the client's reader yet drops the response
-    (rmw_fastrtps: "failed to send response (timeout): client will not receive
-    response", seen once in a full run's runner log with the request served)."""
+def _call(executor, node, srv_type, name, request, timeout_s, tries=1):
+    """Call `name` and return its answer; with `tries` > 1, call again (a new request)
+    until one is answered: the handshake of a service's response path. DDS matches it
+    apart from the request path, and a server whose response writer has not matched the
+    client's reader yet drops the response (rmw_fastrtps: "failed to send response
+    (timeout): client will not receive response", seen once in a full run's runner log
+    with the request served)."""
     client = node.create_client(srv_type, name)
     assert client.wait_for_service(timeout_sec=60), f"service {name} not available"
     for _ in range(tries):
@@ -128,7 +120,7 @@ def _answered(executor, node, srv_type, name, request, timeout_s, tries):
         if future.done():
             return future.result()
         client.remove_pending_request(future)
-    raise AssertionError(f"{name} answered none of {tries} calls ({timeout_s} s each)")
+    raise AssertionError(f"{name} answered none of {tries} call(s) within {timeout_s} s each")
 
 
 def _messages(bag):
@@ -229,9 +221,7 @@ def test_recorder_records_a_live_ros_workcell_with_cameras(processes, tmp_path):
             policy_config_json=json.dumps(config),
             n_steps=3,
         )
-        response = _answered(
-            executor, node, RunPolicy, f"{NAMESPACE}/run_policy", warm_up, 40, tries=3
-        )
+        response = _call(executor, node, RunPolicy, f"{NAMESPACE}/run_policy", warm_up, 40, tries=3)
         assert response.ok, (response.message, processes.log(runner_proc))
         warm_up_run = Path(json.loads(response.report_json)["bag_path"]).parent.name
         while warm_up_run not in processes.log(recorder):
