@@ -59,7 +59,7 @@ from robokernel_interfaces.msg import ActionChunk, Observation
 from robokernel_interfaces.srv import GetActionChunk
 from robokernel_ros.ros import wire
 from robokernel_ros.ros.lifecycle import release_state_machine
-from robokernel_ros.ros.node import exit_main, peek_parameter, run_node
+from robokernel_ros.ros.node import exit_main, peeked_parameter, run_node
 from robokernel_ros.ros.openpi_endpoint import OpenpiHosting
 from robokernel_ros.ros.params import ParameterError, declare_params, param
 from robokernel_ros.ros.policy_host import NODE_NAME, PolicyHost
@@ -325,9 +325,8 @@ def main(args: list[str] | None = None) -> int:
 
     def make_node() -> PolicyHost:
         # `served:=true` (config/served.yaml) keeps naming served mode on this executable.
-        if peek_parameter(NODE_NAME, "served", False, SERVED_DESCRIPTION):
-            return ServedEndpoint()
-        return PolicyServer()
+        with peeked_parameter(NODE_NAME, "served", False, SERVED_DESCRIPTION) as served:
+            return ServedEndpoint() if served else PolicyServer()
 
     def started(node: PolicyHost) -> None:
         if isinstance(node, PolicyServer) and node.server_params.autostart:

@@ -25,18 +25,21 @@ stderr and go on (a node that looks hung: what each thread waits in).
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import gc
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import rclpy
+from rclpy.context import Context
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 
 from robokernel_ros.memory import retain_freed_memory
 from robokernel_ros.ros.params import ParameterError, check, declare
@@ -232,14 +235,39 @@ def exit_main(main: Callable[[], int]) -> None:
     sys.exit(main())
 
 
-def peek_parameter(node_name: str, name: str, default: Any, description: str) -> Any:
+@contextlib.contextmanager
+def peeked_parameter(
+    node_name: str, name: str, default: Any, description: str, *, context: Context | None = None
+) -> Iterator[Any]:
     """The value parameter `name` of a node called `node_name` is given at start (command
     line, parameter files; remaps apply), validated as `declare` does, before that node
-    is built: for a `main()` whose parameter chooses which node to build. A short-lived
-    node of that name, without parameter services or rosout, reads it. Call it after
-    `rclpy.init()` (inside `run_node`'s `make_node`)."""
-    probe = rclpy.create_node(node_name, start_parameter_services=False, enable_rosout=False)
+    is built: for a `main()` whose parameter chooses which node to build. Call it after
+    `rclpy.init()` (inside `run_node`'s `make_node`) and build the node inside the block:
+
+        with peeked_parameter(NODE_NAME, "served", False, DESCRIPTION) as served:
+            return ServedEndpoint() if served else PolicyServer()
+
+    A short-lived probe node of that name reads it and is destroyed before the block
+    runs (two nodes of one name in one participant confuse the graph cache). A hidden
+    keeper node, `_<node_name>_start`, lives until the block ends, because rmw_fastrtps
+    ends a context's DDS participant with its last node: without it, the probe's
+    destroy ended the participant a few milliseconds into discovering the graph and the
+    node started a second one (a policy_server died of SIGSEGV inside that destroy on a
+    loaded CI run). Probe and keeper have no parameter services, rosout or type
+    description service: one /parameter_events publisher each."""
+    quiet: dict[str, Any] = {
+        "context": context,
+        "start_parameter_services": False,
+        "enable_rosout": False,
+        "parameter_overrides": [Parameter("start_type_description_service", value=False)],
+    }
+    keeper = rclpy.create_node(f"_{node_name}_start", **quiet)
     try:
-        return declare(probe, name, default, description)
+        probe = rclpy.create_node(node_name, **quiet)
+        try:
+            value = declare(probe, name, default, description)
+        finally:
+            probe.destroy_node()
+        yield value
     finally:
-        probe.destroy_node()
+        keeper.destroy_node()
