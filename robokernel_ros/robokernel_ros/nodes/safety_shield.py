@@ -59,8 +59,10 @@ when it changes: a sender that finds itself there knows that its commands arrive
 (RosRobotEnv's first reset waits for it; its publisher's own match says only that it
 found this reader). `sender_read/passed/clipped/refused` count what became of that
 sender's commands (`safety.shield_counts`; in every lifecycle and e-stop state: a command
-read while inactive or waiting is refused, and counted), `last_refusal` says why the last
-one was refused; `~/state` is also published when these counts change (at most every
+read while inactive or waiting is refused, and counted), `sender_last_seq` is the
+publication sequence number of the last of them counted (a sender that published N
+learns when every one that will arrive is counted, and how many never did),
+`last_refusal` says why the last one was refused; `~/state` is also published when these counts change (at most every
 50 ms), so a sender learns within a moment what the shield did with its commands.
 `~/interventions` (ShieldIntervention) carries every one.
 
@@ -424,8 +426,8 @@ class SafetyShieldNode(LifecycleNode):
         if reader is None:
             return
         forward = self._config.controller == "forward_command"
-        for msg, sent, sender in reader.take_sent_by(wait_s):
-            if self._counts.heard_from(sender):
+        for msg, sent, sender, seq in reader.take_sent_by(wait_s):
+            if self._counts.heard_from(sender, seq):
                 self._publish_state()  # a new sender learns at once that it is heard
             if forward:
                 self._on_array(msg, sent)
@@ -701,6 +703,7 @@ class SafetyShieldNode(LifecycleNode):
         msg.sender_read, msg.sender_passed, msg.sender_clipped, msg.sender_refused = (
             counts.sender_counts()
         )
+        msg.sender_last_seq = counts.sender_last_seq()
         msg.last_refusal = counts.last_refusal
         self._published_counts = counts.key()
         self._pub_state.publish(msg)

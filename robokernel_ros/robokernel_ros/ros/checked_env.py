@@ -15,7 +15,9 @@ message) when:
     joint's unit) away from its commanded target for longer than `follow_timeout_s`
     (a robot that lags by less, or catches up sooner, follows; ros2_control's
     joint_trajectory_controller judges a path by a tolerance the same way). 0 disables.
-`reset` first asks the shields whether they forward (a shield that does not is named
+`reset` first connects the env (RosRobotEnv.connect: a joint state, and each shield
+confirming that it hears this env's commands), then opens the episode's accounts, then
+asks the shields whether they forward (a shield that does not is named
 at once, not after the reset's timeout; one that holds for an e-stop latches the
 runner's e-stop first, so the reset's refusal ends the episode "estopped"). `before_episode_end` (the kernel's hook, called
 before episode.end) settles the ledger: it waits until each shield confirmed the
@@ -70,6 +72,12 @@ class CheckedRobotEnv:
 
     def reset(self, seed: int | None = None) -> Any:
         if self.ledger is not None:
+            # The first reset's handshake with the shields comes before the episode's
+            # accounts open: what it sends before a shield's reader knows this writer is
+            # lost by design, and is no episode's command (ShieldLedger).
+            connect = getattr(self._env, "connect", None)
+            if connect is not None:
+                connect()
             self.ledger.begin()  # the reset's commands are the episode's too
             try:
                 self.ledger.check_ready(wait_s=0.5)

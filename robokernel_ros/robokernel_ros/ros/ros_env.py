@@ -349,6 +349,13 @@ class RosRobotEnv:
         at = self._state_at
         return math.inf if at is None else time.monotonic() - at
 
+    def connect(self) -> None:
+        """Return once a fresh joint state is in (`wait_for_state`) and commands published
+        now reach every controller's consumer (`wait_for_consumer`); `reset` starts here.
+        RuntimeError naming the topic otherwise."""
+        self.wait_for_state()
+        self.wait_for_consumer()
+
     def wait_for_consumer(self) -> None:
         """Return once commands published now reach every controller's consumer, waiting
         up to discovery_timeout_s the first time; RuntimeError naming the topic otherwise.
@@ -463,8 +470,7 @@ class RosRobotEnv:
         points away from the pose), so the shield has nothing to clip; then it holds the
         pose until every joint is within reset_tolerance. A joint without motion limits
         gets the reset pose at once (the shield's rate guards then ramp it)."""
-        self.wait_for_state()
-        self.wait_for_consumer()
+        self.connect()
         if self.reset_positions:
             target = {j: self.reset_positions.get(j, self._positions[j]) for j in self.joints}
             deadline = time.monotonic() + self.reset_timeout_s

@@ -14,9 +14,16 @@ the last sender it read (`sender_read/passed/clipped/refused`, `last_refusal`), 
 change and when they change (within ~50 ms). A shield's counts are this runner's when
 `command_sender` is one of this runner's publishers on the shield's command topic
 (`transport.publisher_gids`); an episode's counts are the difference between its end
-and its start. `settle` waits (up to `confirm_timeout_s`) until a shield has read as many
-of this runner's commands as the runner sent in the episode: `confirmed` false says
-that it did not (a command lost, or a shield that stopped publishing its state).
+and its start. `settle` waits (up to `confirm_timeout_s`) until a shield has counted
+the outcome of the runner's last command (`sender_last_seq` reached the number the runner
+published: its writer numbers them from 1, so every command that will ever arrive has
+arrived), or, from a shield (or RMW) that gives no sequence numbers, has read as many as
+the runner sent in the episode. `confirmed` false says that the shield did not read
+every command of the episode (one lost, or a shield that stopped publishing its state).
+`begin` waits the same way for the commands sent before it, so none of them is charged
+to the episode; the commands a first reset's handshake published before the shield's
+reader knew the runner's writer (RosRobotEnv.connect: lost, by DDS's design) come
+before `begin` and are in no episode.
 `held` and `timeouts` are the shield's own hold commands and watchdog timeouts over the
 episode (whoever's commands they followed).
 
@@ -60,7 +67,8 @@ class ShieldRefusal(RuntimeError):
 class ShieldLink:
     """One shield the runner commands through: its node name (the report's key), its
     ~/state topic, the command topic the runner publishes to (its input), and how many
-    commands the runner has published there (a counter read, never reset)."""
+    commands the runner has published there (a counter read, never reset: the number its
+    one publisher there has written, which is the DDS sequence number of the last)."""
 
     name: str
     state_topic: str
@@ -85,6 +93,9 @@ class _Shield:
         # What a shield process that restarted within the episode had counted (its
         # successor counts from 0 again): added to the episode's counts.
         self.carried: tuple[int, ...] = (0, 0, 0, 0, 0, 0)  # read..refused, held, timeouts
+        # The sequence number of our last command the shield counted (our writer's
+        # numbering: it goes on across restarts of the shield); 0 until a state gives one.
+        self.last_seq = 0
         self._gids: set[str] = set()
 
     def poll(self, timeout_s: float = 0.0) -> None:
@@ -113,6 +124,7 @@ class _Shield:
                     self._carry(0, tuple(o - b for o, b in zip(self.mine, self.base, strict=True)))
                     self.base = (0, 0, 0, 0)
                 self.mine = mine
+                self.last_seq = max(self.last_seq, int(state.sender_last_seq))
 
     def _carry(self, start: int, values: tuple[int, ...]) -> None:
         carried = list(self.carried)
@@ -125,13 +137,19 @@ class _Shield:
             self._gids = publisher_gids(self.node, self.link.command_topic)
         return self._gids
 
+    def settled(self) -> bool:
+        """Every command sent so far has its outcome counted, or never arrives: the
+        shield counted our last one (by its sequence number). Without sequence numbers:
+        the shield read as many as were sent since `begin`."""
+        if self.last_seq > 0:
+            return self.last_seq >= self.link.commands_sent()
+        counts = self.counts()
+        return counts["read"] >= counts["commands_sent"]
+
     def await_confirmed(self, deadline: float) -> None:
-        """Poll until the shield has read every command counted since `begin` (or the
-        monotonic `deadline` passed)."""
+        """Poll until `settled` (or the monotonic `deadline` passed)."""
         self.poll()
-        while (
-            self.counts()["read"] < self.counts()["commands_sent"] and time.monotonic() < deadline
-        ):
+        while not self.settled() and time.monotonic() < deadline:
             self.poll(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def begin(self) -> None:

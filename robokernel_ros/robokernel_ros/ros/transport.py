@@ -168,9 +168,13 @@ class DirectReader:
         """As `take`, each message with its `sent_at` time (when its sender published it)."""
         return [(msg, sent_at(info)) for msg, info in self._take(timeout_s)]
 
-    def take_sent_by(self, timeout_s: float) -> list[tuple[Any, float, str]]:
-        """As `take_sent`, each message also with its sender (`sender_of`)."""
-        return [(msg, sent_at(info), sender_of(info)) for msg, info in self._take(timeout_s)]
+    def take_sent_by(self, timeout_s: float) -> list[tuple[Any, float, str, int]]:
+        """As `take_sent`, each message also with its sender (`sender_of`) and its
+        publication sequence number (`sequence_of`)."""
+        return [
+            (msg, sent_at(info), sender_of(info), sequence_of(info))
+            for msg, info in self._take(timeout_s)
+        ]
 
     def _take(self, timeout_s: float) -> list[tuple[Any, Any]]:
         sub, handle = self._sub, self._sub.handle
@@ -243,6 +247,12 @@ def sender_of(info: Any) -> str:
     `publisher_gids` names a node's own publishers; '' when the RMW gives none."""
     gid = (info or {}).get("publisher_gid") or {}
     return bytes(gid.get("data", b"")).hex()
+
+
+def sequence_of(info: Any) -> int:
+    """A sample's publication sequence number (MessageInfo `publication_sequence_number`:
+    its writer numbers what it writes from 1); 0 when the RMW gives none."""
+    return int((info or {}).get("publication_sequence_number") or 0)
 
 
 def publisher_gids(node: Any, topic: str) -> set[str]:

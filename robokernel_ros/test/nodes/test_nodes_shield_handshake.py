@@ -141,3 +141,65 @@ def test_a_shield_that_never_hears_the_env_is_refused_naming_its_state_topic(
     assert f"safety shield (/{NAME}/state) did not confirm" in message, message
     assert f"/{NAME}/commands within 1 s" in message, message
     assert 0.9 <= waited < 10.0, waited
+
+
+def test_the_commands_lost_before_the_shield_knew_the_writer_are_in_no_episode(
+    processes, peer
+) -> None:
+    """The runner's accounts (ShieldLedger through CheckedRobotEnv): the first reset's
+    handshake comes before the episode opens, so the hold commands it sent while the
+    shield could not know the writer (lost: a volatile reader drops them) are in no
+    episode, and the episode's report is exact: every command it sent read, confirmed.
+    Before, they were the episode's and the report said `confirmed: false` (a full run
+    saw a gripper shield read 77 of 126)."""
+    from robokernel_ros.ros.checked_env import CheckedRobotEnv
+    from robokernel_ros.ros.shield_ledger import ShieldLedger, ShieldLink
+
+    proc, states = _start_shield(processes, peer)
+    spun = SpunNode("handshake_ledger", spin=False)
+    probe = spun.node.create_publisher(Float64MultiArray, f"/{NAME}/commands", 10)
+    wait_until(lambda: probe.get_subscription_count() >= 1, 20, "the probe found the shield")
+    spun.node.destroy_publisher(probe)
+    os.kill(proc.pid, signal.SIGSTOP)
+    env = ledger = None
+    try:
+        env = _env(spun.node, discovery_timeout_s=20.0)
+        ledger = ShieldLedger(
+            spun.node,
+            [ShieldLink(NAME, f"/{NAME}/state", f"/{NAME}/commands", lambda: env.commands_sent)],
+        )
+        checked = CheckedRobotEnv(env, ledger)
+        wait_until(lambda: env._pub.get_subscription_count() >= 1, 5, "the env's publisher matched")
+        env.wait_for_state()  # the robot is heard: the reset's wait is the handshake's
+        done = threading.Event()
+        thread = threading.Thread(target=lambda: (checked.reset(), done.set()), daemon=True)
+        thread.start()
+        assert not done.wait(STOPPED_S), "reset returned while the shield could not hear it"
+        os.kill(proc.pid, signal.SIGCONT)
+        assert done.wait(15), "reset did not return after the shield continued"
+        sent_before = env.commands_sent
+        for _ in range(20):
+            checked.step(dict(zip(SO101_JOINTS, MEASURED, strict=True)))
+        counts = ledger.settle()[NAME]
+        mine = publisher_gids(spun.node, f"/{NAME}/commands")
+        sent = env.commands_sent
+        last = wait_state(
+            states,
+            lambda s: s.command_sender in mine and s.sender_last_seq >= sent,
+            what="the shield's state with the env's last command counted",
+        )
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        if ledger is not None:
+            ledger.close()
+        if env is not None:
+            env.close()
+        spun.close()
+    assert counts["commands_sent"] == 20, counts
+    assert counts["confirmed"] and counts["read"] == 20, counts
+    assert counts["passed"] + counts["clipped"] == 20 and counts["refused"] == 0, counts
+    # The shield counted the env's last command, and the handshake's lost ones are what
+    # the writer numbered but the shield never read: none of them in the episode.
+    assert last.sender_last_seq == env.commands_sent == sent_before + 20, last
+    lost = last.sender_last_seq - last.sender_read
+    assert lost > 0, (sent_before, last)  # the window this test makes did lose commands

@@ -51,3 +51,24 @@ def test_the_recent_senders_are_remembered() -> None:
     assert counts.sender_counts() == (1, 1, 0, 0)
     counts.heard_from("sender-0")  # forgotten long ago: counted afresh
     assert counts.sender_counts() == (0, 0, 0, 0)
+
+
+def test_the_last_sequence_number_is_the_last_counted_commands() -> None:
+    """`sender_last_seq` moves with the outcome, not with the read, and per sender: a
+    sender that published N knows every arriving command is counted once it reads N."""
+    counts = ShieldCounts()
+    counts.heard_from("runner", 7)  # 1..6 never arrived (sent before the reader knew it)
+    assert counts.sender_last_seq() == 0  # judged, not counted yet
+    counts.count_passed()
+    assert (counts.sender_counts()[0], counts.sender_last_seq()) == (1, 7)
+    counts.heard_from("runner", 8)
+    counts.count_clipped()
+    counts.heard_from("rogue", 3)
+    counts.count_refused("estop: e-stop latched (panel)")
+    assert counts.sender_last_seq() == 3
+    counts.heard_from("runner", 9)
+    assert counts.sender_last_seq() == 8  # the runner's own, its 9th not counted yet
+    counts.count_refused("estop: e-stop latched (panel)")
+    read = counts.sender_counts()[0]
+    assert (read, counts.sender_last_seq()) == (3, 9)
+    assert counts.sender_last_seq() - read == 6  # the commands that never arrived
