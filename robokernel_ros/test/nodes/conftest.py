@@ -37,6 +37,7 @@ class RosClient:
         self._clients: dict[str, Any] = {}
         self._subscriptions: dict[str, list[Any]] = {}  # topic: what collect() made
         self._closed = False
+        _open_clients.append(self)
 
     def client(self, srv_type: Any, name: str) -> Any:
         if name not in self._clients:
@@ -112,11 +113,53 @@ class RosClient:
         if self._closed:
             return
         self._closed = True
+        if self in _open_clients:
+            _open_clients.remove(self)
         try:
             self.spinner.stop()
         finally:
             if not self.spinner.alive:  # else destroying the node races the executor
                 close_context(self.node, self.context)
+
+    def graph_view(self) -> str:
+        """What this client's participant knows of the graph (a failure's report: a
+        service never seen is a discovery problem when its node is missing too)."""
+        lines = [
+            f"--- {self.node.get_name()} (ROS_DOMAIN_ID {os.environ.get('ROS_DOMAIN_ID')}) ---"
+        ]
+        try:
+            nodes = sorted(
+                f"{ns.rstrip('/')}/{n}" for n, ns in self.node.get_node_names_and_namespaces()
+            )
+            services = sorted(
+                name
+                for name, _ in self.node.get_service_names_and_types()
+                if not name.rsplit("/", 1)[-1].startswith(
+                    ("describe_", "get_param", "list_param", "set_param", "get_type")
+                )
+            )
+            lines.append(f"nodes ({len(nodes)}): {', '.join(nodes)}")
+            lines.append(
+                f"service names, of servers or clients ({len(services)}): {', '.join(services)}"
+            )
+            for name, client in self._clients.items():
+                lines.append(f"client {name}: server ready {client.service_is_ready()}")
+        except Exception as exc:  # noqa: BLE001 - a report, whatever the node's state
+            lines.append(f"(graph unavailable: {exc!r})")
+        return "\n".join(lines)
+
+
+_open_clients: list[RosClient] = []  # the RosClients now open (the failure report's)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A node test that fails gets the graph as its own ROS clients see it."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when in ("setup", "call") and _open_clients:
+        text = "\n".join(client.graph_view() for client in list(_open_clients))
+        report.sections.append(("the test's ROS clients' graph at the failure", text))
 
 
 @pytest.fixture
