@@ -9,8 +9,9 @@ until every topic is there or the time is up. `resolve_on_graph` fills the `type
 contract leaves out from it (ContractError naming the stream's key and topic when a
 topic is not on the graph, or carries a type the contract cannot read). `live_report`
 subscribes to every stream's topic, waits until each subscription has matched the
-publishers the graph shows (`await_matches`, up to `discovery_s`), then measures for
-`duration_s` what arrived: the message count, the rate over the receipt times, the
+publishers the graph shows (`await_matches`, up to `discovery_s`) and each state source
+and camera has sent a first message (`await_first_messages`, up to `discovery_s` more:
+DDS pairs the two ends one at a time), then measures for `duration_s` what arrived: the message count, the rate over the receipt times, the
 first and last header stamps; `check_live` prints that as a table, and is the `--live`
 half of `robokernel contract check` (its output is the command's: it writes to stdout).
 
@@ -134,6 +135,12 @@ class StreamReport:
                 self.first_stamp_ns = stamp
             self.last_stamp_ns = stamp
 
+    def restart(self) -> None:
+        """Forget what arrived so far (the measuring window opens now)."""
+        self.messages = 0
+        self._received.clear()
+        self.first_stamp_ns = self.last_stamp_ns = None
+
     def finish(self) -> None:
         if self.messages >= 2 and self._received[1] > self._received[0]:
             self.rate_hz = (self.messages - 1) / (self._received[1] - self._received[0])
@@ -189,6 +196,7 @@ def live_report(
         try:
             types = graph_types(node, {r.topic for r in reports}, discovery_s)
             subscriptions = []
+            flowing: list[StreamReport] = []  # the required streams, subscribed
             for report in reports:
                 found = types.get(report.topic)
                 if found is None:
@@ -203,7 +211,12 @@ def live_report(
                 subscriptions.append(
                     node.create_subscription(msg_type, report.topic, report.on_message, SENSOR_QOS)
                 )
+                if report.required:
+                    flowing.append(report)
             await_matches(executor, node, subscriptions, discovery_s)
+            await_first_messages(executor, flowing, discovery_s)
+            for report in reports:
+                report.restart()
             deadline = time.monotonic() + duration_s
             while time.monotonic() < deadline:
                 executor.spin_once(timeout_sec=min(0.05, max(0.0, deadline - time.monotonic())))
@@ -240,6 +253,19 @@ def await_matches(executor: Any, node: Any, subscriptions: Sequence[Any], timeou
         ]
 
     while unmatched():
+        if time.monotonic() >= deadline:
+            return False
+        executor.spin_once(timeout_sec=0.05)
+    return True
+
+
+def await_first_messages(executor: Any, reports: Sequence[StreamReport], timeout_s: float) -> bool:
+    """Spin until each of `reports` has had a message, or `timeout_s` has passed (False
+    then). A reader's match says only that it knows the writer: a writer that has not
+    learned of the reader yet sends it nothing (a loaded CI run's check matched the test
+    process's wrench publisher, then got nothing from it in its 1.5 s window)."""
+    deadline = time.monotonic() + timeout_s
+    while any(r.messages == 0 for r in reports):
         if time.monotonic() >= deadline:
             return False
         executor.spin_once(timeout_sec=0.05)

@@ -1,6 +1,7 @@
 """contract_live.await_matches: `robokernel contract check --live` opens its measuring
-window once each subscription has matched the publishers the graph shows, so
-`--duration` measures flow, not discovery; a topic with no publisher is not waited for.
+window once each subscription has matched the publishers the graph shows and each
+required stream has sent a first message, so `--duration` measures flow, not
+discovery; a topic with no publisher is not waited for.
 Real rclpy, two contexts in this process."""
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ rclpy = pytest.importorskip("rclpy")
 
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
-from robokernel_ros.ros.contract_live import await_matches  # noqa: E402
+from robokernel_ros.ros.contract_live import (  # noqa: E402
+    StreamReport,
+    await_first_messages,
+    await_matches,
+)
 from std_msgs.msg import String  # noqa: E402
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -61,3 +66,45 @@ def test_the_window_waits_for_a_match_and_not_for_a_topic_nobody_publishes() -> 
         for context in (sub_context, pub_context):
             rclpy.try_shutdown(context=context)
             context.destroy()
+
+
+def test_the_window_waits_for_a_first_message_after_the_match() -> None:
+    """A matched reader gets nothing until the writer sends (and, under load, until the
+    writer has learned of the reader): the wait ends at the first message, and a stream
+    that stays silent is False after its time."""
+    tag = f"{os.getpid()}_{time.monotonic_ns()}"
+    late, silent = f"/first_late_{tag}", f"/first_silent_{tag}"
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("first_checker", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    try:
+        reports = {name: StreamReport(name, name) for name in (late, silent)}
+        for name, report in reports.items():
+            node.create_subscription(String, name, report.on_message, RELIABLE)
+        publisher = node.create_publisher(String, late, RELIABLE)
+        node.create_publisher(String, silent, RELIABLE)  # there, never sends
+        sent_at: list[float] = []
+
+        def send_once() -> None:
+            if not sent_at:
+                sent_at.append(time.monotonic())
+                publisher.publish(String(data="first"))
+
+        node.create_timer(0.5, send_once)
+        t0 = time.monotonic()
+        assert await_first_messages(executor, [reports[late]], 30)
+        assert sent_at and sent_at[0] - t0 >= 0.4  # it waited for the message, not less
+        assert reports[late].messages == 1
+
+        t0 = time.monotonic()
+        assert not await_first_messages(executor, [reports[silent]], 0.5)
+        assert time.monotonic() - t0 >= 0.5
+        reports[late].restart()
+        assert reports[late].messages == 0 and reports[late].first_stamp_ns is None
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        context.destroy()
