@@ -407,7 +407,11 @@ class RunnerNode(LifecycleNode):
         from robokernel_ros.ros.checked_env import CheckedRobotEnv
 
         links = self._shield_links()
-        self.shield_ledger = ShieldLedger(self, links) if links else None
+        self.shield_ledger = (
+            ShieldLedger(self, links, discovery_s=self.ros_env.discovery_timeout_s)
+            if links
+            else None
+        )
         if self.shield_ledger is not None:
             sinks.append(shield_sink(self.shield_ledger))
         env = CheckedRobotEnv(

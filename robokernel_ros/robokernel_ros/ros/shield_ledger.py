@@ -47,8 +47,13 @@ from robokernel_ros.ros.transport import DirectReader, acquire_link, publisher_g
 
 #: How long `end` waits for a shield to confirm the episode's last commands.
 CONFIRM_TIMEOUT_S = 1.5
-#: How long a start waits for a shield it has not heard yet, or that does not forward yet.
+#: How long a start waits for a shield that does not forward yet.
 FIRST_STATE_WAIT_S = 3.0
+#: How long a start waits for a shield this ledger has never heard: DDS discovery of the
+#: runner's new participant by a shield can take seconds on a loaded machine (a full
+#: run's eval was refused "no state from the safety shield" after 3 s, the shield
+#: forwarding); RosRobotEnv's discovery_timeout_s, which its first reset waits likewise.
+DISCOVERY_WAIT_S = 15.0
 
 
 def _estop_cause(state: Any) -> bool:
@@ -210,6 +215,7 @@ class ShieldLedger:
         links: Sequence[ShieldLink],
         *,
         confirm_timeout_s: float = CONFIRM_TIMEOUT_S,
+        discovery_s: float = DISCOVERY_WAIT_S,
     ) -> None:
         names = [link.name for link in links]
         if len(set(names)) != len(names):
@@ -220,6 +226,7 @@ class ShieldLedger:
         for shield in self._shields:
             self._link.readers.add(shield.reader)
         self.confirm_timeout_s = float(confirm_timeout_s)
+        self.discovery_s = float(discovery_s)
         self._lock = threading.Lock()
         self._open = False
         self._settled: dict[str, dict[str, Any]] | None = None  # settle()'s, until end()
@@ -230,13 +237,19 @@ class ShieldLedger:
 
     def check_ready(self, wait_s: float = FIRST_STATE_WAIT_S) -> None:
         """Refused (naming the shield and why) unless every shield says it forwards; a
-        shield not heard yet, or whose last state says it does not forward, is waited for
-        up to `wait_s` (a state can reach this reader a moment after another node's)."""
-        deadline = time.monotonic() + wait_s
+        shield whose last state says it does not forward is waited for up to `wait_s` (a
+        state can reach this reader a moment after another node's), one this ledger has
+        never heard up to `discovery_s` (DDS discovery; a shield that is not running is
+        refused after it)."""
+        start = time.monotonic()
         with self._lock:
             for shield in self._shields:
                 shield.poll()
+                wait = wait_s if shield.last is not None else max(wait_s, self.discovery_s)
+                deadline = start + wait
                 while shield.not_forwarding() and time.monotonic() < deadline:
+                    if shield.last is not None:
+                        deadline = min(deadline, start + wait_s)  # heard: no discovery wait
                     shield.poll(min(0.1, max(0.0, deadline - time.monotonic())))
             problems = [p for p in (s.not_forwarding() for s in self._shields) if p]
         if problems:
