@@ -530,7 +530,8 @@ class WorkcellClient:
               servers: dict[tuple[int, ...], str] | None = None) -> Any:  # fmt: skip
         """future's result; TimeoutError after timeout_s (None: no bound but liveness);
         with `servers` (the runner that took a goal), RunnerLost once none of them has
-        served the action `what` for _GONE_GRACE_S."""
+        served the action `what` for _GONE_GRACE_S, naming them (a node name the graph had
+        not learned when the goal was accepted is filled in while they live)."""
         done = threading.Event()
         future.add_done_callback(lambda _f: done.set())
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -545,8 +546,12 @@ class WorkcellClient:
                 raise RuntimeError(f"{what}: the client was closed")
             if servers and now >= next_look:
                 next_look = now + _LIVENESS_EVERY_S
-                if servers.keys() & self._servers(what).keys():
+                serving = self._servers(what)
+                if servers.keys() & serving.keys():
                     gone_since = None
+                    for gid in servers.keys() & serving.keys():  # a name learned since
+                        if "_UNKNOWN_" not in serving[gid]:
+                            servers[gid] = serving[gid]
                 elif gone_since is None:
                     gone_since = now
                 elif now - gone_since >= _GONE_GRACE_S and not done.is_set():
