@@ -245,12 +245,13 @@ class ShieldLedger:
         with self._lock:
             for shield in self._shields:
                 shield.poll()
-                wait = wait_s if shield.last is not None else max(wait_s, self.discovery_s)
-                deadline = start + wait
-                while shield.not_forwarding() and time.monotonic() < deadline:
-                    if shield.last is not None:
-                        deadline = min(deadline, start + wait_s)  # heard: no discovery wait
-                    shield.poll(min(0.1, max(0.0, deadline - time.monotonic())))
+                while shield.not_forwarding():
+                    heard = shield.last is not None  # heard: no discovery wait
+                    left = start + (wait_s if heard else max(wait_s, self.discovery_s))
+                    left -= time.monotonic()
+                    if left <= 0:
+                        break
+                    shield.poll(min(0.1, left))
             problems = [p for p in (s.not_forwarding() for s in self._shields) if p]
         if problems:
             raise Refused("refused: " + "; ".join(problems))
