@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fastdds_files import clear_stale_fastdds_ports, fastdds_files, remove_fastdds_segments
+from native_stacks import blocked_threads
 from robokernel_ros.process import die_with_parent
 from worker_domains import worker_domain
 
@@ -162,7 +163,8 @@ class ProcessGroup:
         """Ask every live process that dumps its stacks on SIGUSR1 (a node's main:
         ros.node.run_node) to write them to its log, wait until the logs stop growing,
         and return the last `lines` lines of every process's log: what each was doing
-        when a test failed. Nothing is stopped."""
+        when a test failed, with its native threads that wait on a mutex
+        (native_stacks.blocked_threads). Nothing is stopped."""
         for proc in self.procs:
             if proc.poll() is None and _catches_sigusr1(proc.pid):
                 try:
@@ -183,6 +185,8 @@ class ProcessGroup:
             tail = self.log(proc).splitlines()[-lines:]
             parts.append(f"--- {Path(proc.log_path).name} ({status}, pid {proc.pid}) ---")  # type: ignore[attr-defined]
             parts.extend(tail)
+            if proc.poll() is None:  # its DDS threads, which have no Python frames
+                parts.append(blocked_threads(proc.pid))
         return "\n".join(parts)
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from native_stacks import blocked_threads
 
 rclpy = pytest.importorskip("rclpy")
 
@@ -154,11 +155,14 @@ _open_clients: list[RosClient] = []  # the RosClients now open (the failure repo
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A node test that fails gets the graph as its own ROS clients see it."""
+    """A node test that fails gets the graph as its own ROS clients see it, and this
+    process's native threads that wait on a mutex (its clients' DDS threads)."""
     outcome = yield
     report = outcome.get_result()
     if report.failed and call.when in ("setup", "call") and _open_clients:
         text = "\n".join(client.graph_view() for client in list(_open_clients))
+        native = blocked_threads(os.getpid())  # gdb, a child, reads this process
+        text += f"\n--- this test process's native threads ---\n{native}"
         report.sections.append(("the test's ROS clients' graph at the failure", text))
 
 

@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
+from native_stacks import blocked_threads  # noqa: E402
 from robokernel_ros.ros.client import WorkcellClient  # noqa: E402
 
 NS = "/rk_cli_output"
@@ -42,11 +43,13 @@ def test_a_cancelled_call_prints_its_report_on_stdout_and_exits_130(sim_runner, 
             out, err = cli.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             masks = _signal_masks(cli.pid)  # which of its threads block or ignore SIGINT
+            native = blocked_threads(cli.pid)  # its DDS threads, which have no Python frames
             cli.send_signal(signal.SIGABRT)  # its threads' stacks, on stderr
             out, err = cli.communicate(timeout=10)
             raise AssertionError(
                 f"no exit within 60 s of SIGINT (this test's thread at its start: {started}); "
-                f"its threads' signal masks:\n{masks}\nits stacks:\n{err}"
+                f"its threads' signal masks:\n{masks}\nits native threads waiting on a mutex:"
+                f"\n{native}\nits stacks:\n{err}"
             ) from None
     finally:
         if cli.poll() is None:
