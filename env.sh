@@ -12,13 +12,20 @@ if [ -f "$_rk_root/install/setup.bash" ] && [ -n "${BASH_VERSION:-}" ]; then
   # shellcheck disable=SC1091
   . "$_rk_root/install/setup.bash"
 fi
-export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
-# Camera frames on shared memory (a 16 MiB segment: robokernel_ros/config/fastdds_shm.xml),
-# unless a Fast DDS profile is chosen already.
-if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}" ] && [ -z "${FASTRTPS_DEFAULT_PROFILES_FILE:-}" ]; then
-  export FASTDDS_DEFAULT_PROFILES_FILE="$_rk_root/robokernel_ros/config/fastdds_shm.xml"
-  # Fast DDS 2 (Humble, Jazzy) reads the older name; Fast DDS 3 warns that it is deprecated.
-  case "${ROS_DISTRO:-}" in humble | jazzy) export FASTRTPS_DEFAULT_PROFILES_FILE="$FASTDDS_DEFAULT_PROFILES_FILE" ;; esac
+# The workcell's DDS settings on one host (ros.launch_steps.dds_environment, the demo's and
+# the launch files' rule): with neither a Fast DDS profile nor a discovery range set,
+# robokernel_ros/config/fastdds_localhost.xml (discovery and data on UDP loopback, no
+# shared memory) with the range SYSTEM_DEFAULT, since the profile keeps discovery on this
+# host itself; with a profile of yours, the range LOCALHOST; a range of yours is left as is.
+if [ -z "${ROS_AUTOMATIC_DISCOVERY_RANGE:-}" ]; then
+  if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}" ] && [ -z "${FASTRTPS_DEFAULT_PROFILES_FILE:-}" ]; then
+    export FASTDDS_DEFAULT_PROFILES_FILE="$_rk_root/robokernel_ros/config/fastdds_localhost.xml"
+    # Fast DDS 2 (Humble, Jazzy) reads the older name; Fast DDS 3 warns that it is deprecated.
+    case "${ROS_DISTRO:-}" in humble | jazzy) export FASTRTPS_DEFAULT_PROFILES_FILE="$FASTDDS_DEFAULT_PROFILES_FILE" ;; esac
+    export ROS_AUTOMATIC_DISCOVERY_RANGE=SYSTEM_DEFAULT
+  else
+    export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+  fi
 fi
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 unset _rk_root

@@ -279,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     from robokernel_ros.ros.domain import free_domain_id  # one no process here uses
 
     os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(free_domain_id())
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from robokernel_ros.demo import use_dds_profile
+
+    use_dds_profile()  # the workcell's DDS settings unless the environment has its own
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     observation = {
         "joint_positions": dict.fromkeys(JOINTS, 0.1),

@@ -231,7 +231,6 @@ def main() -> int:
     from robokernel_ros.ros.domain import free_domain_id  # one no process here uses
 
     os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(free_domain_id())
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     use_dds_profile()
     rows = []
     with tempfile.TemporaryDirectory(prefix="fidelity_") as tmp:

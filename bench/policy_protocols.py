@@ -174,7 +174,9 @@ def main() -> int:
     os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(
         1 + (os.getpid() + 71) % 100
     )
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from robokernel_ros.demo import use_dds_profile
+
+    use_dds_profile()  # the workcell's DDS settings unless the environment has its own
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
     figures: dict[str, Any] = {"rounds": n, "warmup_rounds": warmup, "gap_ms": args.gap_ms,

@@ -275,7 +275,9 @@ def main() -> int:
     from robokernel_ros.ros.domain import free_domain_id  # one no process here uses
 
     os.environ.setdefault("ROS_DOMAIN_ID", str(free_domain_id()))
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from robokernel_ros.demo import use_dds_profile
+
+    use_dds_profile()  # the workcell's DDS settings unless the environment has its own
     seconds = 3.0 if args.quick else 10.0
     figures: dict[str, dict] = {}
     print(

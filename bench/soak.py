@@ -1645,7 +1645,6 @@ def free_domain(rng: random.Random) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: every thread's stack
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ["ROS_DOMAIN_ID"] = str(free_domain(random.Random()))
     use_dds_profile()
     work = (

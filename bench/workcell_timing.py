@@ -586,9 +586,12 @@ def main() -> int:
         "instead of the runner's rate",
     )
     parser.add_argument(
-        "--no-dds-profile",
-        action="store_true",
-        help="Fast DDS defaults (no config/fastdds_shm.xml, whatever the environment says)",
+        "--dds-profile",
+        choices=("localhost", "shm", "none"),
+        default="localhost",
+        help="localhost: the workcell's default (config/fastdds_localhost.xml: UDP loopback, "
+        "unless the environment names a profile); shm: config/fastdds_shm.xml (shared "
+        "memory) with rmw's LOCALHOST range; none: Fast DDS's defaults with LOCALHOST",
     )
     parser.add_argument(
         "--priority",
@@ -619,12 +622,14 @@ def main() -> int:
     from robokernel_ros.ros.domain import free_domain_id  # one no process here uses
 
     os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(free_domain_id())
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    if args.no_dds_profile:
+    if args.dds_profile == "localhost":
+        use_dds_profile()  # the workcell's default unless the environment has its own
+    else:  # this profile whatever the environment says
         for name in ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE"):
             os.environ.pop(name, None)
-    else:
-        use_dds_profile()
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+        if args.dds_profile == "shm":
+            os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(config_dir() / "fastdds_shm.xml")
     rows = []
     keep = Path(args.keep) if args.keep else None
     if keep is not None:

@@ -40,7 +40,7 @@ from typing import Any
 
 from robokernel_ros.process import die_with_parent, stop_process_groups
 from robokernel_ros.ros.launch_steps import DDS_PROFILE_VARS as DDS_PROFILE_VARS
-from robokernel_ros.ros.launch_steps import profile_variable
+from robokernel_ros.ros.launch_steps import dds_environment
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # robokernel_ros/ (setup.py, config/, launch/)
 CONFIG_DIR = PACKAGE_DIR / "config"
@@ -69,11 +69,11 @@ def config_dir() -> Path:
 
 
 def use_dds_profile(environ: dict[str, str] | Any = os.environ) -> None:
-    """Point Fast DDS at config/fastdds_shm.xml unless a profile is set already (the
-    launch files' rule: ros.launch_steps.profile_variable)."""
-    name = profile_variable(environ)
-    if name is not None:
-        environ[name] = str(config_dir() / "fastdds_shm.xml")
+    """Give this process (and the nodes it starts) the workcell's DDS settings unless the
+    user chose theirs: config/fastdds_localhost.xml (UDP loopback, no shared memory) with
+    ROS_AUTOMATIC_DISCOVERY_RANGE=SYSTEM_DEFAULT (the launch files' rule:
+    ros.launch_steps.dds_environment)."""
+    environ.update(dds_environment(environ, str(config_dir())))
 
 
 @dataclass
@@ -206,7 +206,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     os.environ["ROS_DOMAIN_ID"] = os.environ.get("ROS_DOMAIN_ID") or str(1 + os.getpid() % 100)
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     use_dds_profile()
     trace_dir = Path(args.trace_dir).resolve()
     log_dir = trace_dir / "logs"

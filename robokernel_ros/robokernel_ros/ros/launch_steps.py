@@ -1,5 +1,5 @@
-"""What the workcell launch files share (launch/*.launch.py import it): Fast DDS's
-shared-memory profile, and lifecycle nodes brought up one after another.
+"""What the workcell launch files share (launch/*.launch.py import it): the workcell's
+DDS settings on one host, and lifecycle nodes brought up one after another.
 
     LaunchDescription([*dds_profile(config), ..., policy_server, runner,
                        *bring_up_in_order([policy_server, runner])])
@@ -16,26 +16,47 @@ from collections.abc import Mapping, Sequence
 
 #: Fast DDS 3 reads the first name (and warns about the second); 2 (Humble, Jazzy) the second.
 DDS_PROFILE_VARS = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+#: The workcell's Fast DDS profile on one host (config/): discovery and data on UDP
+#: loopback, no shared memory (the file's header says why).
+LOCALHOST_PROFILE = "fastdds_localhost.xml"
+RANGE_VAR = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 
 
 def profile_variable(environ: Mapping[str, str]) -> str | None:
-    """The variable that points Fast DDS at config/fastdds_shm.xml (a 16 MiB
-    shared-memory segment, so 640x480 camera frames travel on shared memory) in
-    `environ`'s ROS distribution; None when a profile is set already."""
+    """The variable that names a Fast DDS profile in `environ`'s ROS distribution; None
+    when a profile is set already."""
     if any(environ.get(name) for name in DDS_PROFILE_VARS):
         return None
     return DDS_PROFILE_VARS[environ.get("ROS_DISTRO", "") in ("humble", "jazzy")]
 
 
+def dds_environment(environ: Mapping[str, str], config: str) -> dict[str, str]:
+    """The variables a workcell process gets over `environ` (env.sh, the demo, the launch
+    files and the tests share this rule):
+
+    - neither a Fast DDS profile nor ROS_AUTOMATIC_DISCOVERY_RANGE set: the profile
+      `config`/fastdds_localhost.xml with the range SYSTEM_DEFAULT. The profile confines
+      discovery to this host itself; rmw's LOCALHOST range would add its own
+      shared-memory transport to the profile's UDP one.
+    - a profile of the user's and no range: LOCALHOST (discovery stays on this host).
+    - a range of the user's: nothing (its profile, if any, is the user's too)."""
+    if environ.get(RANGE_VAR):
+        return {}
+    name = profile_variable(environ)
+    if name is None:
+        return {RANGE_VAR: "LOCALHOST"}
+    return {name: os.path.join(config, LOCALHOST_PROFILE), RANGE_VAR: "SYSTEM_DEFAULT"}
+
+
 def dds_profile(config: str) -> list[object]:
-    """config/fastdds_shm.xml unless a profile is set (profile_variable): the
-    SetEnvironmentVariable action, or none."""
+    """The SetEnvironmentVariable actions of dds_environment (none when the user has set
+    the DDS variables)."""
     from launch.actions import SetEnvironmentVariable
 
-    name = profile_variable(os.environ)
-    if name is None:
-        return []
-    return [SetEnvironmentVariable(name, os.path.join(config, "fastdds_shm.xml"))]
+    return [
+        SetEnvironmentVariable(name, value)
+        for name, value in dds_environment(os.environ, config).items()
+    ]
 
 
 def transition(node: object, transition_id: int) -> object:

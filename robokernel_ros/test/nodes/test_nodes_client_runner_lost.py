@@ -18,27 +18,29 @@ pytest.importorskip("rclpy")
 from robokernel_ros.ros.client import RunnerLost, WorkcellClient  # noqa: E402
 
 NS = "/rk_runner_lost"
-PROFILES = Path(__file__).resolve().parents[2] / "config" / "fastdds_shm.xml"
+PROFILES = Path(__file__).resolve().parents[2] / "config" / "fastdds_localhost.xml"
 # The runner's participant announces itself every second and is dropped by its peers 5 s
 # after it was last heard (Fast DDS's defaults: 3 s and 20 s): the wait for a killed
 # runner's lease is what this test spent most of its time on. Any message from a live
 # participant renews its lease, so a runner that streams feedback is never dropped early.
-SHORT_LEASE = """<rtps>
-      <builtin>
+SHORT_LEASE = """<builtin>
         <discovery_config>
           <leaseDuration><sec>5</sec></leaseDuration>
           <leaseAnnouncement><sec>1</sec></leaseAnnouncement>
-        </discovery_config>
-      </builtin>"""
+        </discovery_config>"""
 
 
 def _short_lease_env(tmp_path: Path) -> dict[str, str]:
-    """The workcell's Fast DDS profile (config/fastdds_shm.xml) with a 5 s lease."""
+    """The workcell's Fast DDS profile (config/fastdds_localhost.xml) with a 5 s lease."""
     profile = PROFILES.read_text()
-    assert profile.count("<rtps>") == 1, PROFILES
+    assert profile.count("<builtin>") == 1, PROFILES
     path = tmp_path / "fastdds_short_lease.xml"
-    path.write_text(profile.replace("<rtps>", SHORT_LEASE))
-    return {"FASTDDS_DEFAULT_PROFILES_FILE": str(path), "FASTRTPS_DEFAULT_PROFILES_FILE": str(path)}
+    path.write_text(profile.replace("<builtin>", SHORT_LEASE))
+    return {
+        "FASTDDS_DEFAULT_PROFILES_FILE": str(path),
+        "FASTRTPS_DEFAULT_PROFILES_FILE": str(path),
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "SYSTEM_DEFAULT",
+    }
 
 
 def test_a_goal_whose_runner_is_killed_raises_runner_lost_naming_the_runner(
