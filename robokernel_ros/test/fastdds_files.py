@@ -13,6 +13,16 @@ from pathlib import Path
 
 from robokernel_ros.ros.domain import DOMAIN_GAIN, PORT_BASE
 
+#: A participant on the opt-in shared-memory profile (config/fastdds_shm.xml): the
+#: workcell's default (fastdds_localhost.xml) uses no shared memory, so a test of the
+#: cleanup below starts its participants with these variables.
+SHM_PROFILE_ENV = {
+    "FASTDDS_DEFAULT_PROFILES_FILE": str(
+        Path(__file__).resolve().parents[1] / "config" / "fastdds_shm.xml"
+    ),
+    "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+}
+
 
 def shm_paths(pid: int | str) -> set[str]:
     """The /dev/shm files process `pid` has open (fds) or mapped (maps)."""

@@ -17,6 +17,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 
 from conftest import RosClient  # noqa: E402
+from fastdds_files import SHM_PROFILE_ENV  # noqa: E402
 from spun_node import SpunNode  # noqa: E402
 
 
@@ -91,7 +92,7 @@ def test_processes_removes_the_segments_of_the_processes_it_killed_and_no_others
     stranger = Path(f"/dev/shm/fastdds_robokernel_test_stranger_{os.getpid()}")
     stranger.write_bytes(b"not ours: made by no process of the group")
     try:
-        proc = processes.start("shm_holder", [sys.executable, "-c", _NODE])
+        proc = processes.start("shm_holder", [sys.executable, "-c", _NODE], env=SHM_PROFILE_ENV)
         deadline = time.monotonic() + 30
         while not (held := processes.fastdds_files(proc)) and time.monotonic() < deadline:
             assert proc.poll() is None, processes.log(proc)
