@@ -17,6 +17,8 @@ rclpy = pytest.importorskip("rclpy")
 from robokernel_ros.ros.qos import STATUS_QOS  # noqa: E402
 from robokernel_ros.ros.requests import Refused  # noqa: E402
 from robokernel_ros.ros.shield_ledger import ShieldLedger, ShieldLink  # noqa: E402
+from robokernel_ros.ros.transport import publisher_gids  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from robokernel_interfaces.msg import ShieldState  # noqa: E402
 
@@ -79,5 +81,59 @@ def test_a_shield_nobody_runs_is_refused_after_discovery_s_naming_its_topic() ->
             ledger.check_ready(wait_s=0.2)
         assert time.monotonic() - t0 >= 1.0  # discovery_s, not wait_s
     finally:
+        ledger.close()
+        _close(contexts, runner, shield)
+
+
+def test_commands_lost_before_the_episode_are_in_no_episode_by_sequence_number() -> None:
+    """The accounts rest on the writer's sequence numbers (ShieldState.sender_last_seq):
+    the handshake's commands that the shield never read (a volatile reader drops what a
+    writer sent before the reader knew it) are in no episode, and the episode's own are
+    confirmed exactly; a shield that has not counted the episode's last command leaves
+    the report unconfirmed, saying how many it read. Real rclpy: the shield's ~/state is
+    published from a context of the test's own, naming the runner's command writer."""
+    tag = f"{os.getpid()}_{time.monotonic_ns()}"
+    topic = f"/ledger_lost_{tag}/state"
+    contexts, runner, shield = _contexts(tag)
+    sent = [0]
+    link = ShieldLink("shield", topic, topic + "_commands", lambda: sent[0])
+    ledger = ShieldLedger(runner, [link], confirm_timeout_s=3.0)
+    commands = runner.create_publisher(Float64MultiArray, topic + "_commands", 10)
+    try:
+        (writer,) = publisher_gids(runner, topic + "_commands")
+        states = shield.create_publisher(ShieldState, topic, STATUS_QOS)
+
+        def state(read: int, last_seq: int) -> None:
+            states.publish(ShieldState(state="active", command_sender=writer, sender_read=read,
+                                       sender_passed=read, sender_last_seq=last_seq))  # fmt: skip
+
+        sent[0] = 30  # the handshake's; the shield has counted up to number 25 so far
+        state(read=8, last_seq=25)
+        ledger.check_ready(wait_s=20)
+        # It reads the rest (10 of the 30 in all: 20 were lost) half a second later:
+        # begin waits for the outcome of command 30, not for 30 reads (never to come).
+        timer = threading.Timer(0.5, lambda: state(read=10, last_seq=30))
+        t0 = time.monotonic()
+        timer.start()
+        ledger.begin()
+        waited = time.monotonic() - t0
+        timer.join()
+        assert 0.5 <= waited < 2.5, waited  # not confirm_timeout_s (3 s)
+        sent[0] = 50  # the episode's 20
+        state(read=30, last_seq=50)
+        counts = ledger.settle()["shield"]
+        assert counts["commands_sent"] == 20 and counts["read"] == 20, counts
+        assert counts["confirmed"] and counts["passed"] == 20, counts
+        # the next episode: the shield read 15 of its 50 commands, counted up to number 95
+        ledger.begin()
+        sent[0] = 100
+        state(read=45, last_seq=95)
+        t0 = time.monotonic()
+        counts = ledger.settle()["shield"]
+        assert time.monotonic() - t0 >= 3.0  # it waited confirm_timeout_s for the rest
+        assert counts["commands_sent"] == 50 and counts["read"] == 15, counts
+        assert not counts["confirmed"], counts
+    finally:
+        runner.destroy_publisher(commands)
         ledger.close()
         _close(contexts, runner, shield)
