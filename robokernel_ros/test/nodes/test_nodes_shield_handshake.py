@@ -153,9 +153,9 @@ def test_the_commands_lost_before_the_shield_knew_the_writer_are_in_no_episode(
     Before, they were the episode's and the report said `confirmed: false` (a full run
     saw a gripper shield read 77 of 126). Whether the stopped shield loses any depends
     on the transport: on shared memory it lost 11-66 of them in every run; on UDP
-    loopback with the 10 ms repair (config/fastdds_localhost.xml) it usually learns the
-    writer before it reads the buffered commands, and loses none. The accounts must be
-    exact either way."""
+    loopback with the 10 ms repair (config/fastdds_localhost.xml) it lost some in three
+    full runs and none in a fourth (it learned the writer before it read the buffered
+    commands, or the repair brought them). The accounts must be exact either way."""
     from robokernel_ros.ros.checked_env import CheckedRobotEnv
     from robokernel_ros.ros.shield_ledger import ShieldLedger, ShieldLink
 
