@@ -53,6 +53,7 @@ Imports no rclpy: the rollout API and the runner node both use it.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections import deque
@@ -154,6 +155,7 @@ class LiveView:
     """
 
     STOP_WAIT_S = 0.5  # how long close() waits for the clients' graceful close
+    PORT_RELEASE_S = 5.0  # how long close() waits for the listener to let the port go
 
     def __init__(self, options: LiveOptions | None = None, *, name: str = "robokernel") -> None:
         self.options = options or LiveOptions()
@@ -248,6 +250,7 @@ class LiveView:
             self._recording = None
         if self.server is not None:
             server, self.server = self.server, None
+            port = server.port
             # stop() waits for every client's graceful close; the listener closes (the port
             # is free) at once, so a client that never reads costs no more than this bound.
             stopper = threading.Thread(target=server.stop, name="live-view-stop", daemon=True)
@@ -256,6 +259,11 @@ class LiveView:
             if stopper.is_alive():
                 _log.warning("live view: a client is still closing; its connection ends when it "
                              "reads or disconnects (the port is free)")  # fmt: skip
+            # The SDK closes its listener on its own runtime's thread: a full run found the
+            # port still bound right after close() returned. Returned, it is free.
+            if not _await_port_released(self.options.host, port, self.PORT_RELEASE_S):
+                _log.warning("live view: port %s still bound %.0f s after stop", port,
+                             self.PORT_RELEASE_S)  # fmt: skip
 
     def __enter__(self) -> LiveView:
         return self.start()
@@ -477,3 +485,19 @@ class LiveView:
             self.layout_path = write_layout(path, joints=joints, action_keys=keys, cameras=cameras)
         except OSError:
             _log.warning("live view: cannot write the layout %s", path)
+
+
+def _await_port_released(host: str, port: int, timeout_s: float) -> bool:
+    """Whether nothing listens on host:port any more (a bind with SO_REUSEADDR, as a new
+    server's, succeeds), waiting up to `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+                return True
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return False
+        time.sleep(0.01)

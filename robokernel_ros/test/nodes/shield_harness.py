@@ -93,13 +93,21 @@ class Peer:
                 close_context(self.node, self.context)
 
     # -- topics --
-    def record(self, msg_type: Any, topic: str, qos: Any = COMMAND_QOS) -> list[tuple[float, Any]]:
+    def record(
+        self, msg_type: Any, topic: str, qos: Any = COMMAND_QOS, *, sent_times: bool = False
+    ) -> list[tuple[float, Any]]:
+        """(time, message) of each message on `topic`, in arrival order: the time it
+        arrived here (time.monotonic()), or with `sent_times` the time its publisher sent
+        it (transport.sent_at: its source timestamp on this clock), which a repaired or
+        late delivery does not move."""
+        from robokernel_ros.ros.transport import sent_at
+
         out: list[tuple[float, Any]] = []
-        self.spinner.run(
-            lambda: self.node.create_subscription(
-                msg_type, topic, lambda m: out.append((time.monotonic(), m)), qos
-            )
-        )
+
+        def on_message(message: Any, info: Any) -> None:
+            out.append((sent_at(info) if sent_times else time.monotonic(), message))
+
+        self.spinner.run(lambda: self.node.create_subscription(msg_type, topic, on_message, qos))
         return out
 
     def record_commands(self, topic: str = "/forward_position_controller/commands"):
