@@ -91,18 +91,27 @@ _PEER = textwrap.dedent(
     from rclpy.node import Node
     from std_msgs.msg import String
     rclpy.init()
-    node = Node(sys.argv[1])
+    me = sys.argv[1]
+    node = Node(me)
     pub = node.create_publisher(String, "profile_probe", 10)
-    heard = []
-    node.create_subscription(String, "profile_probe", lambda m: heard.append(m.data), 10)
+    others: dict[str, str] = {}  # the other peer's name -> whether it has heard someone
+    node.create_subscription(
+        String, "profile_probe",
+        lambda m: others.__setitem__(*m.data.split(":")) if not m.data.startswith(me + ":") else None,
+        10,
+    )
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not any(h != sys.argv[1] for h in heard):
-        pub.publish(String(data=sys.argv[1]))
+    # until this peer heard the other and the other says it heard this one (a handshake:
+    # a peer that stopped at its own first message could leave the other deaf)
+    while time.monotonic() < deadline and not (others and all(v == "1" for v in others.values())):
+        pub.publish(String(data=f"{me}:{int(bool(others))}"))
+        rclpy.spin_once(node, timeout_sec=0.1)
+    for _ in range(10):  # the other may still wait for this one's "heard"
+        pub.publish(String(data=f"{me}:{int(bool(others))}"))
         rclpy.spin_once(node, timeout_sec=0.1)
     with open("/proc/self/maps") as maps:
         shm = sorted({line.split()[-1] for line in maps if "/dev/shm/fastdds" in line})
-    print("heard" if any(h != sys.argv[1] for h in heard) else "deaf", len(shm), flush=True)
-    time.sleep(1.0)  # the other process hears this one's last messages too
+    print("heard" if others else "deaf", len(shm), flush=True)
     """
 )
 
