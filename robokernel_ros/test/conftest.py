@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fastdds_files import clear_stale_fastdds_ports, fastdds_files, remove_fastdds_segments
 from native_stacks import blocked_threads
+from robokernel_ros.demo import use_dds_profile
 from robokernel_ros.process import die_with_parent
-from robokernel_ros.ros.launch_steps import dds_environment
 from worker_domains import worker_domain
 
 # Each pytest run gets its own DDS domain, one no participant on this host uses (another
@@ -25,8 +25,7 @@ from worker_domains import worker_domain
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["ROS_DOMAIN_ID"] = str(worker_domain())
 os.environ.setdefault("ROS_DOMAIN_ID", str(worker_domain()))
-# The workcell's DDS settings (env.sh's rule), for a suite started without env.sh.
-os.environ.update(dds_environment(os.environ, str(Path(__file__).resolve().parents[1] / "config")))
+use_dds_profile()  # the workcell's DDS settings (env.sh's rule), for a suite run without it
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from robokernel_ros.demo import config_dir
 from robokernel_ros.ros.domain import DOMAIN_GAIN, PORT_BASE
 
 #: A participant on the opt-in shared-memory profile (config/fastdds_shm.xml): the
 #: workcell's default (fastdds_localhost.xml) uses no shared memory, so a test of the
 #: cleanup below starts its participants with these variables.
 SHM_PROFILE_ENV = {
-    "FASTDDS_DEFAULT_PROFILES_FILE": str(
-        Path(__file__).resolve().parents[1] / "config" / "fastdds_shm.xml"
-    ),
+    "FASTDDS_DEFAULT_PROFILES_FILE": str(config_dir() / "fastdds_shm.xml"),
     "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
 }
 
